@@ -1,0 +1,24 @@
+"""EUGen layers in pure PyTorch (no nerfstudio import): the ground floor of eugen-nerf."""
+
+from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
+from eugen_nerf.layers.eugen import FEATURE_MAPS, EUGenLinear
+from eugen_nerf.layers.fit import NormalEquations, RidgeSolution
+from eugen_nerf.layers.fused import FusedMLP
+from eugen_nerf.layers.mlp import LAYER_TYPES, EUGenMLP, EUGenSpec, resolve_layer_types
+from eugen_nerf.layers.projections import PROJECTION_KINDS, draw_projections
+
+__all__ = [
+    "EUGenLinear",
+    "EUGenMLP",
+    "EUGenSpec",
+    "FusedMLP",
+    "LowRankLinear",
+    "NormalEquations",
+    "RidgeSolution",
+    "snnk_linear",
+    "draw_projections",
+    "resolve_layer_types",
+    "FEATURE_MAPS",
+    "LAYER_TYPES",
+    "PROJECTION_KINDS",
+]

@@ -1,0 +1,254 @@
+"""The EUGen layer: a dense layer ``σ(Wx + b)`` replaced by ``A · Φ(f(x)) + c``.
+
+``f(x)`` concatenates, for each polynomial order ``i = 1..k``, the element-wise product of ``i``
+random projections of ``x⁺ = [x; 1; ‖x‖]`` (``m`` features per order). Order 0 is the constant
+block, carried by the bias ``c``. With identity ``Φ`` and Gaussian projections,
+:meth:`EUGenLinear.from_dense` builds the unbiased estimate of ``poly(Wx + b)`` (spec section 1).
+
+Two ways to draw the projections:
+
+* ``shared_projections=True`` (default): ``k`` matrices ``G_1..G_k``; order ``i`` is the running
+  product ``G_1 x⁺ ⊙ … ⊙ G_i x⁺``. One ``(k·m) x (d+2)`` matmul and a cumulative product: cost
+  ``m·d·k``. Each order is still a product of independent projections, so each order's estimate
+  is unbiased; orders are correlated with each other.
+* ``shared_projections=False``: every order owns its ``i`` matrices (``k(k+1)/2`` in all, cost
+  ``m·d·k²/2``): the paper's literal form, orders independent.
+
+``x⁺`` is never materialised: ``G x⁺ = G_x x + g_1 + ‖x‖ g_norm``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional, Sequence
+
+import torch
+from torch import nn
+
+from eugen_nerf.layers.projections import PROJECTION_KINDS, ProjectionKind, draw_projections
+
+FeatureMap = Literal["identity", "relu", "softplus", "sin"]
+FEATURE_MAPS = ("identity", "relu", "softplus", "sin")
+
+_FEATURE_MAP_FNS = {
+    "identity": lambda z: z,
+    "relu": torch.relu,
+    "softplus": nn.functional.softplus,
+    "sin": torch.sin,
+}
+
+
+def _check_positive_int(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+class EUGenLinear(nn.Module):
+    """``y = A · Φ(f(x)) + c``: a drop-in for ``nn.Linear`` followed by an activation.
+
+    Args:
+        in_features: input width ``d``.
+        out_features: output width ``l``.
+        num_features: ``m``, random features per polynomial order.
+        degree: ``k``, the highest polynomial order (``>= 1``).
+        use_norm: append ``‖x‖`` to ``x⁺`` (what lets EUGens depend on the input's norm directly).
+        feature_map: ``Φ``, applied element-wise to the concatenated features.
+        projection: ``"gaussian"`` (i.i.d. rows) or ``"orthogonal"`` (block-orthogonal rows).
+        trainable_projections: learn ``G`` (stored in the state dict) instead of freezing it
+            (regenerated from ``seed``, never stored).
+        shared_projections: see the module docstring.
+        seed: seed of the projections.
+        bias: learn the constant block ``c``.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        num_features: int = 64,
+        degree: int = 2,
+        *,
+        use_norm: bool = True,
+        feature_map: FeatureMap = "identity",
+        projection: ProjectionKind = "gaussian",
+        trainable_projections: bool = False,
+        shared_projections: bool = True,
+        seed: int = 0,
+        bias: bool = True,
+        device: Optional[torch.device] = None,
+        dtype: Optional[torch.dtype] = None,
+    ) -> None:
+        super().__init__()
+        for name, value in [
+            ("in_features", in_features),
+            ("out_features", out_features),
+            ("num_features", num_features),
+            ("degree", degree),
+        ]:
+            _check_positive_int(name, value)
+        if feature_map not in FEATURE_MAPS:
+            raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
+        if projection not in PROJECTION_KINDS:
+            raise ValueError(f"projection must be one of {PROJECTION_KINDS}, got {projection!r}")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.num_features = num_features
+        self.degree = degree
+        self.use_norm = use_norm
+        self.feature_map = feature_map
+        self.projection = projection
+        self.trainable_projections = trainable_projections
+        self.shared_projections = shared_projections
+        self.seed = int(seed)
+
+        factory = {"device": device, "dtype": dtype}
+        projections = self._draw(self.num_projection_matrices).to(**{k: v for k, v in factory.items() if v is not None})
+        if trainable_projections:
+            self.projections = nn.Parameter(projections)
+        else:
+            # persistent=False: frozen projections come back from the seed, not from checkpoints.
+            self.register_buffer("projections", projections, persistent=False)
+        # Saved with the checkpoint so a loaded layer regenerates the projections it was trained with.
+        self.register_buffer("projection_seed", torch.tensor(self.seed, dtype=torch.int64))
+        self.weight = nn.Parameter(torch.empty(out_features, self.feature_dim, **factory))
+        self.bias = nn.Parameter(torch.empty(out_features, **factory)) if bias else None
+        bound = 1.0 / math.sqrt(self.feature_dim)  # nn.Linear's default range
+        nn.init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    # ------------------------------------------------------------------ construction helpers
+    @property
+    def augmented_dim(self) -> int:
+        """Width of ``x⁺``: ``d + 1`` (constant) ``+ 1`` (norm, when used)."""
+        return self.in_features + 1 + int(self.use_norm)
+
+    @property
+    def feature_dim(self) -> int:
+        """Width ``M = k·m`` of ``f(x)`` (the constant order lives in the bias)."""
+        return self.degree * self.num_features
+
+    def _draw(self, num_matrices: int) -> torch.Tensor:
+        """Projections scaled by ``1/sqrt(d+2)`` so ``G x⁺`` is O(rms(x)) whatever the width."""
+        g = draw_projections(num_matrices, self.num_features, self.augmented_dim, self.seed, self.projection)
+        return g.reshape(num_matrices * self.num_features, self.augmented_dim) / math.sqrt(self.augmented_dim)
+
+    def regenerate_projections(self) -> None:
+        """Redraw frozen projections from ``self.seed`` on the layer's current device and dtype."""
+        if self.trainable_projections:
+            raise RuntimeError("trainable projections are stored in the state dict, not regenerated")
+        current = self.projections
+        self.projections = self._draw(self.num_projection_matrices).to(current)
+
+    @property
+    def num_projection_matrices(self) -> int:
+        return self.degree if self.shared_projections else self.degree * (self.degree + 1) // 2
+
+    @classmethod
+    def from_dense(
+        cls,
+        linear: nn.Linear,
+        poly_coeffs: Sequence[float],
+        num_features: int = 64,
+        **kwargs,
+    ) -> "EUGenLinear":
+        """Unbiased random-feature estimate of ``poly(linear(x))``, ``poly(z) = Σ_i a_i z^i``.
+
+        ``poly_coeffs = (a_0, ..., a_k)`` fixes the degree ``k``. With ``w⁺ = [w; b; 0]`` we have
+        ``w⁺ᵀx⁺ = wᵀx + b``; each order-``i`` feature is ``∏_j (g_jᵀx⁺)`` and its weight
+        ``(a_i / m) ∏_j (g_jᵀw⁺)``, whose product has expectation ``a_i (w⁺ᵀx⁺)^i`` (times
+        ``(d+2)^{-i}`` from the projections' scale, which the weight undoes).
+        Identity feature map and Gaussian projections are what make it unbiased; other choices
+        are accepted but then the estimate is biased.
+        """
+        coeffs = [float(a) for a in poly_coeffs]
+        if len(coeffs) < 2:
+            raise ValueError(f"poly_coeffs must have at least 2 entries (a_0, a_1, ...), got {coeffs}")
+        kwargs.setdefault("feature_map", "identity")
+        layer = cls(
+            linear.in_features,
+            linear.out_features,
+            num_features=num_features,
+            degree=len(coeffs) - 1,
+            bias=True,
+            device=linear.weight.device,
+            dtype=linear.weight.dtype,
+            **kwargs,
+        )
+        with torch.no_grad():
+            w = linear.weight.detach().double()
+            b = linear.bias.detach().double() if linear.bias is not None else torch.zeros(w.shape[0])
+            w_plus = torch.cat([w, b.unsqueeze(1).to(w)], dim=1)
+            if layer.use_norm:
+                w_plus = torch.cat([w_plus, torch.zeros_like(b).unsqueeze(1).to(w)], dim=1)
+            # Weight-side features: the same products of projections, applied to w⁺.
+            weight_features = layer.products(w_plus @ layer.projections.double().T)  # (l, k·m)
+            orders = torch.arange(1, layer.degree + 1, dtype=torch.float64)
+            scale = torch.tensor(coeffs[1:], dtype=torch.float64) * layer.augmented_dim**orders
+            scale = scale.repeat_interleave(num_features) / num_features
+            layer.weight.copy_((weight_features * scale).to(layer.weight))
+            layer.bias.fill_(coeffs[0])
+        return layer
+
+    # ------------------------------------------------------------------ forward
+    def projections_of(self, x: torch.Tensor, norm: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``G x⁺`` for every projection row, without building ``x⁺``.
+
+        ``norm`` overrides ``‖x‖`` (the fused path knows it without having ``x``).
+        """
+        g = self.projections.to(x.dtype)
+        d = self.in_features
+        out = torch.addmm(g[:, d], x, g[:, :d].T)
+        if self.use_norm:
+            if norm is None:
+                norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+            out = out + norm * g[:, d + 1]
+        return out
+
+    def products(self, projected: torch.Tensor) -> torch.Tensor:
+        """Turn projections ``(N, rows)`` into the order-1..k products ``(N, k·m)``."""
+        n, m, k = projected.shape[0], self.num_features, self.degree
+        if self.shared_projections:
+            return projected.view(n, k, m).cumprod(dim=1).reshape(n, k * m)
+        blocks, start = [], 0
+        for order in range(1, k + 1):
+            blocks.append(projected[:, start * m : (start + order) * m].view(n, order, m).prod(dim=1))
+            start += order
+        return torch.cat(blocks, dim=1)
+
+    def features(self, x: torch.Tensor, norm: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``Φ(f(x))``, shape ``(..., k·m)``: what ``A`` multiplies (and what distillation fits)."""
+        if x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"EUGenLinear expected inputs with last dimension in_features={self.in_features}, "
+                f"got shape {tuple(x.shape)}"
+            )
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, self.in_features)
+        if norm is not None:
+            norm = norm.reshape(-1, 1)
+        feats = _FEATURE_MAP_FNS[self.feature_map](self.products(self.projections_of(flat, norm)))
+        return feats.reshape(*lead, self.feature_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(self.features(x), self.weight, self.bias)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.seed = int(self.projection_seed)
+        if not self.trainable_projections:
+            self.regenerate_projections()
+
+    def macs_per_point(self) -> int:
+        """Multiply-accumulates per input point (projections, products, output)."""
+        rows = self.projections.shape[0]
+        products = self.feature_dim * (self.degree - 1) if self.shared_projections else rows - self.feature_dim
+        return rows * (self.in_features + int(self.use_norm)) + products + self.out_features * self.feature_dim
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, m={self.num_features}, "
+            f"k={self.degree}, norm={self.use_norm}, phi={self.feature_map}, proj={self.projection}, "
+            f"trainable_G={self.trainable_projections}, shared_G={self.shared_projections}, seed={self.seed}"
+        )

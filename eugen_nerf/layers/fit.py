@@ -1,0 +1,137 @@
+"""Closed-form fitting of ``Y ≈ F Aᵀ + c``: streaming normal equations and a ridge solve.
+
+Distillation never holds all activations: each batch adds ``FᵀF``, ``FᵀY``, ``ΣF``, ``ΣY`` and
+``ΣY²`` (float64) to a :class:`NormalEquations`, which can be saved, resumed and all-reduced across
+processes. The intercept ``c`` is solved for (features are centred inside the solve), so the ridge
+penalty never shrinks the bias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+import torch
+
+
+def _require_finite(name: str, tensor: torch.Tensor) -> None:
+    if not torch.isfinite(tensor).all():
+        bad = (~torch.isfinite(tensor)).sum().item()
+        raise ValueError(f"{name} must be finite: found {bad} NaN/inf values in a tensor of shape {tuple(tensor.shape)}")
+
+
+@dataclass
+class RidgeSolution:
+    weight: torch.Tensor  # (out, M): A
+    bias: torch.Tensor  # (out,): c
+    ridge: float
+    r2: torch.Tensor  # (out,) coefficient of determination on the accumulated data
+
+
+class NormalEquations:
+    """Accumulates the sufficient statistics of a least-squares fit ``Y ≈ F Aᵀ + c``."""
+
+    STATE_KEYS = ("gram", "cross", "feature_sum", "target_sum", "target_sq_sum", "count")
+
+    def __init__(self, num_features: int, num_outputs: int, device: Optional[torch.device] = None,
+                 dtype: torch.dtype = torch.float64) -> None:
+        if num_features < 1 or num_outputs < 1:
+            raise ValueError(f"num_features and num_outputs must be >= 1, got {num_features}, {num_outputs}")
+        self.num_features, self.num_outputs = num_features, num_outputs
+        self.gram = torch.zeros(num_features, num_features, device=device, dtype=dtype)
+        self.cross = torch.zeros(num_features, num_outputs, device=device, dtype=dtype)
+        self.feature_sum = torch.zeros(num_features, device=device, dtype=dtype)
+        self.target_sum = torch.zeros(num_outputs, device=device, dtype=dtype)
+        self.target_sq_sum = torch.zeros(num_outputs, device=device, dtype=dtype)
+        self.count = torch.zeros((), device=device, dtype=dtype)
+
+    @torch.no_grad()
+    def update(self, features: torch.Tensor, targets: torch.Tensor) -> None:
+        """Add a batch: ``features`` ``(N, M)``, ``targets`` ``(N, out)``; leading dims are flattened."""
+        features = features.reshape(-1, features.shape[-1])
+        targets = targets.reshape(-1, targets.shape[-1])
+        if features.shape[1] != self.num_features:
+            raise ValueError(f"features must have {self.num_features} columns, got shape {tuple(features.shape)}")
+        if targets.shape[1] != self.num_outputs:
+            raise ValueError(f"targets must have {self.num_outputs} columns, got shape {tuple(targets.shape)}")
+        if features.shape[0] != targets.shape[0]:
+            raise ValueError(f"features and targets must have as many rows: {features.shape[0]} != {targets.shape[0]}")
+        _require_finite("features", features)
+        _require_finite("targets", targets)
+        f = features.to(self.gram)
+        y = targets.to(self.gram)
+        self.gram.addmm_(f.T, f)
+        self.cross.addmm_(f.T, y)
+        self.feature_sum += f.sum(0)
+        self.target_sum += y.sum(0)
+        self.target_sq_sum += y.square().sum(0)
+        self.count += f.shape[0]
+
+    def state_dict(self) -> Dict[str, torch.Tensor]:
+        return {key: getattr(self, key).clone() for key in self.STATE_KEYS}
+
+    def load_state_dict(self, state: Dict[str, torch.Tensor]) -> None:
+        for key in self.STATE_KEYS:
+            current = getattr(self, key)
+            if state[key].shape != current.shape:
+                raise ValueError(f"saved {key} has shape {tuple(state[key].shape)}, expected {tuple(current.shape)}")
+            current.copy_(state[key])
+
+    def all_reduce(self) -> None:
+        """Sum the statistics over all processes of the default ``torch.distributed`` group."""
+        import torch.distributed as dist
+
+        for key in self.STATE_KEYS:
+            dist.all_reduce(getattr(self, key), op=dist.ReduceOp.SUM)
+
+    def merge_(self, other: "NormalEquations") -> "NormalEquations":
+        for key in self.STATE_KEYS:
+            getattr(self, key).add_(getattr(other, key))
+        return self
+
+    def _centred(self):
+        n = self.count
+        mean_f = self.feature_sum / n
+        mean_y = self.target_sum / n
+        gram = self.gram - n * torch.outer(mean_f, mean_f)
+        cross = self.cross - n * torch.outer(mean_f, mean_y)
+        return gram, cross, mean_f, mean_y
+
+    def solve(self, ridge: float = 1e-6) -> RidgeSolution:
+        """Ridge solution; ``ridge`` is relative to the mean diagonal of the centred Gram matrix.
+
+        Cholesky with growing jitter; ``lstsq`` as the last resort for a singular system.
+        """
+        if ridge < 0:
+            raise ValueError(f"ridge must be >= 0, got {ridge}")
+        if self.count < 1:
+            raise ValueError("no samples accumulated: call update() before solve()")
+        gram, cross, mean_f, mean_y = self._centred()
+        scale = gram.diagonal().mean().clamp_min(torch.finfo(gram.dtype).tiny)
+        eye = torch.eye(self.num_features, dtype=gram.dtype, device=gram.device)
+        weight_t = None
+        for jitter in (0.0, 1e-12, 1e-10, 1e-8):
+            factor, info = torch.linalg.cholesky_ex(gram + (ridge + jitter) * scale * eye)
+            if info.item() == 0:
+                weight_t = torch.cholesky_solve(cross, factor)
+                break
+        if weight_t is None:
+            weight_t = torch.linalg.lstsq(gram + ridge * scale * eye, cross).solution
+        bias = mean_y - mean_f @ weight_t
+        return RidgeSolution(weight=weight_t.T.contiguous(), bias=bias, ridge=ridge, r2=self.r2(weight_t.T, bias))
+
+    def r2(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Per-output R² of ``F Aᵀ + c`` on the accumulated data (from the statistics alone)."""
+        a = weight.to(self.gram).T  # (M, out)
+        c = bias.to(self.gram)
+        n = self.count
+        # Σ‖y - (Fa + c)‖² expanded: Σy² - 2(aᵀFᵀy + cΣy) + aᵀFᵀFa + 2cΣFa + n c²
+        residual = (
+            self.target_sq_sum
+            - 2 * ((a * self.cross).sum(0) + c * self.target_sum)
+            + (a * (self.gram @ a)).sum(0)
+            + 2 * c * (self.feature_sum @ a)
+            + n * c.square()
+        )
+        total = self.target_sq_sum - self.target_sum.square() / n
+        return 1 - residual / total.clamp_min(torch.finfo(total.dtype).tiny)

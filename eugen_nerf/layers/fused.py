@@ -1,0 +1,165 @@
+"""The merged inference form of an :class:`EUGenMLP` (spec section 2, "Merging").
+
+An EUGen layer's output ``h = A F + c`` is linear in its features ``F``, so whatever consumes
+``h`` can absorb ``A``: a dense layer computes ``(W A) F + (W c + b)``, a following EUGen layer
+projects with ``(G A) F + (G c + g₁)``. Its norm entry ``‖h‖`` is recovered without ``h``:
+``‖A F + c‖ = ‖R [F; 1]‖`` where ``R`` is the triangular factor of ``[A, c]`` (QR), so the norm
+costs ``(M+1)²`` instead of ``l·M``. A chain of EUGen layers therefore runs feature to feature and
+the ``l``-wide hidden activation is never built.
+
+All merged matrices are computed once in float64 and cast to the MLP's dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+import torch
+from torch import nn
+
+from eugen_nerf.layers.baselines import LowRankLinear
+from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear
+
+
+@dataclass
+class _Step:
+    """One layer of the fused MLP.
+
+    ``weight``/``bias`` map the layer's source (features ``F`` of the previous EUGen layer, or the
+    materialised previous output) to its pre-activation (dense/low-rank) or to its projections
+    followed by ``norm_rows`` rows whose squared norm is ``‖h‖²`` (EUGen). ``skip_weight`` maps the
+    MLP input when the layer has a skip connection.
+    """
+
+    kind: str  # "linear" or "eugen"
+    weight: torch.Tensor
+    bias: torch.Tensor
+    skip_weight: Optional[torch.Tensor] = None
+    activation: Optional[Callable] = None
+    layer: Optional[EUGenLinear] = None
+    norm_rows: int = 0
+    out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
+    out_bias: Optional[torch.Tensor] = None
+
+
+def _linear_parts(layer: nn.Module) -> tuple:
+    """``(W, b)`` in float64 for a dense or low-rank layer."""
+    if isinstance(layer, LowRankLinear):
+        weight = layer.up.double() @ layer.down.double()
+    else:
+        weight = layer.weight.double()
+    bias = layer.bias.double() if layer.bias is not None else torch.zeros(weight.shape[0], dtype=torch.float64,
+                                                                           device=weight.device)
+    return weight, bias
+
+
+def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``R`` with ``‖W F + b‖ = ‖R [F; 1]‖`` for every ``F`` (QR of ``[W, b]``)."""
+    return torch.linalg.qr(torch.cat([weight, bias.unsqueeze(1)], dim=1), mode="r").R
+
+
+class FusedMLP:
+    """Callable merged form of an :class:`EUGenMLP`; equal to its unfused forward (float rounding aside)."""
+
+    def __init__(self, steps: List[_Step], skip_connections, in_dim: int, out_activation, dtype) -> None:
+        self.steps = steps
+        self.skip_connections = skip_connections
+        self.in_dim = in_dim
+        self.out_activation = out_activation
+        self.dtype = dtype
+
+    @classmethod
+    @torch.no_grad()
+    def from_mlp(cls, mlp) -> "FusedMLP":
+        dtype = next(mlp.parameters()).dtype
+        steps: List[_Step] = []
+        # The previous EUGen layer's (A, c) when the current source is its features, else None.
+        carried = None
+        last = mlp.num_layers - 1
+        for i, layer in enumerate(mlp.layers):
+            has_skip = i in mlp.skip_connections
+            split = mlp.in_dim if has_skip else 0  # skip inputs come first: cat([input, hidden])
+            if isinstance(layer, EUGenLinear):
+                g = layer.projections.double()
+                d = layer.in_features
+                weight, bias = g[:, :d], g[:, d].clone()
+                norm_weight = None
+            else:
+                weight, bias = _linear_parts(layer)
+                norm_weight = None
+            skip_weight, hidden_weight = weight[:, :split], weight[:, split:]
+            if carried is not None:
+                a, c = carried
+                bias = bias + hidden_weight @ c
+                hidden_weight = hidden_weight @ a
+                if isinstance(layer, EUGenLinear) and layer.use_norm:
+                    r = _norm_factor(a, c)
+                    norm_weight, norm_bias = r[:, :-1], r[:, -1]
+            norm_rows = 0
+            if norm_weight is not None:
+                hidden_weight = torch.cat([hidden_weight, norm_weight], dim=0)
+                bias = torch.cat([bias, norm_bias], dim=0)
+                norm_rows = norm_weight.shape[0]
+                if has_skip:  # the skip input contributes to the projections, not to the norm rows
+                    skip_weight = torch.cat([skip_weight, skip_weight.new_zeros(norm_rows, split)], dim=0)
+            step = _Step(
+                kind="eugen" if isinstance(layer, EUGenLinear) else "linear",
+                weight=hidden_weight.to(dtype),
+                bias=bias.to(dtype),
+                skip_weight=skip_weight.to(dtype) if has_skip else None,
+                activation=mlp.activation if mlp.applies_activation(i) else None,
+                layer=layer if isinstance(layer, EUGenLinear) else None,
+                norm_rows=norm_rows,
+            )
+            if isinstance(layer, EUGenLinear):
+                a = layer.weight.double()
+                c = layer.bias.double() if layer.bias is not None else a.new_zeros(a.shape[0])
+                if i == last:
+                    step.out_weight, step.out_bias = a.to(dtype), c.to(dtype)
+                carried = (a, c)
+            else:
+                carried = None
+            steps.append(step)
+        return cls(steps, mlp.skip_connections, mlp.in_dim, mlp.out_activation, dtype)
+
+    def __call__(self, in_tensor: torch.Tensor) -> torch.Tensor:
+        lead = in_tensor.shape[:-1]
+        inputs = in_tensor.reshape(-1, self.in_dim)
+        x = inputs
+        for step in self.steps:
+            z = torch.addmm(step.bias, x, step.weight.T)
+            if step.skip_weight is not None:
+                z = z + inputs @ step.skip_weight.T
+            if step.kind == "linear":
+                x = step.activation(z) if step.activation is not None else z
+                continue
+            layer = step.layer
+            projected = z
+            if layer.use_norm:
+                if step.norm_rows:  # source is the previous layer's features: ‖h‖ = ‖R [F; 1]‖
+                    projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
+                    sq_norm = norm_part.square().sum(dim=-1, keepdim=True)
+                else:  # source is a materialised activation
+                    sq_norm = x.square().sum(dim=-1, keepdim=True)
+                if step.skip_weight is not None:
+                    sq_norm = sq_norm + inputs.square().sum(dim=-1, keepdim=True)
+                g_norm = layer.projections[:, layer.in_features + 1].to(z.dtype)
+                projected = projected + sq_norm.sqrt() * g_norm
+            x = _FEATURE_MAP_FNS[layer.feature_map](layer.products(projected))
+            if step.out_weight is not None:
+                x = torch.addmm(step.out_bias, x, step.out_weight.T)
+        if self.out_activation is not None:
+            x = self.out_activation(x)
+        return x.reshape(*lead, x.shape[-1])
+
+    def macs_per_point(self) -> int:
+        """Multiply-accumulates per point of the merged form."""
+        total = 0
+        for step in self.steps:
+            total += step.weight.numel() + (step.skip_weight.numel() if step.skip_weight is not None else 0)
+            if step.layer is not None:
+                total += step.layer.feature_dim * (step.layer.degree - 1) + step.norm_rows
+            if step.out_weight is not None:
+                total += step.out_weight.numel()
+        return total

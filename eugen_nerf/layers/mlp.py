@@ -1,0 +1,186 @@
+"""EUGenMLP: nerfstudio's ``MLP`` signature with a per-layer choice of dense, EUGen or baseline.
+
+Layer ``i`` follows nerfstudio's ``MLP`` exactly (first ``in_dim -> width``, skips concatenate
+``[input, hidden]``, last ``width -> out_dim``), so a dense EUGenMLP loads a stock MLP's weights.
+An EUGen layer replaces ``activation(linear(x))`` as a whole: no activation follows it, its feature
+map is its non-linearity. ``out_activation`` is applied to the output in every case.
+
+In eval mode (and unless ``fuse_in_eval=False``) the forward pass runs the fused form of
+:mod:`eugen_nerf.layers.fused`, rebuilt automatically whenever a parameter changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
+from eugen_nerf.layers.eugen import EUGenLinear, FeatureMap, _check_positive_int
+from eugen_nerf.layers.projections import ProjectionKind
+
+LayerType = Literal["dense", "eugen", "lowrank", "snnk"]
+LAYER_TYPES = ("dense", "eugen", "lowrank", "snnk")
+
+
+@dataclass(frozen=True)
+class EUGenSpec:
+    """Hyper-parameters of the EUGen layers of an MLP (see :class:`EUGenLinear`)."""
+
+    num_features: int = 64
+    degree: int = 2
+    use_norm: bool = True
+    feature_map: FeatureMap = "relu"
+    projection: ProjectionKind = "gaussian"
+    trainable_projections: bool = False
+    shared_projections: bool = True
+    seed: int = 0
+    lowrank_rank: int = 32
+    """Rank of ``lowrank`` layers (the low-rank baseline)."""
+
+
+def resolve_layer_types(
+    layer_types: Union[str, Sequence[str]], num_layers: int, eugen_layers: Optional[Sequence[int]] = None
+) -> Tuple[str, ...]:
+    """Expand ``layer_types`` (one name for all, or one per layer) and ``eugen_layers`` (indices,
+    negative allowed, turned to ``eugen``) into one validated type per layer."""
+    if isinstance(layer_types, str):
+        types = [layer_types] * num_layers
+    else:
+        types = list(layer_types)
+        if len(types) != num_layers:
+            raise ValueError(f"layer_types must have num_layers={num_layers} entries, got {len(types)}: {types}")
+    for index in eugen_layers or ():
+        if not -num_layers <= index < num_layers:
+            raise ValueError(f"eugen layer index {index} does not exist: valid indices are 0..{num_layers - 1}")
+        types[index] = "eugen"
+    for t in types:
+        if t not in LAYER_TYPES:
+            raise ValueError(f"layer type must be one of {LAYER_TYPES}, got {t!r}")
+    return tuple(types)
+
+
+class EUGenMLP(nn.Module):
+    """Multilayer perceptron whose layers are dense, EUGen, low-rank or SNNK-style.
+
+    Args:
+        in_dim, num_layers, layer_width, out_dim, skip_connections, activation, out_activation:
+            as nerfstudio's ``MLP``.
+        layer_types: one type for every layer, or one per layer.
+        eugen_layers: indices of layers made EUGen on top of ``layer_types`` (negative allowed).
+        eugen: hyper-parameters of EUGen/SNNK/low-rank layers (layer ``i`` uses ``seed + i``).
+        fuse_in_eval: run the merged feature-to-feature form in eval mode.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        num_layers: int,
+        layer_width: int,
+        out_dim: Optional[int] = None,
+        skip_connections: Optional[Sequence[int]] = None,
+        activation: Optional[nn.Module] = nn.ReLU(),
+        out_activation: Optional[nn.Module] = None,
+        layer_types: Union[LayerType, Sequence[LayerType]] = "dense",
+        eugen_layers: Optional[Sequence[int]] = None,
+        eugen: EUGenSpec = EUGenSpec(),
+        fuse_in_eval: bool = True,
+    ) -> None:
+        super().__init__()
+        for name, value in [("in_dim", in_dim), ("num_layers", num_layers), ("layer_width", layer_width)]:
+            _check_positive_int(name, value)
+        self.in_dim = in_dim
+        self.num_layers = num_layers
+        self.layer_width = layer_width
+        self.out_dim = out_dim if out_dim is not None else layer_width
+        self.skip_connections = tuple(sorted(skip_connections or ()))
+        for index in self.skip_connections:
+            if not 0 < index < num_layers:
+                raise ValueError(f"skip connection {index} must be in 1..{num_layers - 1}")
+        self.activation = activation
+        self.out_activation = out_activation
+        self.layer_types = resolve_layer_types(layer_types, num_layers, eugen_layers)
+        self.eugen = eugen
+        self.fuse_in_eval = fuse_in_eval
+        self.layers = nn.ModuleList(
+            self._make_layer(kind, *self.layer_dims(i), replace(eugen, seed=eugen.seed + i))
+            for i, kind in enumerate(self.layer_types)
+        )
+        self._fused = None
+        self._fused_key = None
+
+    def layer_dims(self, index: int) -> Tuple[int, int]:
+        """(input, output) width of layer ``index``, as in nerfstudio's ``MLP``."""
+        if self.num_layers == 1:
+            return self.in_dim, self.out_dim
+        fan_in = self.in_dim if index == 0 else self.layer_width
+        if index in self.skip_connections:
+            fan_in += self.in_dim
+        return fan_in, self.out_dim if index == self.num_layers - 1 else self.layer_width
+
+    @staticmethod
+    def _make_layer(kind: str, fan_in: int, fan_out: int, spec: EUGenSpec) -> nn.Module:
+        if kind == "dense":
+            return nn.Linear(fan_in, fan_out)
+        if kind == "lowrank":
+            return LowRankLinear(fan_in, fan_out, rank=spec.lowrank_rank)
+        if kind == "snnk":
+            return snnk_linear(fan_in, fan_out, num_features=spec.num_features, seed=spec.seed)
+        return EUGenLinear(
+            fan_in, fan_out, num_features=spec.num_features, degree=spec.degree, use_norm=spec.use_norm,
+            feature_map=spec.feature_map, projection=spec.projection,
+            trainable_projections=spec.trainable_projections, shared_projections=spec.shared_projections,
+            seed=spec.seed,
+        )
+
+    def get_out_dim(self) -> int:
+        return self.out_dim
+
+    def applies_activation(self, index: int) -> bool:
+        """Hidden dense/low-rank layers are followed by ``activation``; EUGen layers carry their own."""
+        return (
+            self.activation is not None
+            and index < self.num_layers - 1
+            and not isinstance(self.layers[index], EUGenLinear)
+        )
+
+    @property
+    def has_eugen(self) -> bool:
+        return any(isinstance(layer, EUGenLinear) for layer in self.layers)
+
+    def forward_unfused(self, in_tensor: torch.Tensor) -> torch.Tensor:
+        x = in_tensor
+        for i, layer in enumerate(self.layers):
+            if i in self.skip_connections:
+                x = torch.cat([in_tensor, x], dim=-1)
+            x = layer(x)
+            if self.applies_activation(i):
+                x = self.activation(x)
+        return self.out_activation(x) if self.out_activation is not None else x
+
+    def fused(self):
+        """The merged inference form, rebuilt when any parameter, device or dtype changed."""
+        from eugen_nerf.layers.fused import FusedMLP  # fused builds on this module
+
+        tensors = list(self.parameters())
+        key = tuple((id(t), t._version, t.device, t.dtype) for t in tensors)
+        if self._fused is None or key != self._fused_key:
+            self._fused = FusedMLP.from_mlp(self)
+            self._fused_key = key
+        return self._fused
+
+    def forward(self, in_tensor: torch.Tensor) -> torch.Tensor:
+        if in_tensor.shape[-1] != self.in_dim:
+            raise ValueError(f"EUGenMLP expected last dimension in_dim={self.in_dim}, got {tuple(in_tensor.shape)}")
+        if not self.training and self.fuse_in_eval and self.has_eugen:
+            return self.fused()(in_tensor)
+        return self.forward_unfused(in_tensor)
+
+    def macs_per_point(self) -> int:
+        """Multiply-accumulates per point of the unfused form."""
+        total = 0
+        for layer in self.layers:
+            total += layer.macs_per_point() if hasattr(layer, "macs_per_point") else layer.weight.numel()
+        return total

@@ -1,0 +1,203 @@
+"""EUGen layer: unbiasedness, variance, shapes, gradients, checkpoints, bad input."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from eugen_nerf.layers import EUGenLinear, LowRankLinear, draw_projections, snnk_linear
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _dense(d=5, l=3, seed=0):
+    torch.manual_seed(seed)
+    linear = nn.Linear(d, l).double()
+    with torch.no_grad():
+        linear.weight.mul_(0.6)
+    return linear
+
+
+def _poly(z, coeffs):
+    return sum(a * z**i for i, a in enumerate(coeffs))
+
+
+def _average_estimate(linear, x, coeffs, m, seeds, **kw):
+    total = 0
+    for seed in seeds:
+        layer = EUGenLinear.from_dense(linear, coeffs, num_features=m, seed=seed, **kw).double()
+        with torch.no_grad():
+            total = total + layer(x)
+    return total / len(seeds)
+
+
+@pytest.mark.parametrize("coeffs", [(0.1, 1.0), (0.0, 0.5, 0.25), (0.2, 1.0, 0.5, 0.1)])
+@pytest.mark.parametrize("shared", [True, False])
+def test_from_dense_is_unbiased(coeffs, shared):
+    linear = _dense()
+    x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 0.7
+    target = _poly(linear(x).detach(), coeffs)
+    estimate = _average_estimate(linear, x, coeffs, m=64, seeds=range(600), shared_projections=shared)
+    # Monte-Carlo error over 600 seeds x 64 features is a few 1e-2 at most for these sizes.
+    scale = target.abs().mean() + 0.1
+    assert (estimate - target).abs().max() / scale < 0.08, (estimate, target)
+
+
+def test_error_shrinks_like_inverse_sqrt_m():
+    linear = _dense()
+    x = torch.randn(8, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 0.7
+    coeffs = (0.0, 1.0, 0.5)
+    target = _poly(linear(x).detach(), coeffs)
+
+    def rms_error(m):
+        errors = []
+        for seed in range(200):
+            layer = EUGenLinear.from_dense(linear, coeffs, num_features=m, seed=seed).double()
+            with torch.no_grad():
+                errors.append((layer(x) - target).square().mean())
+        return torch.stack(errors).mean().sqrt().item()
+
+    e16, e64, e256 = rms_error(16), rms_error(64), rms_error(256)
+    # Quadrupling m halves the error (1/sqrt(m)); allow Monte-Carlo slack.
+    assert 1.6 < e16 / e64 < 2.5
+    assert 1.6 < e64 / e256 < 2.5
+
+
+def test_degree_one_variance_matches_theory():
+    """Var of the degree-1 estimate of w⁺ᵀx⁺ is ((w⁺ᵀx⁺)² + ‖w⁺‖²‖x⁺‖²)/m."""
+    d, m = 4, 32
+    linear = _dense(d=d, l=1)
+    x = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    samples = []
+    for seed in range(3000):
+        layer = EUGenLinear.from_dense(linear, (0.0, 1.0), num_features=m, seed=seed).double()
+        with torch.no_grad():
+            samples.append(layer(x)[0, 0])
+    samples = torch.stack(samples)
+    w_plus = torch.cat([linear.weight[0], linear.bias, torch.zeros(1, dtype=torch.float64)]).detach()
+    x_plus = torch.cat([x[0], torch.ones(1, dtype=torch.float64), x[0].norm().reshape(1)])
+    expected = ((w_plus @ x_plus) ** 2 + w_plus.square().sum() * x_plus.square().sum()) / m
+    assert samples.var().item() == pytest.approx(expected.item(), rel=0.1)
+    assert samples.mean().item() == pytest.approx((w_plus @ x_plus).item(), abs=4 * math.sqrt(expected / 3000))
+
+
+def test_orthogonal_projections_are_marginally_gaussian_and_orthogonal():
+    g = draw_projections(1, 40, 10, seed=0, kind="orthogonal", dtype=torch.float64)[0]
+    block = g[:10] / g[:10].norm(dim=1, keepdim=True)
+    assert torch.allclose(block @ block.T, torch.eye(10, dtype=torch.float64), atol=1e-10)
+    many = torch.cat([draw_projections(1, 40, 10, seed=s, kind="orthogonal", dtype=torch.float64)[0]
+                      for s in range(200)])
+    assert many.mean().abs() < 0.02
+    assert many.var().item() == pytest.approx(1.0, rel=0.05)
+
+
+def test_orthogonal_from_dense_is_unbiased_with_lower_variance():
+    linear = _dense(d=6, l=2)
+    x = torch.randn(3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    target = linear(x).detach()
+
+    def stats(kind):
+        outs = []
+        for seed in range(400):
+            layer = EUGenLinear.from_dense(linear, (0.0, 1.0), num_features=24, seed=seed, projection=kind).double()
+            with torch.no_grad():
+                outs.append(layer(x))
+        outs = torch.stack(outs)
+        return outs.mean(0), (outs - target).square().mean()
+
+    mean_o, mse_o = stats("orthogonal")
+    _, mse_g = stats("gaussian")
+    assert (mean_o - target).abs().max() < 0.1 * (target.abs().mean() + 0.1)
+    assert mse_o < mse_g
+
+
+def test_same_seed_same_layer_and_projections_not_stored():
+    a = EUGenLinear(7, 3, num_features=8, degree=2, seed=11)
+    b = EUGenLinear(7, 3, num_features=8, degree=2, seed=11)
+    c = EUGenLinear(7, 3, num_features=8, degree=2, seed=12)
+    assert torch.equal(a.projections, b.projections)
+    assert not torch.equal(a.projections, c.projections)
+    assert "projections" not in a.state_dict()
+
+
+def test_state_dict_round_trip_regenerates_projections():
+    src = EUGenLinear(7, 3, num_features=8, degree=3, seed=5, feature_map="softplus")
+    dst = EUGenLinear(7, 3, num_features=8, degree=3, seed=99, feature_map="softplus")
+    dst.load_state_dict(src.state_dict())
+    x = torch.randn(10, 7)
+    assert dst.seed == 5
+    assert torch.equal(src(x), dst(x))
+
+
+def test_trainable_projections_are_stored_and_receive_gradients():
+    layer = EUGenLinear(6, 4, num_features=8, degree=2, trainable_projections=True)
+    assert "projections" in layer.state_dict()
+    layer(torch.randn(5, 6)).square().sum().backward()
+    assert layer.projections.grad is not None and layer.projections.grad.abs().sum() > 0
+    assert layer.weight.grad.abs().sum() > 0 and layer.bias.grad.abs().sum() > 0
+
+
+def test_frozen_projections_get_no_gradient():
+    layer = EUGenLinear(6, 4, num_features=8, degree=2)
+    assert all(p is not layer.projections for p in layer.parameters())
+    layer(torch.randn(5, 6)).sum().backward()
+    assert layer.weight.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("feature_map", ["identity", "relu", "softplus", "sin"])
+def test_shapes_dtypes_devices(dtype, device, feature_map):
+    layer = EUGenLinear(5, 3, num_features=4, degree=3, feature_map=feature_map).to(device=device, dtype=dtype)
+    x = torch.randn(2, 6, 5, device=device, dtype=dtype)
+    y = layer(x)
+    assert y.shape == (2, 6, 3) and y.dtype == dtype and y.device.type == device
+    assert layer.features(x).shape == (2, 6, 12)
+
+
+def test_norm_entry_lets_the_layer_depend_on_the_norm():
+    """Without the norm entry the degree-1 layer is affine; with it, it is not."""
+    x = torch.randn(1, 4, dtype=torch.float64)
+    for use_norm, affine in [(False, True), (True, False)]:
+        layer = EUGenLinear(4, 2, num_features=8, degree=1, use_norm=use_norm).double()
+        with torch.no_grad():
+            sum_of_images = layer(x) + layer(-x)
+            assert torch.allclose(sum_of_images, 2 * layer(torch.zeros_like(x)), atol=1e-12) == affine
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"degree": 0}, "degree"),
+        ({"num_features": 0}, "num_features"),
+        ({"num_features": -3}, "num_features"),
+        ({"feature_map": "tanh"}, "feature_map"),
+        ({"projection": "uniform"}, "projection"),
+    ],
+)
+def test_bad_arguments_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        EUGenLinear(4, 2, **kwargs)
+
+
+def test_wrong_input_width_is_a_clear_error():
+    with pytest.raises(ValueError, match="in_features=4"):
+        EUGenLinear(4, 2)(torch.randn(3, 5))
+
+
+def test_lowrank_from_dense_is_the_best_rank_r_approximation():
+    linear = _dense(d=8, l=6)
+    full = LowRankLinear.from_dense(linear, rank=6)
+    x = torch.randn(5, 8, dtype=torch.float64)
+    assert torch.allclose(full(x), linear(x), atol=1e-10)
+    low = LowRankLinear.from_dense(linear, rank=2)
+    s = torch.linalg.svdvals(linear.weight.detach())
+    assert torch.linalg.matrix_norm(low.up @ low.down - linear.weight).item() == pytest.approx(
+        s[2:].square().sum().sqrt().item(), rel=1e-8)
+
+
+def test_snnk_is_a_degree_one_relu_eugen_layer():
+    layer = snnk_linear(5, 3, num_features=16)
+    assert layer.degree == 1 and layer.feature_map == "relu" and not layer.use_norm
+    assert (layer.features(torch.randn(4, 5)) >= 0).all()

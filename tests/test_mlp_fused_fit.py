@@ -1,0 +1,181 @@
+"""EUGenMLP, its fused form, and the closed-form fit."""
+
+import pytest
+import torch
+from torch import nn
+
+from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec, NormalEquations
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _nerf_trunk(layer_types, spec=EUGenSpec(num_features=16, degree=2), out_dim=None, out_activation=None):
+    return EUGenMLP(
+        in_dim=12, num_layers=8, layer_width=64, out_dim=out_dim, skip_connections=(4,),
+        layer_types=layer_types, eugen=spec, out_activation=out_activation,
+    )
+
+
+def _relative_error(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+def test_dense_eugenmlp_matches_nerfstudio_mlp():
+    from nerfstudio.field_components.mlp import MLP
+
+    torch.manual_seed(0)
+    stock = MLP(in_dim=12, num_layers=8, layer_width=64, out_dim=5, skip_connections=(4,),
+                activation=nn.ReLU(), out_activation=nn.Sigmoid(), implementation="torch")
+    ours = EUGenMLP(in_dim=12, num_layers=8, layer_width=64, out_dim=5, skip_connections=(4,),
+                    out_activation=nn.Sigmoid())
+    ours.layers.load_state_dict(stock.layers.state_dict())
+    x = torch.randn(30, 12)
+    assert torch.allclose(ours(x), stock(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "layer_types",
+    [
+        "eugen",
+        ["dense", "eugen", "eugen", "eugen", "eugen", "eugen", "eugen", "dense"],  # skip into a merged EUGen layer
+        ["eugen", "eugen", "eugen", "dense", "eugen", "dense", "eugen", "eugen"],  # skip into a dense layer
+        ["eugen", "lowrank", "eugen", "snnk", "eugen", "eugen", "dense", "eugen"],
+    ],
+)
+@pytest.mark.parametrize("use_norm", [True, False])
+def test_fused_equals_unfused(layer_types, use_norm, device):
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=16, degree=2, use_norm=use_norm, feature_map="softplus")
+    mlp = _nerf_trunk(layer_types, spec, out_dim=4, out_activation=nn.Sigmoid()).double().to(device).eval()
+    x = torch.randn(2, 50, 12, dtype=torch.float64, device=device)
+    with torch.no_grad():
+        fused, unfused = mlp(x), mlp.forward_unfused(x)
+    assert fused.shape == (2, 50, 4)
+    assert _relative_error(fused, unfused) < 1e-5
+
+
+def test_fused_float32_close_and_cheaper():
+    torch.manual_seed(0)
+    mlp = _nerf_trunk("eugen").eval()
+    x = torch.randn(100, 12)
+    with torch.no_grad():
+        assert _relative_error(mlp(x), mlp.forward_unfused(x)) < 1e-4
+    assert mlp.fused().macs_per_point() < mlp.macs_per_point()
+
+
+def test_fused_form_follows_parameter_updates_and_mode_switches():
+    torch.manual_seed(0)
+    mlp = _nerf_trunk("eugen", out_dim=3)
+    x = torch.randn(20, 12)
+    optimizer = torch.optim.SGD(mlp.parameters(), lr=1e-2)
+    for _ in range(2):
+        mlp.train()
+        optimizer.zero_grad()
+        mlp(x).square().mean().backward()
+        optimizer.step()
+        mlp.eval()
+        with torch.no_grad():
+            assert _relative_error(mlp(x), mlp.forward_unfused(x)) < 1e-4
+    state = {k: v.clone() for k, v in mlp.state_dict().items()}
+    other = _nerf_trunk("eugen", out_dim=3).eval()
+    with torch.no_grad():
+        other(x)  # build a fused cache, then load: the cache must not survive
+        other.load_state_dict(state)
+        assert torch.allclose(other(x), mlp(x), atol=1e-6)
+
+
+def test_gradients_reach_every_trainable_tensor():
+    spec = EUGenSpec(num_features=8, degree=2, trainable_projections=True)
+    mlp = _nerf_trunk("eugen", spec, out_dim=2)
+    mlp(torch.randn(16, 12)).sum().backward()
+    for name, p in mlp.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_layer_selection_and_bad_indices():
+    mlp = EUGenMLP(in_dim=3, num_layers=4, layer_width=16, eugen_layers=[1, -1])
+    assert mlp.layer_types == ("dense", "eugen", "dense", "eugen")
+    assert isinstance(mlp.layers[3], EUGenLinear)
+    with pytest.raises(ValueError, match="index 4 does not exist"):
+        EUGenMLP(in_dim=3, num_layers=4, layer_width=16, eugen_layers=[4])
+    with pytest.raises(ValueError, match="layer type"):
+        EUGenMLP(in_dim=3, num_layers=2, layer_width=16, layer_types="conv")
+    with pytest.raises(ValueError, match="num_features"):
+        EUGenMLP(in_dim=3, num_layers=2, layer_width=16, layer_types="eugen", eugen=EUGenSpec(num_features=0))
+    with pytest.raises(ValueError, match="in_dim=3"):
+        EUGenMLP(in_dim=3, num_layers=2, layer_width=16)(torch.randn(2, 4))
+
+
+def test_closed_form_fit_recovers_a_target_in_the_feature_span():
+    # softplus keeps every feature alive (a ReLU feature can be identically zero: then A is not unique)
+    layer = EUGenLinear(6, 3, num_features=20, degree=2, feature_map="softplus").double()
+    true_weight = torch.randn(3, layer.feature_dim, dtype=torch.float64)
+    true_bias = torch.randn(3, dtype=torch.float64)
+    equations = NormalEquations(layer.feature_dim, 3)
+    for _ in range(5):  # streamed batches
+        x = torch.randn(400, 6, dtype=torch.float64)
+        features = layer.features(x)
+        equations.update(features, features @ true_weight.T + true_bias)
+    solution = equations.solve(ridge=1e-12)
+    assert torch.allclose(solution.weight, true_weight, atol=1e-4)
+    assert torch.allclose(solution.bias, true_bias, atol=1e-4)
+    x_new = torch.randn(100, 6, dtype=torch.float64)
+    predicted = layer.features(x_new) @ solution.weight.T + solution.bias
+    assert torch.allclose(predicted, layer.features(x_new) @ true_weight.T + true_bias, atol=1e-6)
+    assert (solution.r2 > 1 - 1e-9).all()
+
+
+def test_fit_distils_a_dense_relu_layer_and_matches_batch_lstsq():
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(8, 16), nn.ReLU()).double()
+    student = EUGenLinear(8, 16, num_features=64, degree=2, feature_map="relu").double()
+    equations = NormalEquations(student.feature_dim, 16)
+    xs = [torch.randn(500, 8, dtype=torch.float64) for _ in range(4)]
+    with torch.no_grad():
+        for x in xs:
+            equations.update(student.features(x), teacher(x))
+    solution = equations.solve(ridge=0.0)
+    x_all = torch.cat(xs)
+    with torch.no_grad():
+        design = torch.cat([student.features(x_all), torch.ones(len(x_all), 1, dtype=torch.float64)], 1)
+        reference = torch.linalg.lstsq(design, teacher(x_all)).solution
+    assert torch.allclose(solution.weight.T, reference[:-1], atol=1e-6)
+    assert (solution.r2 > 0.9).all()
+
+
+def test_fit_state_round_trip_and_merge_equal_single_pass():
+    f, y = torch.randn(300, 5, dtype=torch.float64), torch.randn(300, 2, dtype=torch.float64)
+    whole = NormalEquations(5, 2)
+    whole.update(f, y)
+    first, second = NormalEquations(5, 2), NormalEquations(5, 2)
+    first.update(f[:120], y[:120])
+    second.update(f[120:], y[120:])
+    resumed = NormalEquations(5, 2)
+    resumed.load_state_dict(first.state_dict())
+    resumed.merge_(second)
+    assert torch.allclose(resumed.solve(1e-3).weight, whole.solve(1e-3).weight, atol=1e-12)
+
+
+def test_singular_system_still_solves():
+    f = torch.randn(50, 1, dtype=torch.float64).repeat(1, 4)  # rank-1 features
+    equations = NormalEquations(4, 1)
+    equations.update(f, 3 * f[:, :1] + 1)
+    solution = equations.solve(ridge=0.0)
+    assert torch.isfinite(solution.weight).all()
+    assert (solution.r2 > 1 - 1e-6).all()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_fit_rejects_non_finite_input(bad):
+    equations = NormalEquations(3, 1)
+    f = torch.randn(4, 3)
+    f[1, 2] = bad
+    with pytest.raises(ValueError, match="features must be finite"):
+        equations.update(f, torch.randn(4, 1))
+    with pytest.raises(ValueError, match="targets must be finite"):
+        equations.update(torch.randn(4, 3), torch.full((4, 1), bad))
+    with pytest.raises(ValueError, match="3 columns"):
+        equations.update(torch.randn(4, 2), torch.randn(4, 1))
+    with pytest.raises(ValueError, match="ridge"):
+        equations.solve(ridge=-1.0)
