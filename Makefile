@@ -1,0 +1,21 @@
+# The README's quick start: `make demo` (train + evaluate a small EUGen NeRF on a shipped scene)
+# and `make test` (the default test suite). Both set up the environment first.
+PY := .venv/bin/python
+SCENE ?= scenes/bunny64
+
+.PHONY: setup demo test test-slow bench
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@bash scripts/demo.sh $(SCENE)
+
+test: setup
+	$(PY) -m pytest -p no:dash -q
+
+test-slow: setup
+	$(PY) -m pytest -p no:dash -q -m slow
+
+bench: setup
+	$(PY) scripts/bench_layers.py

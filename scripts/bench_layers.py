@@ -1,0 +1,138 @@
+#!/usr/bin/env python
+"""Points per second of an 8x256 NeRF-style trunk: dense vs EUGen unfused vs EUGen fused.
+
+Every variant is timed side by side in one process (warm-up, then the median of repeats), with its
+multiply-accumulate count per point, so the measured speedup can be read against the MAC ratio.
+Writes ``benchmarks/layers.json`` and ``benchmarks/layers.png``.
+
+    python scripts/bench_layers.py                 # CPU (and CUDA when present)
+    python scripts/bench_layers.py --points 16384  # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+IN_DIM = 63  # NeRF positional encoding of xyz: 3 + 3*2*10
+
+
+def make_trunk(kind: str, m: int = 32, k: int = 2) -> EUGenMLP:
+    return EUGenMLP(
+        in_dim=IN_DIM, num_layers=8, layer_width=256, out_dim=256, skip_connections=(4,),
+        layer_types=kind, eugen=EUGenSpec(num_features=m, degree=k, feature_map="relu"),
+    ).eval()
+
+
+def time_interleaved(fns: dict, x: torch.Tensor, warmup: int, repeats: int) -> dict:
+    """Median seconds of each ``fn(x)``; variants alternate inside every repeat so that load from
+    other processes hits them alike. Synchronised on CUDA."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    times = {name: [] for name in fns}
+    with torch.no_grad():
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn(x)
+        sync()
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn(x)
+                sync()
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks) -> list:
+    x = torch.randn(points, IN_DIM, device=device)
+    dense = make_trunk("dense").to(device)
+    dense_macs = dense.macs_per_point()
+    rows = []
+    for m in ms:
+        for k in ks:
+            trunk = make_trunk("eugen", m, k).to(device)
+            params = sum(p.numel() for p in trunk.parameters())
+            seconds = time_interleaved(
+                {"dense": dense, "eugen_unfused": trunk.forward_unfused, "eugen_fused": trunk}, x, warmup, repeats)
+            if not rows:
+                rows.append({"variant": "dense", "m": None, "k": None, "macs_per_point": dense_macs,
+                             "points_per_second": points / seconds["dense"], "speedup": 1.0, "mac_ratio": 1.0,
+                             "speedup_over_mac_ratio": 1.0,
+                             "parameters": sum(p.numel() for p in dense.parameters())})
+            for variant, macs in [("eugen_unfused", trunk.macs_per_point()),
+                                  ("eugen_fused", trunk.fused().macs_per_point())]:
+                speedup = seconds["dense"] / seconds[variant]  # against the dense run of the same round
+                mac_ratio = dense_macs / macs
+                rows.append({"variant": variant, "m": m, "k": k, "macs_per_point": macs,
+                             "points_per_second": points / seconds[variant], "speedup": speedup,
+                             "mac_ratio": mac_ratio, "speedup_over_mac_ratio": speedup / mac_ratio,
+                             "parameters": params})
+                print(f"[{device}] {variant:14s} m={m:3d} k={k} speedup {speedup:5.2f}x  MAC ratio {mac_ratio:5.2f}x")
+    return rows
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    devices = list(results["devices"])
+    fig, axes = plt.subplots(1, len(devices), figsize=(7 * len(devices), 4.5), squeeze=False)
+    for ax, device in zip(axes[0], devices):
+        rows = results["devices"][device]
+        labels, unfused, fused = [], [], []
+        for row in rows[1:]:
+            if row["variant"] == "eugen_unfused":
+                labels.append(f"m={row['m']}\nk={row['k']}")
+                unfused.append(row["speedup"])
+            else:
+                fused.append(row["speedup"])
+        xs = range(len(labels))
+        ax.bar([x - 0.2 for x in xs], unfused, width=0.4, label="EUGen unfused")
+        ax.bar([x + 0.2 for x in xs], fused, width=0.4, label="EUGen fused")
+        ax.axhline(1.0, color="k", linestyle="--", linewidth=1, label="dense")
+        ax.set_xticks(list(xs), labels, fontsize=8)
+        ax.set_ylabel("speedup over dense (points/s)")
+        ax.set_title(f"8x256 trunk, {device}")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--points", type=int, default=65536, help="points per forward pass")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--m", type=int, nargs="+", default=[16, 32, 64], help="features per order")
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 2, 3], help="degrees")
+    parser.add_argument("--output", type=Path, default=Path("benchmarks/layers.json"))
+    args = parser.parse_args()
+
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    results = {
+        "benchmark": "8x256 NeRF trunk (in 63, skip at 4, out 256), all layers EUGen, feature map relu",
+        "command": "python scripts/bench_layers.py " + " ".join(
+            f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()
+            if k != "output"),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
+        "points": args.points, "warmup": args.warmup, "repeats": args.repeats,
+        "devices": {d: bench_device(d, args.points, args.warmup, args.repeats, args.m, args.k) for d in devices},
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2))
+    plot(results, args.output.with_suffix(".png"))
+    print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One setup path for a fresh machine (2 cores, no GPU, package registries only).
+# Idempotent: a second run only checks stamps and returns in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+# open3d needs libusb at import time; Debian package.
+if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
+  echo "[setup] installing Debian libusb-1.0-0 (needed by open3d)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq libusb-1.0-0 >/dev/null
+fi
+
+[ -x "$VENV/bin/python" ] || { echo "[setup] creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+
+# Reinstall only when the dependency declaration changed. torch/torchvision are pinned in
+# pyproject.toml to PyPI's matching pair: the machine's local torch 2.13.0+cpu wheel breaks torchvision.
+stamp="$VENV/.eugen-nerf-installed"
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VENV/bin/python" -c "import eugen_nerf, nerfstudio" 2>/dev/null; then
+  echo "[setup] installing eugen-nerf and its dependencies into $VENV (first time: a few minutes)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import torch, torchvision, nerfstudio, open3d, eugen_nerf" \
+    || { echo "[setup] install failed: see the pip output above" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi
+echo "[setup] ok: $("$VENV/bin/python" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)')"
