@@ -32,13 +32,23 @@ def _average_estimate(linear, x, coeffs, m, seeds, **kw):
     return total / len(seeds)
 
 
-@pytest.mark.parametrize("coeffs", [(0.1, 1.0), (0.0, 0.5, 0.25), (0.2, 1.0, 0.5, 0.1)])
-@pytest.mark.parametrize("shared", [True, False])
-def test_from_dense_is_unbiased(coeffs, shared):
+@pytest.mark.parametrize(
+    "coeffs, shared, projection_scale",
+    [
+        ((0.1, 1.0), True, 1.0),
+        ((0.0, 0.5, 0.25), True, 1.0),
+        ((0.0, 0.5, 0.25), False, 1.0),
+        ((0.0, 0.5, 0.25), True, 3.0),
+        ((0.2, 1.0, 0.5, 0.1), True, 1.0),
+        ((0.2, 1.0, 0.5, 0.1), False, 1.0),
+    ],
+)
+def test_from_dense_is_unbiased(coeffs, shared, projection_scale):
     linear = _dense()
     x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 0.7
     target = _poly(linear(x).detach(), coeffs)
-    estimate = _average_estimate(linear, x, coeffs, m=64, seeds=range(600), shared_projections=shared)
+    estimate = _average_estimate(linear, x, coeffs, m=64, seeds=range(600), shared_projections=shared,
+                                 projection_scale=projection_scale)
     # Monte-Carlo error over 600 seeds x 64 features is a few 1e-2 at most for these sizes.
     scale = target.abs().mean() + 0.1
     assert (estimate - target).abs().max() / scale < 0.08, (estimate, target)
@@ -174,6 +184,7 @@ def test_norm_entry_lets_the_layer_depend_on_the_norm():
         ({"num_features": -3}, "num_features"),
         ({"feature_map": "tanh"}, "feature_map"),
         ({"projection": "uniform"}, "projection"),
+        ({"projection_scale": 0.0}, "projection_scale"),
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs, name):

@@ -59,6 +59,8 @@ class EUGenLinear(nn.Module):
         shared_projections: see the module docstring.
         seed: seed of the projections.
         bias: learn the constant block ``c``.
+        projection_scale: multiplies the (already ``1/sqrt(d+2)``-normalised) projections; a
+            frequency for ``feature_map="sin"`` (SIREN's ``ω₀``), 1 otherwise.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class EUGenLinear(nn.Module):
         shared_projections: bool = True,
         seed: int = 0,
         bias: bool = True,
+        projection_scale: float = 1.0,
         device: Optional[torch.device] = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
@@ -100,6 +103,9 @@ class EUGenLinear(nn.Module):
         self.trainable_projections = trainable_projections
         self.shared_projections = shared_projections
         self.seed = int(seed)
+        if not math.isfinite(projection_scale) or projection_scale <= 0:
+            raise ValueError(f"projection_scale must be a finite number > 0, got {projection_scale!r}")
+        self.projection_scale = float(projection_scale)
 
         factory = {"device": device, "dtype": dtype}
         projections = self._draw(self.num_projection_matrices).to(**{k: v for k, v in factory.items() if v is not None})
@@ -131,7 +137,8 @@ class EUGenLinear(nn.Module):
     def _draw(self, num_matrices: int) -> torch.Tensor:
         """Projections scaled by ``1/sqrt(d+2)`` so ``G x⁺`` is O(rms(x)) whatever the width."""
         g = draw_projections(num_matrices, self.num_features, self.augmented_dim, self.seed, self.projection)
-        return g.reshape(num_matrices * self.num_features, self.augmented_dim) / math.sqrt(self.augmented_dim)
+        scale = self.projection_scale / math.sqrt(self.augmented_dim)
+        return g.reshape(num_matrices * self.num_features, self.augmented_dim) * scale
 
     def regenerate_projections(self) -> None:
         """Redraw frozen projections from ``self.seed`` on the layer's current device and dtype."""
@@ -184,7 +191,8 @@ class EUGenLinear(nn.Module):
             # Weight-side features: the same products of projections, applied to w⁺.
             weight_features = layer.products(w_plus @ layer.projections.double().T)  # (l, k·m)
             orders = torch.arange(1, layer.degree + 1, dtype=torch.float64)
-            scale = torch.tensor(coeffs[1:], dtype=torch.float64) * layer.augmented_dim**orders
+            unscale = layer.augmented_dim / layer.projection_scale**2
+            scale = torch.tensor(coeffs[1:], dtype=torch.float64) * unscale**orders
             scale = scale.repeat_interleave(num_features) / num_features
             layer.weight.copy_((weight_features * scale).to(layer.weight))
             layer.bias.fill_(coeffs[0])
@@ -251,4 +259,5 @@ class EUGenLinear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, m={self.num_features}, "
             f"k={self.degree}, norm={self.use_norm}, phi={self.feature_map}, proj={self.projection}, "
             f"trainable_G={self.trainable_projections}, shared_G={self.shared_projections}, seed={self.seed}"
+            + (f", scale={self.projection_scale}" if self.projection_scale != 1.0 else "")
         )

@@ -37,6 +37,8 @@ class EUGenSpec:
     trainable_projections: bool = False
     shared_projections: bool = True
     seed: int = 0
+    projection_scale: float = 1.0
+    """Multiplies the projections: a frequency for ``feature_map="sin"`` (SIREN), 1 otherwise."""
     lowrank_rank: int = 32
     """Rank of ``lowrank`` layers (the low-rank baseline)."""
 
@@ -132,7 +134,7 @@ class EUGenMLP(nn.Module):
             fan_in, fan_out, num_features=spec.num_features, degree=spec.degree, use_norm=spec.use_norm,
             feature_map=spec.feature_map, projection=spec.projection,
             trainable_projections=spec.trainable_projections, shared_projections=spec.shared_projections,
-            seed=spec.seed,
+            seed=spec.seed, projection_scale=spec.projection_scale,
         )
 
     def get_out_dim(self) -> int:

@@ -1,0 +1,74 @@
+"""``eugen-scenes``: render, check and list the synthetic scenes (tyro subcommands, like nerfstudio's ns-*)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+from rich.console import Console
+from rich.table import Table
+
+from eugen_nerf.scenes.appearance import PHOTOS
+from eugen_nerf.scenes.generate import SceneConfig, generate_scene
+from eugen_nerf.scenes.meshes import BUNDLED_MESHES, bundled_mesh_dir
+from eugen_nerf.scenes.validate import SceneError, validate_scene
+
+CONSOLE = Console()
+
+
+@dataclass
+class Render(SceneConfig):
+    """Render a nerfstudio/Blender-format scene (RGB on white, depth, masks, cameras, mesh) from a mesh."""
+
+    def main(self) -> None:
+        CONSOLE.print(str(validate_scene(generate_scene(self))), soft_wrap=True)
+
+
+@dataclass
+class Check:
+    """Validate scene folders (or transforms.json files); exits non-zero with the reason if one is broken."""
+
+    paths: tyro.conf.Positional[tuple[Path, ...]]
+    """Scene folders or transforms.json files to check."""
+
+    def main(self) -> None:
+        for path in self.paths:
+            CONSOLE.print(str(validate_scene(path)), soft_wrap=True)
+
+
+@dataclass
+class ListMeshes:
+    """List the meshes bundled with pymeshlab (usable as --mesh NAME) and the photos for --color photo."""
+
+    def main(self) -> None:
+        table = Table(title=f"Bundled meshes ({bundled_mesh_dir()})")
+        for column in ("name", "file", "description"):
+            table.add_column(column)
+        for name, mesh in BUNDLED_MESHES.items():
+            table.add_row(name, mesh.filename, mesh.description)
+        CONSOLE.print(table)
+        CONSOLE.print(f"Photos (skimage.data): {', '.join(PHOTOS)}")
+
+
+Commands = (
+    Annotated[Render, tyro.conf.subcommand("render")]
+    | Annotated[Check, tyro.conf.subcommand("check")]
+    | Annotated[ListMeshes, tyro.conf.subcommand("list-meshes")]
+)
+
+
+def entrypoint() -> None:
+    """Console script: bad scenes and refused overwrites end with a one-line message and exit code 1."""
+    command = tyro.cli(Commands, description="Render, check and list the synthetic EUGen-NeRF scenes.")
+    try:
+        command.main()
+    except (SceneError, FileExistsError, FileNotFoundError, ValueError) as error:
+        CONSOLE.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    entrypoint()

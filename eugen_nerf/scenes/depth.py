@@ -1,0 +1,36 @@
+"""Depth maps in nerfstudio's convention: z-depth, 16-bit PNG in millimetres, 0 meaning "no hit".
+
+``.npy`` float maps in metres are accepted on read as well, so hand-made scenes validate too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+
+DEPTH_UNIT_SCALE_FACTOR = 1e-3
+"""Metres per PNG unit; equals nerfstudio's default ``depth_unit_scale_factor``."""
+
+
+def encode_depth(depth: np.ndarray) -> np.ndarray:
+    """Metres -> uint16 millimetres (rounded); refuses depths that do not fit instead of wrapping."""
+    units = np.round(depth / DEPTH_UNIT_SCALE_FACTOR)
+    if not np.all(np.isfinite(units)) or units.min() < 0 or units.max() > np.iinfo(np.uint16).max:
+        raise ValueError("depth must be finite, non-negative and below 65.535 m to fit a 16-bit PNG")
+    return units.astype(np.uint16)
+
+
+def write_depth(path: Path, depth: np.ndarray) -> None:
+    iio.imwrite(path, encode_depth(depth))
+
+
+def read_depth(path: Path) -> np.ndarray:
+    """Depth in metres as float32 (H, W); 0 where nothing was hit."""
+    if path.suffix == ".npy":
+        return np.load(path).astype(np.float32)
+    raw = iio.imread(path)
+    if raw.ndim != 2 or not np.issubdtype(raw.dtype, np.integer):
+        raise ValueError(f"{path}: depth PNG must be single-channel integer, got {raw.dtype} {raw.shape}")
+    return raw.astype(np.float32) * DEPTH_UNIT_SCALE_FACTOR
