@@ -179,3 +179,13 @@ def test_fit_rejects_non_finite_input(bad):
         equations.update(torch.randn(4, 2), torch.randn(4, 1))
     with pytest.raises(ValueError, match="ridge"):
         equations.solve(ridge=-1.0)
+
+
+def test_fused_form_gives_the_same_input_gradient():
+    """Eval-mode fields may need d(output)/d(input) (e.g. SDF normals, eikonal terms)."""
+    torch.manual_seed(0)
+    mlp = _nerf_trunk("eugen", out_dim=1).double().eval()
+    x = torch.randn(30, 12, dtype=torch.float64, requires_grad=True)
+    (grad_fused,) = torch.autograd.grad(mlp(x).sum(), x)
+    (grad_unfused,) = torch.autograd.grad(mlp.forward_unfused(x).sum(), x)
+    assert _relative_error(grad_fused, grad_unfused) < 1e-6

@@ -39,6 +39,7 @@ class _Step:
     activation: Optional[Callable] = None
     layer: Optional[EUGenLinear] = None
     norm_rows: int = 0
+    norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
     out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
     out_bias: Optional[torch.Tensor] = None
 
@@ -112,6 +113,8 @@ class FusedMLP:
                 layer=layer if isinstance(layer, EUGenLinear) else None,
                 norm_rows=norm_rows,
             )
+            if isinstance(layer, EUGenLinear) and layer.use_norm:
+                step.norm_projection = layer.projections[:, layer.in_features + 1].to(dtype).contiguous()
             if isinstance(layer, EUGenLinear):
                 a = layer.weight.double()
                 c = layer.bias.double() if layer.bias is not None else a.new_zeros(a.shape[0])
@@ -126,11 +129,15 @@ class FusedMLP:
     def __call__(self, in_tensor: torch.Tensor) -> torch.Tensor:
         lead = in_tensor.shape[:-1]
         inputs = in_tensor.reshape(-1, self.in_dim)
+        # Without autograd, element-wise work runs in place on the matmul output: on a CPU the fused
+        # layers are memory-bound, so every avoided pass over the (N, rows) buffer counts.
+        inplace = not torch.is_grad_enabled()
+        input_sq_norm = None
         x = inputs
         for step in self.steps:
             z = torch.addmm(step.bias, x, step.weight.T)
             if step.skip_weight is not None:
-                z = z + inputs @ step.skip_weight.T
+                z = z.addmm_(inputs, step.skip_weight.T) if inplace else z + inputs @ step.skip_weight.T
             if step.kind == "linear":
                 x = step.activation(z) if step.activation is not None else z
                 continue
@@ -139,19 +146,38 @@ class FusedMLP:
             if layer.use_norm:
                 if step.norm_rows:  # source is the previous layer's features: ‖h‖ = ‖R [F; 1]‖
                     projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
-                    sq_norm = norm_part.square().sum(dim=-1, keepdim=True)
+                    norm = torch.linalg.vector_norm(norm_part, dim=-1, keepdim=True)
                 else:  # source is a materialised activation
-                    sq_norm = x.square().sum(dim=-1, keepdim=True)
+                    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
                 if step.skip_weight is not None:
-                    sq_norm = sq_norm + inputs.square().sum(dim=-1, keepdim=True)
-                g_norm = layer.projections[:, layer.in_features + 1].to(z.dtype)
-                projected = projected + sq_norm.sqrt() * g_norm
-            x = _FEATURE_MAP_FNS[layer.feature_map](layer.products(projected))
+                    if input_sq_norm is None:
+                        input_sq_norm = inputs.square().sum(dim=-1, keepdim=True)
+                    norm = (norm.square() + input_sq_norm).sqrt()
+                if inplace:
+                    projected.addcmul_(norm, step.norm_projection)
+                else:
+                    projected = projected + norm * step.norm_projection
+            x = self._features(layer, projected, inplace)
             if step.out_weight is not None:
                 x = torch.addmm(step.out_bias, x, step.out_weight.T)
         if self.out_activation is not None:
             x = self.out_activation(x)
         return x.reshape(*lead, x.shape[-1])
+
+    @staticmethod
+    def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool) -> torch.Tensor:
+        """``Φ(products)``; in place (running products by successive ``mul_``) when allowed."""
+        if not (inplace and layer.shared_projections):
+            return _FEATURE_MAP_FNS[layer.feature_map](layer.products(projected))
+        n, m = projected.shape[0], layer.num_features
+        blocks = projected.view(n, layer.degree, m)
+        for order in range(1, layer.degree):
+            blocks[:, order].mul_(blocks[:, order - 1])
+        if layer.feature_map == "relu":
+            return projected.relu_()
+        if layer.feature_map == "sin":
+            return projected.sin_()
+        return _FEATURE_MAP_FNS[layer.feature_map](projected)
 
     def macs_per_point(self) -> int:
         """Multiply-accumulates per point of the merged form."""
