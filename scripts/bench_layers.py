@@ -25,10 +25,11 @@ from eugen_nerf.layers import EUGenMLP, EUGenSpec
 IN_DIM = 63  # NeRF positional encoding of xyz: 3 + 3*2*10
 
 
-def make_trunk(kind: str, m: int = 32, k: int = 2) -> EUGenMLP:
+def make_trunk(kind: str, m: int = 32, k: int = 2, compile_fused: bool = False) -> EUGenMLP:
     return EUGenMLP(
         in_dim=IN_DIM, num_layers=8, layer_width=256, out_dim=256, skip_connections=(4,),
         layer_types=kind, eugen=EUGenSpec(num_features=m, degree=k, feature_map="relu"),
+        compile_fused=compile_fused,
     ).eval()
 
 
@@ -51,7 +52,7 @@ def time_interleaved(fns: dict, x: torch.Tensor, warmup: int, repeats: int) -> d
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks) -> list:
+def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks, compile_fused: bool) -> list:
     x = torch.randn(points, IN_DIM, device=device)
     dense = make_trunk("dense").to(device)
     dense_macs = dense.macs_per_point()
@@ -60,15 +61,18 @@ def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks) ->
         for k in ks:
             trunk = make_trunk("eugen", m, k).to(device)
             params = sum(p.numel() for p in trunk.parameters())
-            seconds = time_interleaved(
-                {"dense": dense, "eugen_unfused": trunk.forward_unfused, "eugen_fused": trunk}, x, warmup, repeats)
+            variants = {"dense": dense, "eugen_unfused": trunk.forward_unfused, "eugen_fused": trunk}
+            if compile_fused:
+                variants["eugen_fused_compiled"] = make_trunk("eugen", m, k, compile_fused=True).to(device)
+            seconds = time_interleaved(variants, x, warmup, repeats)
             if not rows:
                 rows.append({"variant": "dense", "m": None, "k": None, "macs_per_point": dense_macs,
                              "points_per_second": points / seconds["dense"], "speedup": 1.0, "mac_ratio": 1.0,
                              "speedup_over_mac_ratio": 1.0,
                              "parameters": sum(p.numel() for p in dense.parameters())})
-            for variant, macs in [("eugen_unfused", trunk.macs_per_point()),
-                                  ("eugen_fused", trunk.fused().macs_per_point())]:
+            fused_macs = trunk.fused().macs_per_point()
+            for variant, macs in [("eugen_unfused", trunk.macs_per_point()), ("eugen_fused", fused_macs)] + (
+                    [("eugen_fused_compiled", fused_macs)] if compile_fused else []):
                 speedup = seconds["dense"] / seconds[variant]  # against the dense run of the same round
                 mac_ratio = dense_macs / macs
                 rows.append({"variant": variant, "m": m, "k": k, "macs_per_point": macs,
@@ -89,18 +93,16 @@ def plot(results: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(devices), figsize=(7 * len(devices), 4.5), squeeze=False)
     for ax, device in zip(axes[0], devices):
         rows = results["devices"][device]
-        labels, unfused, fused = [], [], []
-        for row in rows[1:]:
-            if row["variant"] == "eugen_unfused":
-                labels.append(f"m={row['m']}\nk={row['k']}")
-                unfused.append(row["speedup"])
-            else:
-                fused.append(row["speedup"])
-        xs = range(len(labels))
-        ax.bar([x - 0.2 for x in xs], unfused, width=0.4, label="EUGen unfused")
-        ax.bar([x + 0.2 for x in xs], fused, width=0.4, label="EUGen fused")
+        variants = [v for v in ("eugen_unfused", "eugen_fused", "eugen_fused_compiled")
+                    if any(row["variant"] == v for row in rows)]
+        labels = [f"m={row['m']}\nk={row['k']}" for row in rows if row["variant"] == "eugen_unfused"]
+        width = 0.8 / len(variants)
+        for j, variant in enumerate(variants):
+            speedups = [row["speedup"] for row in rows if row["variant"] == variant]
+            ax.bar([i + (j - (len(variants) - 1) / 2) * width for i in range(len(labels))], speedups, width=width,
+                   label=variant.replace("eugen_", "EUGen ").replace("_", " "))
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1, label="dense")
-        ax.set_xticks(list(xs), labels, fontsize=8)
+        ax.set_xticks(list(range(len(labels))), labels, fontsize=8)
         ax.set_ylabel("speedup over dense (points/s)")
         ax.set_title(f"8x256 trunk, {device}")
         ax.legend()
@@ -115,6 +117,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--m", type=int, nargs="+", default=[16, 32, 64], help="features per order")
     parser.add_argument("--k", type=int, nargs="+", default=[1, 2, 3], help="degrees")
+    parser.add_argument("--compile", action="store_true", help="also time the torch.compile'd fused form")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/layers.json"))
     args = parser.parse_args()
 
@@ -123,10 +126,11 @@ def main() -> None:
         "benchmark": "8x256 NeRF trunk (in 63, skip at 4, out 256), all layers EUGen, feature map relu",
         "command": "python scripts/bench_layers.py " + " ".join(
             f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()
-            if k != "output"),
+            if k not in ("output", "compile")) + (" --compile" if args.compile else ""),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         "points": args.points, "warmup": args.warmup, "repeats": args.repeats,
-        "devices": {d: bench_device(d, args.points, args.warmup, args.repeats, args.m, args.k) for d in devices},
+        "devices": {d: bench_device(d, args.points, args.warmup, args.repeats, args.m, args.k, args.compile)
+                    for d in devices},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2))

@@ -189,3 +189,30 @@ def test_fused_form_gives_the_same_input_gradient():
     (grad_fused,) = torch.autograd.grad(mlp(x).sum(), x)
     (grad_unfused,) = torch.autograd.grad(mlp.forward_unfused(x).sum(), x)
     assert _relative_error(grad_fused, grad_unfused) < 1e-6
+
+
+@pytest.mark.slow
+def test_compiled_fused_form_matches_unfused():
+    torch.manual_seed(0)
+    mlp = EUGenMLP(in_dim=12, num_layers=4, layer_width=32, out_dim=3, skip_connections=(2,),
+                   layer_types="eugen", eugen=EUGenSpec(num_features=8, degree=2), compile_fused=True).eval()
+    x = torch.randn(64, 12)
+    with torch.no_grad():
+        assert _relative_error(mlp(x), mlp.forward_unfused(x)) < 1e-4
+    assert mlp.compile_fused, "compilation fell back to eager"
+
+
+def test_compile_failure_falls_back_to_eager(monkeypatch):
+    def broken_compile(fn, *args, **kwargs):
+        def run(*a, **k):
+            raise RuntimeError("no compiler here")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    mlp = EUGenMLP(in_dim=5, num_layers=2, layer_width=8, layer_types="eugen",
+                   eugen=EUGenSpec(num_features=4), compile_fused=True).eval()
+    x = torch.randn(7, 5)
+    with pytest.warns(UserWarning, match="no compiler here"):
+        y = mlp(x)
+    assert torch.allclose(y, mlp.forward_unfused(x), atol=1e-5)
+    assert not mlp.compile_fused

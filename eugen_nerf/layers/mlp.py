@@ -11,6 +11,7 @@ In eval mode (and unless ``fuse_in_eval=False``) the forward pass runs the fused
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Literal, Optional, Sequence, Tuple, Union
 
@@ -74,6 +75,9 @@ class EUGenMLP(nn.Module):
         eugen_layers: indices of layers made EUGen on top of ``layer_types`` (negative allowed).
         eugen: hyper-parameters of EUGen/SNNK/low-rank layers (layer ``i`` uses ``seed + i``).
         fuse_in_eval: run the merged feature-to-feature form in eval mode.
+        compile_fused: run the fused form through ``torch.compile`` (fuses its element-wise work;
+            the first call compiles, which takes tens of seconds on a CPU). Falls back to the eager
+            fused form, with a warning, where compilation fails.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class EUGenMLP(nn.Module):
         eugen_layers: Optional[Sequence[int]] = None,
         eugen: EUGenSpec = EUGenSpec(),
         fuse_in_eval: bool = True,
+        compile_fused: bool = False,
     ) -> None:
         super().__init__()
         for name, value in [("in_dim", in_dim), ("num_layers", num_layers), ("layer_width", layer_width)]:
@@ -106,12 +111,14 @@ class EUGenMLP(nn.Module):
         self.layer_types = resolve_layer_types(layer_types, num_layers, eugen_layers)
         self.eugen = eugen
         self.fuse_in_eval = fuse_in_eval
+        self.compile_fused = compile_fused
         self.layers = nn.ModuleList(
             self._make_layer(kind, *self.layer_dims(i), replace(eugen, seed=eugen.seed + i))
             for i, kind in enumerate(self.layer_types)
         )
         self._fused = None
         self._fused_key = None
+        self._compiled = None
 
     def layer_dims(self, index: int) -> Tuple[int, int]:
         """(input, output) width of layer ``index``, as in nerfstudio's ``MLP``."""
@@ -171,13 +178,28 @@ class EUGenMLP(nn.Module):
         if self._fused is None or key != self._fused_key:
             self._fused = FusedMLP.from_mlp(self)
             self._fused_key = key
+            self._compiled = None
         return self._fused
+
+    def _run_fused(self, in_tensor: torch.Tensor) -> torch.Tensor:
+        fused = self.fused()
+        if not self.compile_fused:
+            return fused(in_tensor)
+        if self._compiled is None:
+            self._compiled = torch.compile(fused.__call__)
+        try:
+            return self._compiled(in_tensor)
+        except Exception as error:  # no C++ compiler, unsupported backend, ...: stay correct, warn once
+            warnings.warn(f"torch.compile of the fused EUGen MLP failed ({type(error).__name__}: {error}); "
+                          "using the eager fused form")
+            self.compile_fused = False
+            return fused(in_tensor)
 
     def forward(self, in_tensor: torch.Tensor) -> torch.Tensor:
         if in_tensor.shape[-1] != self.in_dim:
             raise ValueError(f"EUGenMLP expected last dimension in_dim={self.in_dim}, got {tuple(in_tensor.shape)}")
         if not self.training and self.fuse_in_eval and self.has_eugen:
-            return self.fused()(in_tensor)
+            return self._run_fused(in_tensor)
         return self.forward_unfused(in_tensor)
 
     def macs_per_point(self) -> int:
