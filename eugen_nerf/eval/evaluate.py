@@ -1,0 +1,168 @@
+"""Evaluate one trained run: test-split image metrics, speed and size, as one report entry.
+
+Every view is rendered at the test camera's own resolution; rendering is timed (after warm-up, with
+device synchronisation, median of repeats) while metrics and error images are computed outside the
+timed region. Peak memory covers loading the run and rendering it.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import torch
+from rich.progress import track
+from torch import Tensor
+
+from eugen_nerf.eval import metrics
+from eugen_nerf.eval.field_speed import NoFieldError, time_field
+from eugen_nerf.eval.lpips import LPIPS_MIN_SIZE, lpips_unavailable_reason
+from eugen_nerf.eval.runs import EvalInputError, Run, ground_truth, load_run
+from eugen_nerf.eval.size import PeakMemory, count_parameters
+from eugen_nerf.eval.timing import median_rate, render_and_score
+
+
+@dataclass
+class EvalSettings:
+    """How runs are measured (recorded in the report)."""
+
+    warmup: int = 1
+    """Untimed renders of the first test view (and field forwards) before timing."""
+    repeats: int = 3
+    """Timed renders per view (and field forwards); the median is reported."""
+    field_points: int = 65536
+    """Points per timed field forward."""
+    lpips: bool = True
+    """Compute LPIPS (reported as null with a reason when off or when the weights are missing)."""
+    max_views: int | None = None
+    """Evaluate only the first N test views (quick checks); None for all."""
+    eval_num_rays_per_chunk: int | None = None
+    """Override the model's rays per forward chunk when rendering."""
+
+
+def stats(values: list[float]) -> dict[str, object]:
+    """``{mean, std, per_view}``; std is the population std (ddof 0), so one view gives 0."""
+    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values), "per_view": values}
+
+
+def error_image(pred: Tensor, gt: Tensor) -> np.ndarray:
+    """``|prediction - ground truth|`` per channel as 8-bit RGB (unscaled: 255 is an error of 1)."""
+    return ((pred - gt).abs().clamp(0, 1) * 255).round().byte().cpu().numpy()
+
+
+def check_sizes(run: Run, views: list[int], images: list[Tensor]) -> None:
+    """Raise naming the image file when a ground-truth image and its test camera differ in size."""
+    dataset = run.pipeline.datamanager.eval_dataset
+    for index, image in zip(views, images):
+        camera = dataset.cameras[index]
+        expected = (int(camera.height), int(camera.width))
+        if tuple(image.shape[:2]) != expected:
+            raise EvalInputError(
+                f"{dataset.image_filenames[index]}: image is {image.shape[1]}x{image.shape[0]} but the model "
+                f"renders {expected[1]}x{expected[0]} for this test camera"
+            )
+
+
+def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = None) -> dict[str, object]:
+    """Render and score the test split; returns ``{"metrics", "speed", "views"}`` report parts."""
+    model, device = run.pipeline.model, run.pipeline.device
+    dataset = run.pipeline.datamanager.eval_dataset
+    views = list(range(len(dataset)))[: settings.max_views]
+    images = [ground_truth(run, i).to(device) for i in views]
+    check_sizes(run, views, images)
+    lpips_reason = lpips_unavailable_reason() if settings.lpips else "disabled (--no-lpips)"
+    if lpips_reason is None and min(images[0].shape[:2]) < LPIPS_MIN_SIZE:
+        lpips_reason = (
+            f"test images are smaller than LPIPS's minimum of {LPIPS_MIN_SIZE}x{LPIPS_MIN_SIZE} pixels"
+        )
+    if error_dir is not None:
+        error_dir.mkdir(parents=True, exist_ok=True)
+
+    def render(i: int) -> Tensor:
+        with torch.no_grad():
+            return model.get_outputs_for_camera(dataset.cameras[views[i] : views[i] + 1].to(device))["rgb"]
+
+    def score(i: int, rgb: Tensor) -> dict[str, float]:
+        pred, gt = rgb.clamp(0, 1), images[i]
+        if pred.shape != gt.shape:
+            raise EvalInputError(
+                f"{dataset.image_filenames[views[i]]}: model rendered {tuple(pred.shape)}, image is {tuple(gt.shape)}"
+            )
+        if error_dir is not None:
+            iio.imwrite(
+                error_dir / f"{Path(dataset.image_filenames[views[i]]).stem}.png", error_image(pred, gt)
+            )
+        values = {"psnr": metrics.psnr(pred, gt).item(), "ssim": metrics.ssim(pred, gt).item()}
+        if lpips_reason is None:
+            values["lpips"] = metrics.lpips(pred, gt).item()
+        return values
+
+    results = render_and_score(
+        track(range(len(views)), description=f"rendering {run.name}", transient=True),
+        render,
+        score,
+        device,
+        warmup=settings.warmup,
+        repeats=settings.repeats,
+    )
+    scores = {key: [s[key] for s in results.scores] for key in results.scores[0]}
+    pixels = [int(dataset.cameras[i].height) * int(dataset.cameras[i].width) for i in views]
+    try:
+        field_name, field_timing = time_field(
+            model, settings.field_points, device, settings.warmup, settings.repeats
+        )
+        field_rate: float | None = settings.field_points / field_timing.median
+    except NoFieldError:  # e.g. Gaussian splatting: there is no field to time
+        field_name, field_rate = None, None
+    return {
+        "views": [str(dataset.image_filenames[i]) for i in views],
+        "metrics": {
+            "psnr": stats(scores["psnr"]),
+            "ssim": stats(scores["ssim"]),
+            "lpips": stats(scores["lpips"]) if lpips_reason is None else None,
+            "lpips_reason": lpips_reason,
+        },
+        "speed": {
+            "render_fps": 1.0 / results.median_seconds,
+            "render_seconds_per_view": [t.median for t in results.render],
+            "rays_per_second": median_rate(pixels, results.render),
+            "field_points_per_second": field_rate,
+            "field_module": field_name,
+            "resolution": [int(dataset.cameras[views[0]].width), int(dataset.cameras[views[0]].height)],
+        },
+    }
+
+
+def evaluate_config(
+    config_path: Path, settings: EvalSettings, plots_dir: Path | None = None
+) -> dict[str, object]:
+    """Load the run at ``config_path``, evaluate it and free it; returns its report entry."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    memory = PeakMemory(device)
+    memory.reset()
+    run = load_run(config_path, settings.eval_num_rays_per_chunk)
+    error_dir = plots_dir / "errors" / run.name.replace("/", "_") if plots_dir is not None else None
+    entry = {
+        "name": run.name,
+        "config": str(config_path),
+        "method": run.config.method_name,
+        "scene": str(run.scene),
+        "step": run.step,
+        "checkpoint": str(run.checkpoint),
+        **evaluate_images(run, settings, error_dir),
+    }
+    entry["size"] = {
+        "parameters": count_parameters(run.pipeline.model),
+        "checkpoint_bytes": run.checkpoint.stat().st_size,
+        "peak_memory_bytes": memory.read(),
+        "peak_memory_kind": memory.kind,
+    }
+    del run
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return entry

@@ -1,0 +1,114 @@
+"""Load a trained nerfstudio run (``.../<timestamp>/config.yml``) for offline evaluation.
+
+Wraps :func:`nerfstudio.utils.eval_utils.eval_setup` so that checkpoints are read from next to
+``config.yml`` (not from ``output_dir`` relative to the current directory), numpy-holding checkpoints
+load under torch >= 2.6, LPIPS needs no download, and bad input fails with an error naming the file
+instead of ``sys.exit`` or an assertion deep inside nerfstudio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+from torch import Tensor
+
+from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
+from eugen_nerf.eval.lpips import install_offline_lpips
+
+if TYPE_CHECKING:  # nerfstudio is imported where used: importing it is slow
+    from nerfstudio.engine.trainer import TrainerConfig
+    from nerfstudio.pipelines.base_pipeline import Pipeline
+
+
+class EvalInputError(ValueError):
+    """A run or scene that cannot be evaluated; the message names the offending file."""
+
+
+@dataclass
+class Run:
+    """A loaded run: its config, pipeline (eval mode, test split) and checkpoint."""
+
+    config_path: Path
+    config: TrainerConfig
+    pipeline: Pipeline
+    checkpoint: Path
+    step: int
+
+    @property
+    def name(self) -> str:
+        """``experiment/method/timestamp``, unique per run."""
+        return "/".join(self.config_path.absolute().parent.parts[-3:])
+
+    @property
+    def scene(self) -> Path:
+        datamanager = self.config.pipeline.datamanager
+        return Path(datamanager.data or datamanager.dataparser.data)
+
+
+def checkpoint_dir(config_path: Path) -> Path:
+    """``nerfstudio_models`` next to ``config.yml``; raise if it holds no ``step-*.ckpt``."""
+    directory = config_path.absolute().parent / "nerfstudio_models"
+    if not any(directory.glob("step-*.ckpt")):
+        raise EvalInputError(f"{config_path}: no checkpoints (no step-*.ckpt in {directory})")
+    return directory
+
+
+def _prepare_config(config: TrainerConfig, config_path: Path) -> TrainerConfig:
+    """Point the checkpoint directory next to ``config_path`` and check that the scene exists."""
+    # get_checkpoint_dir() is base_dir / relative_model_dir, and joining an absolute path replaces the base
+    config.relative_model_dir = checkpoint_dir(config_path)
+    datamanager = config.pipeline.datamanager
+    data = datamanager.data or datamanager.dataparser.data
+    if not Path(data).exists():
+        raise EvalInputError(
+            f"{config_path}: scene {data} not found (relative paths are resolved against the current "
+            "directory; run eugen-eval from where training ran)"
+        )
+    return config
+
+
+def load_run(config_path: Path, eval_num_rays_per_chunk: int | None = None) -> Run:
+    """Load a run for evaluation on its test split (images are read per view, on demand)."""
+    from nerfstudio.configs.method_configs import all_methods
+    from nerfstudio.engine.trainer import TrainerConfig
+    from nerfstudio.utils.eval_utils import eval_setup
+
+    config_path = Path(config_path)
+    if not config_path.is_file():
+        raise EvalInputError(f"{config_path}: no such run config")
+    try:
+        config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+    except yaml.YAMLError as err:
+        raise EvalInputError(f"{config_path}: not a nerfstudio config ({err})") from err
+    if not isinstance(config, TrainerConfig):
+        raise EvalInputError(f"{config_path}: not a nerfstudio TrainerConfig")
+    if config.method_name not in all_methods:
+        raise EvalInputError(
+            f"{config_path}: method {config.method_name!r} is not registered with nerfstudio"
+        )
+    allow_numpy_checkpoints()
+    install_offline_lpips()
+    config, pipeline, checkpoint, step = eval_setup(
+        config_path,
+        eval_num_rays_per_chunk=eval_num_rays_per_chunk,
+        test_mode="inference",  # test split, but no training data workers or image caches
+        update_config_callback=lambda config: _prepare_config(config, config_path),
+    )
+    run = Run(config_path, config, pipeline, Path(checkpoint), step)
+    if len(pipeline.datamanager.eval_dataset) == 0:
+        raise EvalInputError(f"{run.scene}: the test split is empty (run {config_path})")
+    return run
+
+
+def ground_truth(run: Run, index: int) -> Tensor:
+    """Test image ``index`` as float RGB ``(H, W, 3)``, alpha composited the way the model renders."""
+    image = run.pipeline.datamanager.eval_dataset.get_image_float32(index)
+    if image.shape[-1] == 4:
+        renderer = getattr(run.pipeline.model, "renderer_rgb", None)
+        if renderer is not None:
+            return renderer.blend_background(image.to(run.pipeline.device))
+        return image[..., :3] * image[..., 3:] + (1.0 - image[..., 3:])  # white background
+    return image

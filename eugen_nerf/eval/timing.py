@@ -1,0 +1,106 @@
+"""Honest timing: warm-up runs, device synchronisation around each measurement, median of repeats.
+
+CUDA kernels run asynchronously, so a timer that does not synchronise measures launch time only.
+:func:`render_and_score` times rendering alone and computes metrics outside the timed region, so slow
+metrics (LPIPS on CPU) never lower the reported frame rate.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import torch
+
+T = TypeVar("T")
+S = TypeVar("S")
+V = TypeVar("V")
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait for queued work on ``device`` (CUDA); a no-op on CPU."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Timing:
+    """Seconds of each timed repeat; :attr:`median` is the reported value."""
+
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def timed(fn: Callable[[], T], device: torch.device | str) -> tuple[T, float]:
+    """Run ``fn`` once between two synchronisations; return its result and the wall-clock seconds."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return result, time.perf_counter() - start
+
+
+def benchmark(
+    fn: Callable[[], object], device: torch.device | str, warmup: int = 1, repeats: int = 5
+) -> Timing:
+    """Time ``fn``: ``warmup`` untimed calls (lazy init, caches, autotuning), then ``repeats`` timed ones."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+    return Timing([timed(fn, device)[1] for _ in range(repeats)])
+
+
+@dataclass
+class ViewResults(Generic[S]):
+    """Per-view render timings and metric results from :func:`render_and_score`."""
+
+    render: list[Timing]
+    scores: list[S]
+
+    @property
+    def median_seconds(self) -> float:
+        """Median over views of each view's median render time."""
+        return statistics.median(t.median for t in self.render)
+
+
+def render_and_score(
+    views: Iterable[V],
+    render: Callable[[V], T],
+    score: Callable[[V, T], S],
+    device: torch.device | str,
+    warmup: int = 1,
+    repeats: int = 1,
+) -> ViewResults[S]:
+    """Render every view ``repeats`` times (timed) and score the last render (untimed).
+
+    ``warmup`` untimed renders of the first view come first. ``views`` may be a progress bar.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    render_times: list[Timing] = []
+    scores: list[S] = []
+    for i, view in enumerate(views):
+        if i == 0:
+            for _ in range(warmup):
+                render(view)
+        timing = Timing()
+        for _ in range(repeats):
+            output, seconds = timed(functools.partial(render, view), device)
+            timing.seconds.append(seconds)
+        render_times.append(timing)
+        scores.append(score(view, output))
+    return ViewResults(render_times, scores)
+
+
+def median_rate(counts: Sequence[float], timings: Sequence[Timing]) -> float:
+    """Median over items of ``count / median seconds`` (e.g. rays per second over views)."""
+    return statistics.median(count / t.median for count, t in zip(counts, timings))

@@ -1,0 +1,224 @@
+"""End to end: train a tiny stock nerfacto run, evaluate it with ``eugen-eval``, and reject bad input."""
+
+import json
+import shutil
+from dataclasses import fields
+from pathlib import Path
+
+import imageio.v3 as iio
+import jsonschema
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from eugen_nerf.eval import install_offline_lpips
+from eugen_nerf.eval.cli import entrypoint
+from eugen_nerf.eval.field_speed import NoFieldError, find_field, time_field
+from eugen_nerf.eval.lpips_weights import setup_lpips_weights
+from eugen_nerf.eval.report import SCHEMA
+from eugen_nerf.eval.runs import EvalInputError, load_run
+
+SIZE = 32  # LPIPS needs at least 31x31
+
+
+def look_at(position: np.ndarray) -> list:
+    """OpenGL camera-to-world looking at the origin (nerfstudio convention: the camera looks along -z)."""
+    z = position / np.linalg.norm(position)
+    x = np.cross([0.0, 0.0, 1.0], z)
+    x /= np.linalg.norm(x)
+    c2w = np.eye(4)
+    c2w[:3, :3] = np.stack([x, np.cross(z, x), z], axis=1)
+    c2w[:3, 3] = position
+    return c2w.tolist()
+
+
+def write_scene(root: Path, num_train: int = 8, num_test: int = 2, test_size: int = SIZE) -> Path:
+    """A nerfstudio-format scene: colour-gradient views from a ring of cameras at radius 4."""
+    (root / "images").mkdir(parents=True)
+    frames, splits = [], {"train_filenames": [], "val_filenames": [], "test_filenames": []}
+    ramp = np.linspace(0, 1, SIZE)
+    for i in range(num_train + num_test):
+        split = "train" if i < num_train else "test"
+        angle = 2 * np.pi * i / (num_train + num_test)
+        colour = np.stack(
+            [
+                ramp[:, None] * np.ones(SIZE),
+                np.full((SIZE, SIZE), i / 10),
+                ramp[None, :] * np.ones((SIZE, 1)),
+            ],
+            -1,
+        )
+        name = f"images/{split}_{i:03d}.png"
+        size = SIZE if split == "train" else test_size
+        iio.imwrite(root / name, (colour[:size, :size] * 255).astype(np.uint8))
+        frames.append(
+            {
+                "file_path": name,
+                "transform_matrix": look_at(4 * np.array([np.cos(angle), np.sin(angle), 0.5])),
+            }
+        )
+        splits[f"{split}_filenames"].append(name)
+    splits["val_filenames"] = splits["test_filenames"]
+    meta = {
+        "camera_model": "OPENCV",
+        "fl_x": 40.0,
+        "fl_y": 40.0,
+        "cx": SIZE / 2,
+        "cy": SIZE / 2,
+        "w": SIZE,
+        "h": SIZE,
+    }
+    (root / "transforms.json").write_text(json.dumps({**meta, "frames": frames, **splits}))
+    return root
+
+
+def train_tiny_nerfacto(data: Path, output_dir: Path, iterations: int = 10) -> Path:
+    """Stock nerfacto, shrunk, trained on CPU in this process; returns its config.yml."""
+    from nerfstudio.configs.method_configs import method_configs
+    from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+    from nerfstudio.scripts.train import main
+
+    install_offline_lpips()
+    config = method_configs["nerfacto"]
+    config.output_dir, config.timestamp, config.vis = output_dir, "tiny", "tensorboard"
+    config.max_num_iterations = config.steps_per_save = iterations
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
+    config.machine.device_type = "cpu"
+    parallel = (
+        config.pipeline.datamanager
+    )  # a data-loading subprocess is slow to start: use the plain manager
+    config.pipeline.datamanager = VanillaDataManagerConfig(
+        **{f.name: getattr(parallel, f.name) for f in fields(VanillaDataManagerConfig) if f.name != "_target"}
+    )
+    config.pipeline.datamanager.data = data
+    config.pipeline.datamanager.train_num_rays_per_batch = 256
+    config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig(
+        orientation_method="none", center_method="none", auto_scale_poses=False
+    )
+    model = config.pipeline.model
+    model.num_nerf_samples_per_ray, model.num_proposal_samples_per_ray = 8, (8, 8)
+    model.hidden_dim = model.hidden_dim_color = 16
+    model.num_levels, model.log2_hashmap_size, model.max_res = 4, 12, 64
+    model.proposal_net_args_list = [
+        {"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 4, "max_res": 32, "use_linear": False}
+    ] * 2
+    main(config)
+    return config.get_base_dir() / "config.yml"
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> Path:
+    return write_scene(tmp_path_factory.mktemp("scene"))
+
+
+@pytest.fixture(scope="module")
+def run_config(scene, tmp_path_factory) -> Path:
+    setup_lpips_weights()
+    return train_tiny_nerfacto(scene, tmp_path_factory.mktemp("outputs"))
+
+
+def rerun_on(config_path: Path, data: Path, run_dir: Path) -> Path:
+    """A copy of the run whose config points at another scene (checkpoints shared)."""
+    config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+    config.pipeline.datamanager.data = data
+    run_dir.mkdir(parents=True)
+    (run_dir / "nerfstudio_models").symlink_to(config_path.parent / "nerfstudio_models")
+    (run_dir / "config.yml").write_text(yaml.dump(config))
+    return run_dir / "config.yml"
+
+
+def test_cli_evaluates_a_stock_nerfacto_run(run_config, tmp_path):
+    out, plots = tmp_path / "report.json", tmp_path / "plots"
+    args = ["--load-config", str(run_config), "--output", str(out), "--plots", str(plots)]
+    entrypoint([*args, "--repeats", "2", "--field-points", "4096"])
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, SCHEMA)
+    (run,) = report["runs"]
+    assert run["method"] == "nerfacto" and run["step"] == 9 and len(run["views"]) == 2
+    metrics, speed, size = run["metrics"], run["speed"], run["size"]
+    assert len(metrics["psnr"]["per_view"]) == 2 and 0 < metrics["psnr"]["mean"] < 100
+    assert metrics["lpips"] is not None and metrics["lpips_reason"] is None
+    assert (
+        speed["render_fps"] > 0 and speed["field_module"] == "field" and speed["resolution"] == [SIZE, SIZE]
+    )
+    assert speed["rays_per_second"] == pytest.approx(SIZE * SIZE * speed["render_fps"], rel=0.5)
+    assert size["checkpoint_bytes"] == Path(run["checkpoint"]).stat().st_size
+    assert 0 < size["parameters"] < 10**6 and size["peak_memory_bytes"] > 0
+    assert (plots / "psnr_vs_fps.png").exists() and (plots / "per_view_psnr.png").exists()
+    errors = sorted((plots / "errors").rglob("*.png"))
+    assert [p.name for p in errors] == ["test_008.png", "test_009.png"]
+    assert iio.imread(errors[0]).shape == (SIZE, SIZE, 3)
+
+
+def test_missing_lpips_weights_are_reported_as_null(run_config, tmp_path, monkeypatch):
+    from eugen_nerf.eval.lpips import shared_lpips
+
+    monkeypatch.setenv("EUGEN_NERF_CACHE", str(tmp_path / "empty-cache"))
+    shared_lpips.cache_clear()
+    out = tmp_path / "report.json"
+    entrypoint(["--load-config", str(run_config), "--output", str(out), "--max-views", "1", "--repeats", "1"])
+    shared_lpips.cache_clear()
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, SCHEMA)
+    metrics = report["runs"][0]["metrics"]
+    assert metrics["lpips"] is None and "eugen-eval setup-lpips" in metrics["lpips_reason"]
+    assert len(metrics["psnr"]["per_view"]) == 1
+
+
+def test_run_loads_from_any_directory(run_config, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # checkpoints are found next to config.yml, not via output_dir
+    run = load_run(run_config)
+    assert run.checkpoint.parent == run_config.parent / "nerfstudio_models"
+    assert run.name == "/".join(run_config.parent.parts[-3:])
+    name, timing = time_field(run.pipeline.model, 512, run.pipeline.device, warmup=1, repeats=2)
+    assert name == "field" and len(timing.seconds) == 2
+
+
+def test_run_without_checkpoints(run_config, tmp_path):
+    config = tmp_path / "run" / "config.yml"
+    config.parent.mkdir()
+    shutil.copy(run_config, config)
+    with pytest.raises(EvalInputError, match=f"{config}: no checkpoints"):
+        load_run(config)
+    with pytest.raises(SystemExit):
+        entrypoint(["--load-config", str(config), "--output", str(tmp_path / "r.json")])
+
+
+def test_scene_with_empty_test_split(run_config, tmp_path):
+    data = write_scene(tmp_path / "scene", num_test=0)
+    with pytest.raises(EvalInputError, match="test split is empty"):
+        load_run(rerun_on(run_config, data, tmp_path / "run"))
+
+
+def test_images_of_another_size(run_config, tmp_path, capsys):
+    data = write_scene(tmp_path / "scene", test_size=24)
+    with pytest.raises(SystemExit):
+        entrypoint(
+            [
+                "--load-config",
+                str(rerun_on(run_config, data, tmp_path / "run")),
+                "--output",
+                str(tmp_path / "r.json"),
+            ]
+        )
+    message = (
+        f"{data / 'images' / 'test_008.png'}: image is 24x24 but the model renders 32x32 for this test camera"
+    )
+    assert message in capsys.readouterr().out
+
+
+def test_field_speed_for_vanilla_nerf():
+    from nerfstudio.data.scene_box import SceneBox
+    from nerfstudio.models.vanilla_nerf import VanillaModelConfig
+
+    install_offline_lpips()
+    model = VanillaModelConfig().setup(
+        scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1
+    )
+    assert find_field(model)[0] == "field_fine"
+    with pytest.raises(NoFieldError):
+        find_field(torch.nn.Linear(2, 2))
+    name, timing = time_field(model, 256, torch.device("cpu"), warmup=0, repeats=1)
+    assert name == "field_fine" and timing.median > 0

@@ -1,0 +1,49 @@
+"""Timing: warm-up is untimed, the median is reported, and metric time never enters render time."""
+
+import time
+
+import pytest
+
+from eugen_nerf.eval.timing import Timing, benchmark, median_rate, render_and_score
+
+
+def test_benchmark_warms_up_then_takes_median():
+    calls = []
+
+    def fn():
+        calls.append(None)
+        time.sleep(0.05 if len(calls) == 1 else 0.001)  # the first (warm-up) call is slow
+
+    timing = benchmark(fn, "cpu", warmup=1, repeats=5)
+    assert len(calls) == 6 and len(timing.seconds) == 5
+    assert timing.median < 0.02
+    with pytest.raises(ValueError):
+        benchmark(fn, "cpu", repeats=0)
+
+
+def test_median_is_robust_to_one_outlier():
+    assert Timing([0.01, 0.01, 5.0]).median == 0.01
+    assert median_rate([100, 200, 300], [Timing([1.0]), Timing([1.0]), Timing([100.0])]) == 100
+
+
+def test_slow_metric_is_excluded_from_render_time():
+    render_seconds, metric_seconds = 0.01, 0.2
+    renders = []
+
+    def render(view):
+        renders.append(view)
+        time.sleep(render_seconds)
+        return view * 2
+
+    def slow_metric(view, output):
+        time.sleep(metric_seconds)
+        return output + 1
+
+    start = time.perf_counter()
+    results = render_and_score(range(3), render, slow_metric, "cpu", warmup=2, repeats=2)
+    wall = time.perf_counter() - start
+    assert results.scores == [1, 3, 5]  # each view scored once, on its own render
+    assert renders == [0, 0, 0, 0, 1, 1, 2, 2]  # two warm-up renders of the first view, then 2 per view
+    assert wall > 3 * metric_seconds  # the metric really ran...
+    assert all(len(t.seconds) == 2 for t in results.render)
+    assert render_seconds <= results.median_seconds < render_seconds + 0.05  # ...but is not in render time
