@@ -11,10 +11,12 @@ setup:
 demo: setup
 	@bash scripts/demo.sh $(SCENE)
 
-test: setup
+test:
+	@bash scripts/setup.sh --test
 	$(PY) -m pytest -p no:dash -q
 
-test-slow: setup
+test-slow:
+	@bash scripts/setup.sh --test
 	$(PY) -m pytest -p no:dash -q -m slow
 
 bench: setup

@@ -7,11 +7,16 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=.venv
 
-# open3d needs libusb at import time; Debian package.
-if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
-  echo "[setup] installing Debian libusb-1.0-0 (needed by open3d)"
+# Debian packages: libusb (open3d needs it at import), ffmpeg (ns-render checks for it);
+# with --test also Chromium, which the viewer tests drive headless.
+apt_missing=()
+ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || apt_missing+=(libusb-1.0-0)
+command -v ffmpeg >/dev/null || apt_missing+=(ffmpeg)
+if [ "${1:-}" = "--test" ]; then command -v chromium >/dev/null || apt_missing+=(chromium); fi
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  echo "[setup] installing Debian packages: ${apt_missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq libusb-1.0-0 >/dev/null
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >/dev/null
 fi
 
 [ -x "$VENV/bin/python" ] || { echo "[setup] creating $VENV"; "$PYTHON" -m venv "$VENV"; }

@@ -1,0 +1,1 @@
+"""nerfstudio fields built from EUGen MLPs (one module per head)."""

@@ -1,0 +1,13 @@
+"""nerfstudio method specifications (entry points ``nerfstudio.method_configs``).
+
+nerfstudio imports an entry-point module before it builds any model or loads any checkpoint, so this is
+where the process is made to work offline and on torch >= 2.6: LPIPS without a download (for stock models
+too), and nerfstudio 1.1.5 checkpoints (which hold numpy scalars) loadable under ``weights_only``.
+"""
+
+from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
+from eugen_nerf.eval.lpips import install_offline_lpips
+
+install_offline_lpips()
+allow_numpy_checkpoints()
+

@@ -1,0 +1,73 @@
+"""Shared pieces of every eugen-nerf method configuration: device choice, data validation, object defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+
+from nerfstudio.configs.base_config import ViewerConfig
+from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
+from nerfstudio.engine.trainer import TrainerConfig
+from nerfstudio.models.base_model import ModelConfig
+from nerfstudio.pipelines.base_pipeline import VanillaPipelineConfig
+
+from eugen_nerf.scenes import dataparser_config, validate_scene
+
+
+def default_device() -> str:
+    """CUDA when available, otherwise CPU: ``ns-train`` works on a machine without a GPU with no flag."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class SceneTrainerConfig(TrainerConfig):
+    """``TrainerConfig`` that rejects a ``--data`` path that is not a scene while the command line is parsed.
+
+    tyro reports a ``ValueError`` raised here as a one-line error, before any output folder or model exists.
+    """
+
+    def __post_init__(self) -> None:
+        for data in (self.data, self.pipeline.datamanager.data):
+            if data is not None:
+                validate_scene(data)
+
+
+def object_method_config(
+    method_name: str,
+    model: ModelConfig,
+    optimizers: Dict[str, Any],
+    max_num_iterations: int,
+    train_num_rays_per_batch: int,
+    data: Optional[Path] = None,
+) -> SceneTrainerConfig:
+    """A trainer for the shipped object scenes: poses verbatim, CUDA or CPU, TensorBoard logging.
+
+    ``vis="tensorboard"`` so that ``ns-train`` ends when training ends (the viewer keeps it alive);
+    ``--vis viewer`` or ``ns-viewer`` give the interactive viewer, bound to 127.0.0.1.
+    """
+    device = default_device()
+    config = SceneTrainerConfig(
+        method_name=method_name,
+        steps_per_eval_batch=500,
+        steps_per_eval_image=500,
+        steps_per_save=2000,
+        max_num_iterations=max_num_iterations,
+        mixed_precision=device == "cuda",
+        pipeline=VanillaPipelineConfig(
+            datamanager=VanillaDataManagerConfig(
+                dataparser=dataparser_config(),
+                train_num_rays_per_batch=train_num_rays_per_batch,
+                eval_num_rays_per_batch=train_num_rays_per_batch,
+            ),
+            model=model,
+        ),
+        optimizers=optimizers,
+        viewer=ViewerConfig(websocket_host="127.0.0.1", num_rays_per_chunk=model.eval_num_rays_per_chunk),
+        vis="tensorboard",
+        data=data,
+    )
+    config.machine.device_type = device
+    return config

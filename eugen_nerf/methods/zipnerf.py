@@ -1,0 +1,39 @@
+"""``eugen-zipnerf`` and its dense twin ``dense-zipnerf``: hash grid + proposal sampling, EUGen MLP layers."""
+
+from __future__ import annotations
+
+from nerfstudio.engine.optimizers import AdamOptimizerConfig
+from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+from nerfstudio.plugins.types import MethodSpecification
+
+from eugen_nerf.methods.common import object_method_config
+from eugen_nerf.models.zipnerf import EUGenZipNeRFModelConfig, ZipNeRFEUGenConfig
+
+
+def _adam() -> dict:
+    """nerfacto's optimiser for fields and proposal networks."""
+    return {
+        "optimizer": AdamOptimizerConfig(lr=1e-2, eps=1e-15),
+        "scheduler": ExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=200_000),
+    }
+
+
+def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecification:
+    """Zip-NeRF-style field at nerfacto's sizes (16-level hash grid, 64-wide MLPs, 4096 rays)."""
+    config = object_method_config(
+        method_name,
+        model=EUGenZipNeRFModelConfig(eugen=eugen),
+        optimizers={"proposal_networks": _adam(), "fields": _adam()},
+        max_num_iterations=30_000,
+        train_num_rays_per_batch=4096,
+    )
+    layers = (
+        "all layers dense (the dense twin)"
+        if not eugen.density_layers and not eugen.color_layers
+        else f"EUGen density layers {list(eugen.density_layers)}, colour layers {list(eugen.color_layers)}"
+    )
+    return MethodSpecification(config=config, description=f"{method_name}: Zip-NeRF-style hash-grid field, {layers}")
+
+
+eugen_zipnerf = zipnerf_method("eugen-zipnerf", ZipNeRFEUGenConfig())
+dense_zipnerf = zipnerf_method("dense-zipnerf", ZipNeRFEUGenConfig(density_layers=(), color_layers=()))

@@ -1,0 +1,1 @@
+"""nerfstudio models that own an EUGen field, its samplers and its losses."""

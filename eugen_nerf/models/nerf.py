@@ -1,0 +1,120 @@
+"""Vanilla NeRF (coarse + fine sampling) over :class:`EUGenNeRFField`; the dense twin has no EUGen layer.
+
+The model reuses nerfstudio's ``NeRFModel`` sampling, rendering and losses and replaces its fields and
+metrics: it builds no LPIPS network (see :mod:`eugen_nerf.models.metrics`) and also returns
+``rgb``/``depth``/``accumulation`` (the fine pass) so that the viewer and ``ns-render`` work unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Dict, Tuple, Type
+
+import torch
+from torch import Tensor
+
+from nerfstudio.cameras.rays import RayBundle
+from nerfstudio.model_components.losses import MSELoss
+from nerfstudio.model_components.ray_samplers import PDFSampler, UniformSampler
+from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, RGBRenderer
+from nerfstudio.models.base_model import Model
+from nerfstudio.models.vanilla_nerf import NeRFModel, VanillaModelConfig
+from nerfstudio.utils import colormaps
+
+from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
+from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
+from eugen_nerf.models.metrics import image_metrics, psnr
+
+FINE_SEED_OFFSET = 1000
+"""The fine field draws its projections from ``seed + 1000`` so the two fields' features are independent."""
+
+
+@dataclass
+class NeRFEUGenConfig(EUGenConfig):
+    """EUGen knobs of the NeRF field, plus which of its layers are EUGen."""
+
+    num_features: int = 32
+    trunk_layers: Tuple[int, ...] = (1, 2, 3, 5, 6)
+    """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
+    head_layers: Tuple[int, ...] = ()
+    """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.trunk_layers = check_layer_indices("eugen.trunk-layers", self.trunk_layers, TRUNK_LAYERS)
+        self.head_layers = check_layer_indices("eugen.head-layers", self.head_layers, HEAD_LAYERS)
+
+
+@dataclass
+class EUGenNeRFModelConfig(VanillaModelConfig):
+    """NeRF with EUGen layers; ``eugen.trunk_layers = eugen.head_layers = ()`` is the dense twin."""
+
+    _target: Type = field(default_factory=lambda: EUGenNeRFModel)
+    eugen: NeRFEUGenConfig = field(default_factory=NeRFEUGenConfig)
+    """EUGen layers: which ones, and their hyper-parameters."""
+    trunk_width: int = 256
+    """Width of the 8-layer trunk."""
+    head_width: int = 128
+    """Width of the view-dependent colour head."""
+    eval_num_rays_per_chunk: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("trunk_width", "head_width", "num_coarse_samples", "num_importance_samples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+
+
+class EUGenNeRFModel(NeRFModel):
+    """nerfstudio's NeRF model with :class:`EUGenNeRFField` coarse and fine fields."""
+
+    config: EUGenNeRFModelConfig
+
+    def populate_modules(self) -> None:
+        Model.populate_modules(self)  # the collider; NeRFModel's own would build stock fields and LPIPS
+        eugen = self.config.eugen
+        self.field_coarse = self._make_field(eugen)
+        self.field_fine = self._make_field(replace(eugen, seed=eugen.seed + FINE_SEED_OFFSET))
+        self.sampler_uniform = UniformSampler(num_samples=self.config.num_coarse_samples)
+        self.sampler_pdf = PDFSampler(num_samples=self.config.num_importance_samples)
+        self.renderer_rgb = RGBRenderer(background_color=self.config.background_color)
+        self.renderer_accumulation = AccumulationRenderer()
+        self.renderer_depth = DepthRenderer()
+        self.rgb_loss = MSELoss()
+
+    def _make_field(self, eugen: NeRFEUGenConfig) -> EUGenNeRFField:
+        return EUGenNeRFField(
+            eugen, eugen.trunk_layers, eugen.head_layers, self.config.trunk_width, self.config.head_width
+        )
+
+    def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
+        outputs = super().get_outputs(ray_bundle)
+        for name in ("rgb", "accumulation", "depth"):
+            outputs[name] = outputs[f"{name}_fine"]
+        return outputs
+
+    def get_metrics_dict(self, outputs, batch) -> Dict[str, Tensor]:
+        image = self.renderer_rgb.blend_background(batch["image"].to(self.device))
+        return {"psnr": -10.0 * torch.log10(torch.mean((outputs["rgb_fine"].detach() - image) ** 2))}
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
+    ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
+        image = self.renderer_rgb.blend_background(batch["image"].to(outputs["rgb_fine"].device))
+        metrics = image_metrics(image, outputs["rgb_fine"])
+        metrics["coarse_psnr"] = psnr(image, outputs["rgb_coarse"])
+        near, far = self.config.collider_params["near_plane"], self.config.collider_params["far_plane"]
+        depths = [
+            colormaps.apply_depth_colormap(
+                outputs[f"depth_{level}"], accumulation=outputs[f"accumulation_{level}"], near_plane=near, far_plane=far
+            )
+            for level in ("coarse", "fine")
+        ]
+        images = {
+            "img": torch.cat([image, outputs["rgb_coarse"], outputs["rgb_fine"]], dim=1),
+            "accumulation": torch.cat(
+                [colormaps.apply_colormap(outputs[f"accumulation_{level}"]) for level in ("coarse", "fine")], dim=1
+            ),
+            "depth": torch.cat(depths, dim=1),
+        }
+        return metrics, images

@@ -1,0 +1,162 @@
+"""Zip-NeRF-style model: proposal-network sampling over :class:`EUGenZipNeRFField`.
+
+It reuses nerfstudio's ``NerfactoModel`` (proposal sampler schedule, interlevel and distortion losses,
+rendering) and replaces its field, LPIPS-free metrics, and defaults for object scenes: white background,
+near 2 / far 6, no scene contraction, no camera optimiser, uniform initial proposal samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Literal, Tuple, Type
+
+import numpy as np
+import torch
+from torch import Tensor
+from torchmetrics.image import PeakSignalNoiseRatio
+
+from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
+from nerfstudio.field_components.spatial_distortions import SceneContraction
+from nerfstudio.fields.density_fields import HashMLPDensityField
+from nerfstudio.model_components.losses import MSELoss
+from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler, UniformSampler
+from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, NormalsRenderer, RGBRenderer
+from nerfstudio.model_components.scene_colliders import NearFarCollider
+from nerfstudio.model_components.shaders import NormalsShader
+from nerfstudio.models.base_model import Model
+from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
+from nerfstudio.utils import colormaps
+
+from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
+from eugen_nerf.fields.zipnerf import COLOR_LAYERS, DENSITY_LAYERS, EUGenZipNeRFField
+from eugen_nerf.models.metrics import image_metrics
+
+
+@dataclass
+class ZipNeRFEUGenConfig(EUGenConfig):
+    """EUGen knobs of the Zip-NeRF-style field, plus which of its layers are EUGen."""
+
+    num_features: int = 16
+    density_layers: Tuple[int, ...] = ()
+    """EUGen layers of the 2-layer density MLP (1 outputs density and geometry features)."""
+    color_layers: Tuple[int, ...] = (1,)
+    """EUGen layers of the 3-layer colour MLP (2 outputs RGB)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.density_layers = check_layer_indices("eugen.density-layers", self.density_layers, DENSITY_LAYERS)
+        self.color_layers = check_layer_indices("eugen.color-layers", self.color_layers, COLOR_LAYERS)
+
+
+@dataclass
+class EUGenZipNeRFModelConfig(NerfactoModelConfig):
+    """Hash grid + proposal sampling with EUGen MLP layers; no EUGen layer is the dense twin."""
+
+    _target: Type = field(default_factory=lambda: EUGenZipNeRFModel)
+    eugen: ZipNeRFEUGenConfig = field(default_factory=ZipNeRFEUGenConfig)
+    """EUGen layers: which ones, and their hyper-parameters."""
+    near_plane: float = 2.0
+    far_plane: float = 6.0
+    background_color: Literal["random", "last_sample", "black", "white"] = "white"
+    disable_scene_contraction: bool = True
+    proposal_initial_sampler: Literal["piecewise", "uniform"] = "uniform"
+    use_appearance_embedding: bool = False
+    average_init_density: float = 0.01
+    implementation: Literal["tcnn", "torch"] = field(default_factory=hash_implementation)
+    camera_optimizer: CameraOptimizerConfig = field(default_factory=lambda: CameraOptimizerConfig(mode="off"))
+    eval_num_rays_per_chunk: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.use_appearance_embedding or self.predict_normals:
+            raise ValueError("use-appearance-embedding and predict-normals are not supported by the EUGen Zip-NeRF field")
+        for name in ("hidden_dim", "hidden_dim_color", "num_levels", "num_nerf_samples_per_ray"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
+
+
+class EUGenZipNeRFModel(NerfactoModel):
+    """nerfstudio's nerfacto model around :class:`EUGenZipNeRFField`."""
+
+    config: EUGenZipNeRFModelConfig
+
+    def populate_modules(self) -> None:
+        Model.populate_modules(self)  # NerfactoModel's own would build a stock field and LPIPS
+        config = self.config
+        contraction = None if config.disable_scene_contraction else SceneContraction(order=float("inf"))
+        self.field = EUGenZipNeRFField(
+            self.scene_box.aabb,
+            config.eugen,
+            density_layers=config.eugen.density_layers,
+            color_layers=config.eugen.color_layers,
+            hidden_dim=config.hidden_dim,
+            hidden_dim_color=config.hidden_dim_color,
+            num_levels=config.num_levels,
+            base_res=config.base_res,
+            max_res=config.max_res,
+            log2_hashmap_size=config.log2_hashmap_size,
+            features_per_level=config.features_per_level,
+            spatial_distortion=contraction,
+            average_init_density=config.average_init_density,
+            implementation=config.implementation,
+        )
+        self.camera_optimizer = config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
+
+        num_networks = 1 if config.use_same_proposal_network else config.num_proposal_iterations
+        self.proposal_networks = torch.nn.ModuleList(
+            HashMLPDensityField(
+                self.scene_box.aabb,
+                spatial_distortion=contraction,
+                **config.proposal_net_args_list[min(i, len(config.proposal_net_args_list) - 1)],
+                average_init_density=config.average_init_density,
+                implementation=config.implementation,
+            )
+            for i in range(num_networks)
+        )
+        self.density_fns = [
+            self.proposal_networks[min(i, num_networks - 1)].density_fn for i in range(config.num_proposal_iterations)
+        ]
+
+        def update_schedule(step: int) -> float:
+            return np.clip(
+                np.interp(step, [0, config.proposal_warmup], [0, config.proposal_update_every]),
+                1,
+                config.proposal_update_every,
+            )
+
+        self.proposal_sampler = ProposalNetworkSampler(
+            num_nerf_samples_per_ray=config.num_nerf_samples_per_ray,
+            num_proposal_samples_per_ray=config.num_proposal_samples_per_ray,
+            num_proposal_network_iterations=config.num_proposal_iterations,
+            single_jitter=config.use_single_jitter,
+            update_sched=update_schedule,
+            initial_sampler=UniformSampler(single_jitter=config.use_single_jitter)
+            if config.proposal_initial_sampler == "uniform"
+            else None,
+        )
+        self.collider = NearFarCollider(near_plane=config.near_plane, far_plane=config.far_plane)
+        self.renderer_rgb = RGBRenderer(background_color=config.background_color)
+        self.renderer_accumulation = AccumulationRenderer()
+        self.renderer_depth = DepthRenderer(method="median")
+        self.renderer_expected_depth = DepthRenderer(method="expected")
+        self.renderer_normals = NormalsRenderer()
+        self.normals_shader = NormalsShader()
+        self.rgb_loss = MSELoss()
+        self.psnr = PeakSignalNoiseRatio(data_range=1.0)  # training-batch PSNR, used by NerfactoModel
+        self.step = 0
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
+    ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
+        image = self.renderer_rgb.blend_background(batch["image"].to(self.device))
+        metrics = image_metrics(image, outputs["rgb"])
+        images = {
+            "img": torch.cat([image, outputs["rgb"]], dim=1),
+            "accumulation": colormaps.apply_colormap(outputs["accumulation"]),
+            "depth": colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"]),
+        }
+        for i in range(self.config.num_proposal_iterations):
+            images[f"prop_depth_{i}"] = colormaps.apply_depth_colormap(
+                outputs[f"prop_depth_{i}"], accumulation=outputs["accumulation"]
+            )
+        return metrics, images

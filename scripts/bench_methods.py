@@ -1,0 +1,248 @@
+"""Train each EUGen method beside its dense twin (and a dense twin narrowed to the EUGen parameter count)
+on a shipped scene for the same number of steps, then measure quality, speed and size.
+
+Writes ``benchmarks/methods.json`` and ``benchmarks/methods.png``. Measured on the test split from the saved
+checkpoint (``eugen_nerf.eval.runs.load_run``): PSNR/SSIM (LPIPS when its offline weights exist), render
+FPS and rays per second (one warm-up render, median of ``--repeats`` timed renders per view, median over
+views, metrics computed outside the timed region), parameters, model and checkpoint bytes, peak memory.
+EUGen models are also timed with fused inference off, to show what the merged form buys.
+
+The default invocation uses the small CPU configuration (see README); ``--steps`` and ``--full-size`` for
+longer runs. Example: ``python scripts/bench_methods.py --scene scenes/bunny64 --steps 300``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import torch
+
+from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
+from eugen_nerf.methods import zipnerf as zip_methods
+
+from nerfstudio.engine.trainer import TrainerConfig
+
+from eugen_nerf.eval.lpips import lpips_unavailable_reason
+from eugen_nerf.eval.runs import ground_truth, load_run
+from eugen_nerf.eval.size import PeakMemory, count_parameters
+from eugen_nerf.eval.timing import render_and_score
+from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.models.metrics import image_metrics
+
+GOAL_SPEEDUP = 1.5
+GOAL_MAX_PSNR_LOSS_DB = 0.1
+
+
+def small_nerf(config: TrainerConfig) -> None:
+    """The README's small CPU configuration for the NeRF methods."""
+    config.pipeline.datamanager.train_num_rays_per_batch = 256
+    config.pipeline.model.num_coarse_samples = 32
+    config.pipeline.model.num_importance_samples = 32
+    config.optimizers["fields"]["optimizer"].lr = 2e-3
+
+
+def small_zipnerf(config: TrainerConfig) -> None:
+    """The README's small CPU configuration for the Zip-NeRF-style methods."""
+    config.pipeline.datamanager.train_num_rays_per_batch = 512
+    model = config.pipeline.model
+    model.num_proposal_samples_per_ray = (64, 32)
+    model.num_nerf_samples_per_ray = 32
+    model.max_res = 512
+    model.log2_hashmap_size = 16
+
+
+def _model_params(config: TrainerConfig) -> int:
+    """Trainable parameters of the model ``config`` builds (frozen projections are buffers, not counted)."""
+    from nerfstudio.data.scene_box import SceneBox
+
+    model = config.pipeline.model.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])),
+                                        num_train_data=1, metadata={})
+    return count_parameters(model)
+
+
+def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConfig:
+    """``dense`` with ``width_field`` shrunk until its parameter count is closest to ``target``."""
+    best, best_gap = dense, None
+    for width in range(8, getattr(dense.pipeline.model, width_field) + 1, 4):
+        candidate = copy.deepcopy(dense)
+        setattr(candidate.pipeline.model, width_field, width)
+        gap = abs(_model_params(candidate) - target)
+        if best_gap is None or gap < best_gap:
+            best, best_gap = candidate, gap
+    return best
+
+
+def variants(family: str, full_size: bool) -> List[Tuple[str, TrainerConfig]]:
+    """(label, trainer config) for the EUGen method, its dense twin and the narrowed dense twin."""
+    if family == "nerf":
+        eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
+        shrink, width_field = small_nerf, "trunk_width"
+    else:
+        eugen, dense = zip_methods.eugen_zipnerf.config, zip_methods.dense_zipnerf.config
+        shrink, width_field = small_zipnerf, "hidden_dim_color"
+    eugen, dense = copy.deepcopy(eugen), copy.deepcopy(dense)
+    if not full_size:
+        shrink(eugen)
+        shrink(dense)
+    narrow = narrowed(dense, width_field, _model_params(eugen))
+    narrow.method_name = dense.method_name
+    width = getattr(narrow.pipeline.model, width_field)
+    return [(eugen.method_name, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
+
+
+def train(config: TrainerConfig, scene: Path, steps: int, output_dir: Path, label: str) -> Tuple[Path, float]:
+    """Train in-process; returns the saved config path and the seconds per iteration."""
+    config = copy.deepcopy(config)
+    config.data = scene
+    config.pipeline.datamanager.data = scene
+    config.output_dir = output_dir
+    config.experiment_name = scene.name
+    config.timestamp = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
+    config.max_num_iterations = steps
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    config.vis = "tensorboard"
+    config.save_config()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    start = time.perf_counter()
+    trainer.train()
+    seconds = (time.perf_counter() - start) / steps
+    return config.get_base_dir() / "config.yml", seconds
+
+
+def set_fused(model: torch.nn.Module, fused: bool) -> None:
+    for module in model.modules():
+        if isinstance(module, EUGenMLP):
+            module.fuse_in_eval = fused
+
+
+def measure(config_path: Path, repeats: int) -> Dict[str, object]:
+    """Quality, speed and size of a trained run on its test split."""
+    run = load_run(config_path)
+    model, dataset = run.pipeline.model, run.pipeline.datamanager.eval_dataset
+    cameras = dataset.cameras.to(run.pipeline.device)
+    views = list(range(len(cameras)))
+    rays = [int(cameras[i].width) * int(cameras[i].height) for i in views]
+
+    def render(i: int):
+        return model.get_outputs_for_camera(cameras[i : i + 1])["rgb"]
+
+    def score(i: int, rgb: torch.Tensor) -> Dict[str, float]:
+        return image_metrics(ground_truth(run, i), rgb)
+
+    def timed_views() -> Tuple[List[Dict[str, float]], float, float]:
+        memory.reset()
+        results = render_and_score(views, render, score, run.pipeline.device, warmup=1, repeats=repeats)
+        rays_per_sec = sorted(n / t.median for n, t in zip(rays, results.render))[len(views) // 2]
+        return results.scores, rays_per_sec, 1.0 / results.median_seconds
+
+    memory = PeakMemory(run.pipeline.device)
+    scores, rays_per_sec, fps = timed_views()
+    peak = memory.read()
+    state = io.BytesIO()
+    torch.save(model.state_dict(), state)
+    result = {
+        "config": str(config_path),
+        "step": run.step,
+        **{key: sum(s[key] for s in scores) / len(scores) for key in scores[0]},
+        "fps": fps,
+        "rays_per_sec": rays_per_sec,
+        "parameters": count_parameters(model),
+        "model_bytes": state.getbuffer().nbytes,
+        "checkpoint_bytes": run.checkpoint.stat().st_size,
+        "peak_memory_bytes": peak,
+        "peak_memory_kind": memory.kind,
+    }
+    if any(isinstance(m, EUGenMLP) and m.has_eugen for m in model.modules()):
+        set_fused(model, False)
+        _, result["rays_per_sec_unfused"], result["fps_unfused"] = timed_views()
+        set_fused(model, True)
+    return result
+
+
+def goals(rows: Dict[str, Dict[str, object]], eugen: str, dense: str, narrow: str) -> Dict[str, object]:
+    e, d, n = rows[eugen], rows[dense], rows[narrow]
+    speedup = e["fps"] / d["fps"]
+    psnr_loss = d["psnr"] - e["psnr"]
+    return {
+        "fps_speedup_vs_dense": speedup,
+        "psnr_loss_vs_dense_db": psnr_loss,
+        "psnr_gain_vs_narrowed_dense_db": e["psnr"] - n["psnr"],
+        "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+        "goal_equal_parameters_met": e["psnr"] >= n["psnr"],
+    }
+
+
+def plot(report: Dict[str, object], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = report["families"]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for family, data in families.items():
+        for label, row in data["runs"].items():
+            marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")
+            axes[0].scatter(row["fps"], row["psnr"], marker=marker, label=f"{label}")
+            axes[1].scatter(row["parameters"], row["psnr"], marker=marker, label=f"{label}")
+            axes[2].bar(label, row["rays_per_sec"])
+    axes[0].set(xlabel="render FPS (test views)", ylabel="test PSNR (dB)", xscale="log", title="quality vs speed")
+    axes[1].set(xlabel="trainable parameters", ylabel="test PSNR (dB)", xscale="log", title="quality vs size")
+    axes[2].set(ylabel="rays / s", yscale="log", title="render throughput")
+    axes[2].tick_params(axis="x", rotation=60, labelsize=7)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{report['scene']}, {report['steps']} steps, {report['device']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
+    parser.add_argument("--steps", type=int, default=100, help="training steps of every run")
+    parser.add_argument("--families", nargs="+", default=["nerf", "zipnerf"], choices=["nerf", "zipnerf"])
+    parser.add_argument("--repeats", type=int, default=3, help="timed renders per test view")
+    parser.add_argument("--full-size", action="store_true", help="the methods' default sizes, not the CPU ones")
+    parser.add_argument("--output-dir", type=Path, default=Path("outputs/bench_methods"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/methods.json"))
+    args = parser.parse_args()
+
+    started = time.time()
+    report: Dict[str, object] = {
+        "scene": str(args.scene),
+        "steps": args.steps,
+        "size": "full" if args.full_size else "small-cpu",
+        "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "lpips": "computed" if lpips_unavailable_reason() is None else f"omitted: {lpips_unavailable_reason()}",
+        "goal": f"EUGen >= {GOAL_SPEEDUP}x render FPS of its dense twin at <= {GOAL_MAX_PSNR_LOSS_DB} dB PSNR loss; "
+        "PSNR >= the dense twin narrowed to the EUGen parameter count",
+        "families": {},
+    }
+    for family in args.families:
+        rows: Dict[str, Dict[str, object]] = {}
+        labels = []
+        for label, config in variants(family, args.full_size):
+            config_path, sec_per_iter = train(config, args.scene, args.steps, args.output_dir, label)
+            rows[label] = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
+            labels.append(label)
+            print(json.dumps({label: rows[label]}, indent=1), flush=True)
+        report["families"][family] = {"runs": rows, "goals": goals(rows, *labels)}
+    report["wall_seconds"] = time.time() - started
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The method specifications: registration, twins, CPU/CUDA choice, object defaults, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import tyro
+
+from nerfstudio.configs.method_configs import method_configs as stock_methods
+from nerfstudio.plugins.registry import discover_methods
+
+from eugen_nerf.methods.nerf import dense_nerf, eugen_nerf
+from eugen_nerf.methods.zipnerf import dense_zipnerf, eugen_zipnerf
+from eugen_nerf.scenes.dataparser import SceneDataParserConfig
+
+SPECS = {"eugen-nerf": eugen_nerf, "dense-nerf": dense_nerf, "eugen-zipnerf": eugen_zipnerf, "dense-zipnerf": dense_zipnerf}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_methods_are_registered_under_unique_names():
+    methods, _ = discover_methods()
+    for name, spec in SPECS.items():
+        assert spec.config.method_name == name
+        assert name not in stock_methods
+        assert methods[name] is spec.config
+
+
+def test_every_eugen_method_has_a_dense_twin_with_no_eugen_layer():
+    assert eugen_nerf.config.pipeline.model.eugen.trunk_layers
+    assert dense_nerf.config.pipeline.model.eugen.trunk_layers == dense_nerf.config.pipeline.model.eugen.head_layers == ()
+    assert eugen_zipnerf.config.pipeline.model.eugen.color_layers
+    dense = dense_zipnerf.config.pipeline.model.eugen
+    assert dense.density_layers == dense.color_layers == ()
+    for eugen, twin in [(eugen_nerf, dense_nerf), (eugen_zipnerf, dense_zipnerf)]:
+        assert type(eugen.config.pipeline.model) is type(twin.config.pipeline.model)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_methods_pick_their_device_and_object_scene_defaults(name):
+    config = SPECS[name].config
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert config.machine.device_type == expected
+    assert config.mixed_precision == (expected == "cuda")
+    assert isinstance(config.pipeline.datamanager.dataparser, SceneDataParserConfig)
+    assert config.pipeline.model.background_color == "white"
+    assert config.viewer.websocket_host == "127.0.0.1"
+
+
+def parse(args):
+    from nerfstudio.configs.method_configs import AnnotatedBaseConfigUnion
+
+    return tyro.cli(AnnotatedBaseConfigUnion, args=args)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["eugen-nerf", "--data", "/nonexistent/scene"], "scene does not exist"),
+        (["eugen-nerf", "--data", str(REPO)], "missing (a scene needs a transforms.json)"),
+        (["eugen-nerf", "--pipeline.model.eugen.trunk-layers", "1", "9"], "eugen.trunk-layers: layer index 9 does not exist"),
+        (["eugen-zipnerf", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer >= 1, got 0"),
+        (["dense-nerf", "--pipeline.model.eugen.num-features", "-3"], "eugen.num-features must be an integer >= 1, got -3"),
+    ],
+)
+def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(args)
+    assert exit_info.value.code != 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert message in err
+
+
+def test_good_command_line_parses_to_our_config():
+    config = parse(["eugen-nerf", "--pipeline.model.eugen.num-features", "16", "--pipeline.model.eugen.feature-map",
+                    "softplus", "--pipeline.model.eugen.trainable-projections", "True",
+                    "--pipeline.model.eugen.fused-inference", "False"])
+    eugen = config.pipeline.model.eugen
+    assert (eugen.num_features, eugen.feature_map, eugen.trainable_projections, eugen.fused_inference) == (
+        16, "softplus", True, False)
