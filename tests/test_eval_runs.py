@@ -149,7 +149,7 @@ def test_cli_evaluates_a_stock_nerfacto_run(run_config, tmp_path):
     assert (plots / "psnr_vs_fps.png").exists() and (plots / "per_view_psnr.png").exists()
     errors = sorted((plots / "errors").rglob("*.png"))
     assert [p.name for p in errors] == ["test_008.png", "test_009.png"]
-    assert iio.imread(errors[0]).shape == (SIZE, SIZE, 3)
+    assert iio.imread(errors[0]).shape == (SIZE, 3 * SIZE, 3)  # prediction | ground truth | error
 
 
 def test_missing_lpips_weights_are_reported_as_null(run_config, tmp_path, monkeypatch):

@@ -54,6 +54,12 @@ def error_image(pred: Tensor, gt: Tensor) -> np.ndarray:
     return ((pred - gt).abs().clamp(0, 1) * 255).round().byte().cpu().numpy()
 
 
+def comparison_image(pred: Tensor, gt: Tensor) -> np.ndarray:
+    """``prediction | ground truth | |error|`` side by side, 8-bit RGB: what a reader wants to look at."""
+    to_bytes = lambda image: (image.clamp(0, 1) * 255).round().byte().cpu().numpy()  # noqa: E731
+    return np.concatenate([to_bytes(pred), to_bytes(gt), error_image(pred, gt)], axis=1)
+
+
 def check_sizes(run: Run, views: list[int], images: list[Tensor]) -> None:
     """Raise naming the image file when a ground-truth image and its test camera differ in size."""
     dataset = run.pipeline.datamanager.eval_dataset
@@ -94,7 +100,7 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
             )
         if error_dir is not None:
             iio.imwrite(
-                error_dir / f"{Path(dataset.image_filenames[views[i]]).stem}.png", error_image(pred, gt)
+                error_dir / f"{Path(dataset.image_filenames[views[i]]).stem}.png", comparison_image(pred, gt)
             )
         values = {"psnr": metrics.psnr(pred, gt).item(), "ssim": metrics.ssim(pred, gt).item()}
         if lpips_reason is None:

@@ -37,6 +37,8 @@ class EUGenConfig:
     """Seed of the frozen projections (layer i of an MLP uses seed + i)."""
     fused_inference: bool = True
     """In eval mode, run the merged feature-to-feature form of each EUGen MLP."""
+    compile_fused: bool = False
+    """Run the fused form through torch.compile (first render compiles: tens of seconds on a CPU)."""
 
     def __post_init__(self) -> None:
         for name in ("num_features", "degree"):
@@ -99,6 +101,7 @@ def field_mlp(
         eugen_layers=tuple(eugen_layers),
         eugen=eugen.spec(seed_offset),
         fuse_in_eval=eugen.fused_inference,
+        compile_fused=eugen.compile_fused,
     )
 
 

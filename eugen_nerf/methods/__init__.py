@@ -5,9 +5,14 @@ where the process is made to work offline and on torch >= 2.6: LPIPS without a d
 too), and nerfstudio 1.1.5 checkpoints (which hold numpy scalars) loadable under ``weights_only``.
 """
 
+import warnings
+
 from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
 from eugen_nerf.eval.lpips import install_offline_lpips
 
 install_offline_lpips()
 allow_numpy_checkpoints()
 
+# nerfstudio 1.1.5 indexes camera tensors with lists, which torch >= 2.9 reports once per ray bundle:
+# benign here, and it drowns every command's output.
+warnings.filterwarnings("ignore", message="Using a non-tuple sequence for multidimensional indexing")
