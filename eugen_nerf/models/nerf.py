@@ -24,6 +24,7 @@ from nerfstudio.utils import colormaps
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
 from eugen_nerf.models.metrics import image_metrics, psnr
+from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
 FINE_SEED_OFFSET = 1000
 """The fine field draws its projections from ``seed + 1000`` so the two fields' features are independent."""
@@ -81,6 +82,7 @@ class EUGenNeRFModel(NeRFModel):
         self.renderer_accumulation = AccumulationRenderer()
         self.renderer_depth = DepthRenderer()
         self.rgb_loss = MSELoss()
+        add_eugen_viewer_controls(self)  # "EUGen fused inference" in ns-viewer
 
     def _make_field(self, eugen: NeRFEUGenConfig) -> EUGenNeRFField:
         return EUGenNeRFField(

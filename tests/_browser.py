@@ -1,0 +1,177 @@
+"""Headless Debian Chromium driven over the DevTools protocol: open a page, read its text, screenshot it.
+
+Only the standard library and ``websockets`` (a viser dependency) are used; no browser is downloaded.
+WebGL (the viser canvas) runs on SwiftShader, Chromium's software renderer, as there is no GPU.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from websockets.sync.client import connect
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+SETUP_HINT = "install it with `apt-get install -y chromium` (the project's setup and .ci/run do)"
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--use-gl=angle",
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
+
+
+def chromium_missing() -> str | None:
+    """Why Chromium cannot run here, or ``None`` when it can."""
+    if shutil.which(CHROMIUM) is None:
+        return f"headless Chromium not found at {CHROMIUM}: {SETUP_HINT}"
+    return None
+
+
+class Browser:
+    """One headless Chromium with a fresh profile and one page; ``close`` kills its process group."""
+
+    def __init__(self, width: int = 1280, height: int = 720, timeout: float = 60.0) -> None:
+        missing = chromium_missing()
+        if missing:
+            raise RuntimeError(missing)
+        self.profile = Path(tempfile.mkdtemp(prefix="eugen-chromium-"))
+        self.process = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
+             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        self._ids = itertools.count(1)
+        self._connection = contextlib.ExitStack()
+        try:
+            port = self._devtools_port(timeout)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout) as response:
+                pages = [t for t in json.load(response) if t["type"] == "page"]
+            self.socket = self._connection.enter_context(
+                connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout)
+            )
+            # --window-size includes the (invisible) browser frame: pin the page's viewport instead
+            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                      mobile=False)
+        except BaseException:
+            self.close()
+            raise
+
+    def _devtools_port(self, timeout: float) -> int:
+        """The port Chromium chose, read from the ``DevTools listening on ws://...`` line on stderr."""
+        deadline = time.monotonic() + timeout
+        lines = []
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line and self.process.poll() is not None:
+                break
+            lines.append(line)
+            found = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
+            if found:
+                self.process.stderr.close()  # stop reading: Chromium must never block on a full pipe
+                return int(found.group(1))
+        raise RuntimeError(f"Chromium did not start its DevTools server:\n{''.join(lines)[-2000:]}")
+
+    def call(self, method: str, **params: Any) -> dict:
+        """Send one DevTools command and return its result (events in between are dropped)."""
+        message_id = next(self._ids)
+        self.socket.send(json.dumps({"id": message_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv(timeout=60))
+            if message.get("id") == message_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page."""
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    def text(self) -> str:
+        """What a person can read on the page (labels of the GUI controls included)."""
+        return self.evaluate("document.body ? document.body.innerText : ''") or ""
+
+    def wait_for_text(self, *needles: str, timeout: float = 60.0) -> str:
+        """Poll the page text until it holds every needle; raise with the text seen otherwise."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.text()
+            if all(needle in text for needle in needles):
+                return text
+            time.sleep(0.5)
+        raise AssertionError(f"page never showed {needles}; its text was:\n{text[:3000]}")
+
+    def rect(self, selector: str) -> tuple[int, int, int, int]:
+        """``(left, top, right, bottom)`` in viewport pixels of the first element matching ``selector``."""
+        box = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+                            ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()")
+        return tuple(round(v) for v in box)
+
+    def scroll_to_text(self, text: str) -> None:
+        """Scroll the innermost element showing ``text`` into view (controls far down a side panel)."""
+        self.evaluate(
+            f"(() => {{ const it = document.evaluate('//*[text()={json.dumps(text)}]', document, null, "
+            "XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue; "
+            "if (it) it.scrollIntoView({block: 'center'}); })()"
+        )
+
+    def screenshot(self, path: Path) -> Path:
+        """A PNG of the viewport, WebGL canvas included."""
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        self._connection.close()
+        stop_process_group(self.process)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    def __enter__(self) -> Browser:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def stop_process_group(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM then SIGKILL ``process`` and its group (it must be started with ``start_new_session``)."""
+    if process.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=timeout)
+            return
+        except subprocess.TimeoutExpired:
+            continue

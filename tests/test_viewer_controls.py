@@ -1,0 +1,190 @@
+"""Viewer controls and comparison-viewer pieces, without a browser or a trained run.
+
+The controls are installed into a real viser server, as nerfstudio's viewer installs them, so a value
+set on the GUI handle runs the same callback a click in the browser would.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import viser
+import yaml
+from torch import Tensor, nn
+
+from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
+
+from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.viewer.compare import (
+    SceneMismatchError,
+    HeldOutViews,
+    c2w_to_viser,
+    check_same_scene,
+    compose,
+    panel_camera,
+    viser_to_c2w,
+)
+from eugen_nerf.viewer.controls import FUSED_LABEL, add_eugen_viewer_controls, difference_image
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class FakeModel(nn.Module):
+    """A model as the viewer sees it: EUGen MLPs inside, a constant-colour render."""
+
+    def __init__(self, colour: float, teacher: nn.Module | None = None) -> None:
+        super().__init__()
+        self.field = nn.ModuleDict({
+            "eugen": EUGenMLP(3, 2, 8, 3, layer_types=("eugen", "dense")),
+            "dense": EUGenMLP(3, 2, 8, 3),
+        })
+        self.colour = colour
+        if teacher is not None:
+            self.teacher = teacher
+
+    def get_outputs_for_camera(self, camera, obb_box=None) -> dict[str, Tensor]:
+        return {"rgb": torch.full((2, 2, 3), self.colour), "depth": torch.full((2, 2, 1), self.colour)}
+
+
+@pytest.fixture
+def server():
+    server = viser.ViserServer(host="127.0.0.1", port=free_port(), verbose=False)
+    yield server
+    server.stop()
+
+
+def wait_until(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_fused_checkbox_toggles_fuse_in_eval_of_eugen_mlps(server):
+    model = FakeModel(0.5)
+    add_eugen_viewer_controls(model)
+    checkbox = model.eugen_fused_inference
+    assert isinstance(checkbox, ViewerCheckbox) and checkbox.name == FUSED_LABEL and checkbox.value is True
+    assert not hasattr(model, "eugen_show")  # no teacher, no switch
+
+    checkbox.install(server)
+    checkbox.gui_handle.value = False  # what a click in the browser does
+    assert wait_until(lambda: not model.field["eugen"].fuse_in_eval)
+    checkbox.gui_handle.value = True
+    assert wait_until(lambda: model.field["eugen"].fuse_in_eval)
+
+
+def test_fused_checkbox_changes_the_code_path_not_the_output():
+    mlp = EUGenMLP(3, 3, 16, 3, layer_types=("dense", "eugen", "dense")).eval()
+    model = nn.Module()
+    model.mlp = mlp
+    add_eugen_viewer_controls(model)
+    x = torch.randn(64, 3)
+    fused = mlp(x)
+    model.eugen_fused_inference.cb_hook(ViewerCheckbox(FUSED_LABEL, default_value=False))
+    assert mlp.fuse_in_eval is False
+    torch.testing.assert_close(mlp(x), fused, rtol=1e-4, atol=1e-5)
+
+
+def test_no_controls_without_eugen_layers():
+    model = nn.Module()
+    model.mlp = EUGenMLP(3, 2, 8, 3)
+    add_eugen_viewer_controls(model)
+    assert not hasattr(model, "eugen_fused_inference") and not hasattr(model, "eugen_show")
+
+
+def test_show_dropdown_renders_student_teacher_or_difference(server):
+    teacher = FakeModel(0.9)
+    student = FakeModel(0.25, teacher=teacher)
+    add_eugen_viewer_controls(student)
+    show = student.eugen_show
+    assert isinstance(show, ViewerDropdown) and show.options == ["student", "teacher", "difference"]
+    # the student's checkbox drives the student's MLPs only
+    student.eugen_fused_inference.cb_hook(ViewerCheckbox(FUSED_LABEL, default_value=False))
+    assert not student.field["eugen"].fuse_in_eval and teacher.field["eugen"].fuse_in_eval
+
+    show.install(server)
+    expected = {"student": 0.25, "teacher": 0.9, "difference": 0.65}
+    for choice, value in expected.items():
+        show.gui_handle.value = choice
+        assert wait_until(lambda choice=choice: show.value == choice)
+        rgb = student.get_outputs_for_camera(camera=None)["rgb"]
+        torch.testing.assert_close(rgb, torch.full((2, 2, 3), value))
+
+
+def test_difference_image_is_absolute_and_in_range():
+    a, b = torch.tensor([[0.2, 1.0, 0.0]]), torch.tensor([[0.7, 0.0, 0.0]])
+    torch.testing.assert_close(difference_image(a, b), torch.tensor([[0.5, 1.0, 0.0]]))
+
+
+def look_from(x: float) -> Tensor:
+    """A camera-to-world on the x axis at ``x``, looking at the origin (nerfstudio: along its -z)."""
+    sign = float(np.sign(x))
+    rotation = torch.tensor([[0.0, 0.0, sign], [sign, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    return torch.cat([rotation, torch.tensor([[x], [0.0], [0.0]])], dim=1)
+
+
+def test_viser_camera_round_trip_and_panel_camera():
+    c2w = look_from(-2.5).double()
+    wxyz, position = c2w_to_viser(c2w)
+    torch.testing.assert_close(viser_to_c2w(wxyz, position), c2w)
+    camera = panel_camera(c2w, fov=1.0, aspect=2.4, height=60)
+    assert (int(camera.height), int(camera.width)) == (60, 48)
+
+
+def test_nearest_test_view_by_position_and_direction():
+    from nerfstudio.cameras.cameras import Cameras
+
+    cameras = Cameras(camera_to_worlds=torch.stack([look_from(4.0), look_from(-4.0)]), fx=10.0, fy=10.0, cx=5.0, cy=5.0)
+    views = HeldOutViews(cameras, ["a", "b"], [torch.zeros(10, 10, 3)] * 2)
+    assert views.nearest(look_from(3.5)) == 0
+    assert views.nearest(look_from(-5.0)) == 1
+
+
+def test_compose_puts_panels_side_by_side_enlarged():
+    panels = [torch.zeros(24, 16, 3), torch.ones(24, 16, 3), torch.full((24, 16, 3), 0.5)]
+    image = compose(panels, ["left", "right", "diff"], min_height=96)
+    assert image.shape == (96, 192, 3) and image.dtype == np.uint8
+    assert image[90, 10].tolist() == [0, 0, 0] and image[90, 74].tolist() == [255, 255, 255]
+    assert image[:20, :60].max() == 255  # the label is drawn over the black panel
+
+
+def write_run_config(path: Path, data: Path) -> Path:
+    from eugen_nerf.methods.zipnerf import eugen_zipnerf
+
+    config = eugen_zipnerf.config
+    config.data = None
+    config.pipeline.datamanager.data = data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.dump(config))
+    return path
+
+
+def test_runs_of_different_scenes_are_refused(tmp_path: Path):
+    left = write_run_config(tmp_path / "a" / "config.yml", REPO / "scenes" / "bunny32")
+    same = write_run_config(tmp_path / "b" / "config.yml", REPO / "scenes" / "bunny32")
+    other = write_run_config(tmp_path / "c" / "config.yml", REPO / "scenes" / "bunny64")
+    assert check_same_scene(left, same) == REPO / "scenes" / "bunny32"
+    with pytest.raises(SceneMismatchError, match="different scenes.*bunny32.*bunny64"):
+        check_same_scene(left, other)
+
+    result = subprocess.run([str(Path(sys.executable).parent / "eugen-viewer"), "--left", str(left), "--right",
+                             str(other)], check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    message = " ".join((result.stdout + result.stderr).split())
+    assert "runs are of different scenes" in message and str(other) in message and "Traceback" not in message
