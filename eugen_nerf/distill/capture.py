@@ -1,0 +1,135 @@
+"""Forward hooks that stream each target layer's (features, target) pairs into normal equations.
+
+A hook sits on every MLP that holds a layer being fitted. It receives the MLP's input, keeps a
+seeded ``pair_fraction`` of its rows, and walks the kept rows through two copies of the MLP:
+
+* the **teacher** copy (all dense) gives the target ``Y`` of every layer: its output after the
+  MLP's activation (hidden layers) or before ``out_activation`` (last layer, whose EUGen
+  replacement is followed by ``out_activation`` just the same);
+* the **student so far** (earlier layers already EUGen when fitting sequentially) gives the input
+  ``X`` of the layer, including the skip concatenation.
+
+``F = Φ(f(X))`` of the (frozen, seeded) EUGen layer and ``Y`` go into two :class:`NormalEquations`
+per layer, a training one and a held-out one (R², ridge selection). Nothing else is kept: memory
+is ``O(M²)`` per layer whatever the number of rays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from eugen_nerf.distill.student import LayerRef
+from eugen_nerf.layers import EUGenLinear, EUGenMLP, NormalEquations
+
+
+@dataclass
+class LayerEquations:
+    """The EUGen layer being fitted for ``ref`` and its training / held-out statistics."""
+
+    ref: LayerRef
+    layer: EUGenLinear
+    train: NormalEquations
+    heldout: NormalEquations
+
+    @classmethod
+    def create(cls, ref: LayerRef, layer: EUGenLinear) -> "LayerEquations":
+        device = layer.weight.device
+        make = lambda: NormalEquations(layer.feature_dim, layer.out_features, device=device)
+        return cls(ref, layer, make(), make())
+
+    def state_dict(self) -> Dict[str, Dict[str, Tensor]]:
+        return {"train": self.train.state_dict(), "heldout": self.heldout.state_dict()}
+
+    def load_state_dict(self, state: Dict[str, Dict[str, Tensor]]) -> None:
+        self.train.load_state_dict(state["train"])
+        self.heldout.load_state_dict(state["heldout"])
+
+    def all_reduce(self) -> None:
+        self.train.all_reduce()
+        self.heldout.all_reduce()
+
+
+def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> Tuple[List[Tensor], List[Tensor]]:
+    """Inputs and outputs of layers ``0..upto`` of ``mlp`` on ``x`` (unfused).
+
+    An output is taken after the MLP's activation when one follows the layer, before ``out_activation``.
+    """
+    inputs, outputs = [], []
+    h = x
+    for i in range(upto + 1):
+        if i in mlp.skip_connections:
+            h = torch.cat([x, h], dim=-1)
+        inputs.append(h)
+        h = mlp.layers[i](h)
+        if mlp.applies_activation(i):
+            h = mlp.activation(h)
+        outputs.append(h)
+    return inputs, outputs
+
+
+class Capture:
+    """Context manager: while active, every forward pass of the model feeds ``equations``.
+
+    Args:
+        mlps: the student's MLPs by path (hooks go on those holding a target layer).
+        teachers: dense copies of the same MLPs, taken before any layer was replaced.
+        equations: the layers to fit.
+        pair_fraction: fraction of each MLP call's rows that enter the fit.
+        heldout_fraction: fraction of the kept rows that go to the held-out statistics.
+    """
+
+    def __init__(self, mlps: Dict[str, EUGenMLP], teachers: Dict[str, EUGenMLP], equations: List[LayerEquations],
+                 pair_fraction: float, heldout_fraction: float) -> None:
+        self.mlps = mlps
+        self.teachers = teachers
+        self.by_mlp: Dict[str, List[LayerEquations]] = {}
+        for eq in equations:
+            self.by_mlp.setdefault(eq.ref.mlp_path, []).append(eq)
+        self.pair_fraction = pair_fraction
+        self.heldout_fraction = heldout_fraction
+        self.generator: Optional[torch.Generator] = None
+        self._handles: list = []
+
+    def __enter__(self) -> "Capture":
+        for mlp_path in self.by_mlp:
+            self._handles.append(self.mlps[mlp_path].register_forward_hook(self._hook(mlp_path)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _hook(self, mlp_path: str):
+        def hook(module: EUGenMLP, args: tuple, output: Tensor) -> None:
+            self.record(mlp_path, args[0])
+
+        return hook
+
+    @torch.no_grad()
+    def record(self, mlp_path: str, in_tensor: Tensor) -> None:
+        """Add the kept rows of one MLP call to the statistics of the layers it holds."""
+        if self.generator is None:
+            raise RuntimeError("Capture.generator must be set (per batch) before rendering")
+        x = in_tensor.reshape(-1, in_tensor.shape[-1])
+        keep = torch.rand(x.shape[0], generator=self.generator) < self.pair_fraction
+        x = x[keep.to(x.device)]
+        held = (torch.rand(x.shape[0], generator=self.generator) < self.heldout_fraction).to(x.device)
+        if x.shape[0] == 0:
+            return
+        targets = self.by_mlp[mlp_path]
+        upto = max(eq.ref.index for eq in targets)
+        student = self.mlps[mlp_path]
+        teacher_in, teacher_out = trace(self.teachers[mlp_path], x, upto)
+        student_in = teacher_in  # until a layer before these is replaced, the inputs are the teacher's
+        if any(isinstance(layer, EUGenLinear) for layer in student.layers[:upto]):
+            student_in, _ = trace(student, x, upto)
+        for eq in targets:
+            features = eq.layer.features(student_in[eq.ref.index])
+            target = teacher_out[eq.ref.index]
+            eq.train.update(features[~held], target[~held])
+            eq.heldout.update(features[held], target[held])

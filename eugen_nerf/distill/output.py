@@ -1,0 +1,98 @@
+"""Everything a run writes: resumable state, and the student run directory, all written atomically.
+
+* ``DIR/.distill_state/rank-R-of-W.pt``: progress and normal equations, replaced after every batch.
+  A rerun with the same options resumes from it; it is deleted once the run directory is complete.
+* ``DIR/config.yml``, ``DIR/nerfstudio_models/step-N.ckpt``, ``DIR/distill_report.json``: each goes
+  through a temporary file and a rename, and the checkpoint is renamed last, so a crash never leaves
+  a directory that looks like a complete run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Optional
+
+import torch
+import yaml
+
+from eugen_nerf.distill.options import DistillError
+
+STATE_DIR = ".distill_state"
+
+
+def check_output_dir(run_dir: Path, overwrite: bool) -> None:
+    """Refuse to write over a complete run unless ``overwrite`` (nothing is written here)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise DistillError(f"--output-dir {run_dir} exists and is not a directory")
+    complete = (run_dir / "config.yml").exists() or any((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
+    if complete and not overwrite:
+        raise DistillError(f"--output-dir {run_dir} already holds a run; pass --overwrite to replace it")
+
+
+def clear_output_dir(run_dir: Path) -> None:
+    """Remove a previous run's files (``--overwrite``), resumable state included."""
+    for name in ("config.yml", "distill_report.json", "nerfstudio_models", STATE_DIR):
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _save_atomic(obj, path: Path) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    torch.save(obj, partial)
+    partial.replace(path)
+
+
+class StateStore:
+    """This process's resumable state, valid only for the options it was made with."""
+
+    def __init__(self, run_dir: Path, rank: int, world_size: int, fingerprint: dict) -> None:
+        self.path = run_dir / STATE_DIR / f"rank-{rank}-of-{world_size}.pt"
+        self.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+
+    def load(self) -> Optional[dict]:
+        """The saved state, ``None`` when there is none; raise if it was made with other options."""
+        if not self.path.exists():
+            return None
+        state = torch.load(self.path, map_location="cpu", weights_only=True)
+        if state.get("fingerprint") != self.digest:
+            raise DistillError(
+                f"{self.path.parent} holds the state of a run with different options or teacher: rerun with "
+                "the same options to resume it, or pass --overwrite to start over"
+            )
+        return state
+
+    def save(self, state: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _save_atomic({**state, "fingerprint": self.digest}, self.path)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+
+
+def write_yaml_atomic(config, path: Path) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(yaml.dump(config), "utf8")
+    partial.replace(path)
+
+
+def stage_checkpoint(run_dir: Path, pipeline_state: dict, step: int) -> Path:
+    """Write the checkpoint under a temporary name (see :func:`publish_checkpoint`); return that path."""
+    directory = run_dir / "nerfstudio_models"
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f".step-{step:09d}.ckpt.partial"
+    torch.save({"step": step, "pipeline": pipeline_state, "optimizers": {}, "scalers": {}}, partial)
+    return partial
+
+
+def publish_checkpoint(partial: Path) -> Path:
+    """Give the staged checkpoint its final name: from now on the directory is a complete run."""
+    final = partial.with_name(partial.name.removeprefix(".").removesuffix(".partial"))
+    partial.replace(final)
+    return final

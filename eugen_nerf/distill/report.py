@@ -1,0 +1,150 @@
+"""Score a model on its test split (quality, speed, size) and print / write the distillation report.
+
+Quality is PSNR/SSIM/LPIPS of the rendered test views against the ground truth (metrics from
+:mod:`eugen_nerf.eval`); speed is frames per second from the median render time (one warm-up
+render, ``repeats`` timed renders per view); size is the parameter count without metric modules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+from typing import Dict, Optional
+
+import torch
+from rich.console import Console
+from rich.table import Table
+from torch import Tensor
+from tqdm import tqdm
+
+from eugen_nerf.eval import metrics
+from eugen_nerf.eval.lpips_weights import LPIPSWeightsError
+from eugen_nerf.eval.size import PeakMemory, count_parameters
+from eugen_nerf.eval.timing import render_and_score
+
+RGB_KEYS = ("rgb", "rgb_fine")
+"""Where a model's final colour is: ``rgb`` for most models, ``rgb_fine`` for stock vanilla NeRF."""
+
+
+def final_rgb(outputs: Dict[str, Tensor]) -> Tensor:
+    for key in RGB_KEYS:
+        if key in outputs:
+            return outputs[key]
+    raise KeyError(f"the model outputs none of {RGB_KEYS} (outputs: {sorted(outputs)})")
+
+
+def ground_truth(pipeline, dataset, index: int) -> Tensor:
+    """Image ``index`` of ``dataset`` as float RGB, alpha composited the way the model renders."""
+    image = dataset.get_image_float32(index).to(pipeline.device)
+    if image.shape[-1] == 4:
+        renderer = getattr(pipeline.model, "renderer_rgb", None)
+        if renderer is not None:
+            return renderer.blend_background(image)
+        return image[..., :3] * image[..., 3:] + (1.0 - image[..., 3:])
+    return image
+
+
+def render_rgb(model, camera) -> Tensor:
+    return final_rgb(model.get_outputs_for_camera(camera)).clamp(0, 1)
+
+
+def view_psnr(model, pipeline, dataset, indices) -> float:
+    """Mean PSNR over views ``indices`` of ``dataset`` (used by ``auto`` on held-out training views)."""
+    values = [
+        metrics.psnr(render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)), ground_truth(pipeline, dataset, i))
+        for i in indices
+    ]
+    return float(torch.cat(values).mean())
+
+
+def evaluate(pipeline, views: Optional[int], repeats: int, label: str) -> Dict[str, float]:
+    """Test-split quality, FPS, parameters and peak memory of ``pipeline.model``."""
+    model, dataset = pipeline.model, pipeline.datamanager.eval_dataset
+    model.eval()
+    count = len(dataset) if views is None else min(views, len(dataset))
+    memory = PeakMemory(pipeline.device)
+    memory.reset()
+
+    def score(index: int, rgb: Tensor) -> Dict[str, float]:
+        target = ground_truth(pipeline, dataset, index)
+        values = {"psnr": float(metrics.psnr(rgb, target)), "ssim": float(metrics.ssim(rgb, target))}
+        try:
+            values["lpips"] = float(metrics.lpips(rgb, target))
+        except LPIPSWeightsError:
+            values["lpips"] = float("nan")
+        return values
+
+    results = render_and_score(
+        tqdm(range(count), desc=f"evaluate {label}", leave=False),
+        lambda i: render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)),
+        score,
+        pipeline.device,
+        warmup=1,
+        repeats=repeats,
+    )
+    summary = {key: statistics.fmean(s[key] for s in results.scores) for key in ("psnr", "ssim", "lpips")}
+    summary.update(
+        fps=1.0 / results.median_seconds,
+        views=count,
+        parameters=count_parameters(model),
+        peak_memory_bytes=memory.read(),
+    )
+    return summary
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+    partial.replace(path)
+
+
+def _json_default(value):
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _fmt(value, spec: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def print_report(report: dict, console: Optional[Console] = None) -> None:
+    """The report as rich tables: teacher vs student, layers, stage times."""
+    console = console or Console()
+    teacher, student = report.get("teacher"), report.get("student")
+    if teacher and student:
+        table = Table(title="teacher vs student (test split)")
+        for column in ("", "teacher", "student", "student / teacher"):
+            table.add_column(column, justify="right")
+        for key, spec in (("psnr", ".3f"), ("ssim", ".4f"), ("lpips", ".4f"), ("fps", ".2f"),
+                          ("parameters", ",d"), ("peak_memory_bytes", ",d")):
+            ratio = student[key] / teacher[key] if teacher[key] else float("nan")
+            table.add_row(key, _fmt(teacher[key], spec), _fmt(student[key], spec), _fmt(ratio, ".4f"))
+        table.add_row("checkpoint_bytes", _fmt(report["teacher_checkpoint_bytes"], ",d"),
+                      _fmt(report["student_checkpoint_bytes"], ",d"), "")
+        console.print(table)
+    layers = Table(title="replaced layers")
+    for column in ("layer", "R² held-out", "R² train", "ridge", "pairs"):
+        layers.add_column(column, justify="right")
+    for fit in report["layers"]:
+        layers.add_row(fit["path"], _fmt(fit["r2_heldout"], ".5f"), _fmt(fit["r2_train"], ".5f"),
+                       _fmt(fit["ridge"], ".0e"), f"{fit['pairs_train']:,d}+{fit['pairs_heldout']:,d}")
+    console.print(layers)
+    if report.get("auto"):
+        auto = Table(title=f"auto selection (budget {report['auto']['budget_db']} dB)")
+        for column in ("layer", "PSNR drop (dB)", "decision"):
+            auto.add_column(column, justify="right")
+        for row in report["auto"]["decisions"]:
+            auto.add_row(row["path"], _fmt(row["drop_db"], ".4f"), "kept" if row["kept"] else "rejected")
+        console.print(auto)
+    times = Table(title="time per stage (s)")
+    for stage in report["seconds"]:
+        times.add_column(stage, justify="right")
+    times.add_row(*(_fmt(v, ".2f") for v in report["seconds"].values()))
+    console.print(times)

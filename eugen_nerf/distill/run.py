@@ -1,0 +1,350 @@
+"""One distillation, end to end: load, plan, capture and solve stage by stage, fine-tune, evaluate, write.
+
+**Stages.** With ``fit="sequential"`` (the default) the layers of one MLP are fitted in depth order,
+one stage per depth: stage ``s`` captures with the layers of earlier stages already replaced, so
+each layer learns to map the student's actual inputs to the teacher's outputs and errors do not
+compound down the MLP. Layers of different MLPs share a stage. ``fit="parallel"`` fits every layer
+in one pass on the teacher's own inputs. ``auto`` fits one candidate per stage and keeps it only if
+the PSNR drop on held-out training views stays within the budget.
+
+**Resuming.** After every batch the stage's normal equations and the progress are saved; a rerun
+with the same options replays the finished stages' solutions and continues from the next batch,
+accumulating in the same order, so it ends with the same statistics as an uninterrupted run.
+
+**Processes.** Under ``torchrun`` (``WORLD_SIZE > 1``) rank ``r`` renders batches ``r, r + w, ...``
+and the statistics are all-reduced before every solve (gloo on CPU, NCCL on CUDA): every rank solves
+the same system, so the student is the one a single process would build. Rank 0 fine-tunes (on the
+teacher colours of its own batches), evaluates and writes.
+
+Capture and solve run under ``torch.no_grad()``: no gradient is ever computed before the optional
+fine-tune.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional
+
+import torch
+from rich.console import Console
+from tqdm import tqdm
+
+from eugen_nerf.distill.capture import Capture, LayerEquations
+from eugen_nerf.distill.finetune import finetune
+from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.output import (
+    StateStore,
+    check_output_dir,
+    clear_output_dir,
+    publish_checkpoint,
+    stage_checkpoint,
+    write_yaml_atomic,
+)
+from eugen_nerf.distill.report import evaluate, final_rgb, print_report, view_psnr, write_json_atomic
+from eugen_nerf.distill.sampling import RaySet, batch_generator, sample_rays
+from eugen_nerf.distill.solve import LayerFit, solve_layer
+from eugen_nerf.distill.student import (
+    LayerRef,
+    convert_mlps,
+    install_layer,
+    list_layers,
+    make_eugen_layer,
+    resolve_layers,
+    student_trainer_config,
+)
+from eugen_nerf.distill.teacher import Teacher, load_teacher
+
+
+@dataclass
+class DistillResult:
+    """What a run produced (the run directory is on disk; this is for callers and tests)."""
+
+    run_dir: Optional[str]
+    fits: Dict[str, LayerFit]
+    statistics: Dict[str, dict]
+    """Final (all-reduced) normal equations per layer: ``{"train": ..., "heldout": ...}``."""
+    report: dict
+    teacher: Teacher
+
+
+@dataclass
+class StageTimer:
+    seconds: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("load", "capture", "solve", "build", "finetune", "evaluate"), 0.0))
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - start
+
+
+def setup_distributed(device: Optional[str]) -> tuple:
+    """``(rank, world_size, device)``; joins the ``torchrun`` process group when ``WORLD_SIZE > 1``."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
+    if world_size == 1:
+        return 0, 1, torch.device(device or ("cuda" if cuda else "cpu"))
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+    return dist.get_rank(), dist.get_world_size(), torch.device(f"cuda:{local_rank}" if cuda else "cpu")
+
+
+def state_bytes(state: dict) -> int:
+    """Size of a checkpoint holding ``state`` alone (the teacher's file also holds optimiser state)."""
+    buffer = io.BytesIO()
+    torch.save({"pipeline": state}, buffer)
+    return buffer.tell()
+
+
+def plan_stages(refs: List[LayerRef], options: DistillOptions) -> List[List[LayerRef]]:
+    """The layers fitted by each stage (see the module docstring)."""
+    if options.auto:
+        return [[ref] for ref in refs]
+    if options.fit == "parallel":
+        return [list(refs)]
+    depth: Dict[str, int] = {}
+    stages: List[List[LayerRef]] = []
+    for ref in refs:
+        s = depth[ref.mlp_path] = depth.get(ref.mlp_path, -1) + 1
+        if s == len(stages):
+            stages.append([])
+        stages[s].append(ref)
+    return stages
+
+
+def auto_candidates(model) -> List[LayerRef]:
+    """``auto``'s candidates: every hidden dense layer, in depth order, so each is fitted on the
+    inputs of the student as chosen so far."""
+    return [row.ref for row in list_layers(model) if row.hidden]
+
+
+def selection_views(rays: RaySet, num_cameras: int, count: int, seed: int) -> List[int]:
+    """Training views not used for capture (all views when every one was), seeded."""
+    unused = [i for i in range(num_cameras) if i not in set(rays.camera_indices)] or list(range(num_cameras))
+    order = torch.randperm(len(unused), generator=torch.Generator().manual_seed(seed + 1)).tolist()
+    return sorted(unused[i] for i in order[:count])
+
+
+class Distillation:
+    """The state of one run; :func:`distill` drives it."""
+
+    def __init__(self, options: DistillOptions, console: Console) -> None:
+        self.options = options
+        self.console = console
+        self.timer = StageTimer()
+        self.batches_this_run = 0
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def say(self, message: str) -> None:
+        if self.rank == 0:
+            self.console.print(message)
+
+    # ------------------------------------------------------------------ setup
+    def load(self) -> None:
+        options = self.options
+        check_output_dir(options.output_dir, options.overwrite)
+        self.rank, self.world_size, self.device = setup_distributed(options.device)
+        with self.timer("load"):
+            self.teacher = load_teacher(options.teacher, str(self.device))
+            self.teacher_state_bytes = state_bytes(self.teacher.pipeline.state_dict())
+            model = self.teacher.model
+            self.refs = auto_candidates(model) if options.auto else resolve_layers(model, options.layers)
+            if not self.refs:
+                raise DistillError(f"{self.teacher.config_path}: no replaceable layer selected (see --list-layers)")
+            train = self.teacher.pipeline.datamanager.train_dataset
+            self.rays = sample_rays(train.cameras, options.image_fraction, options.resolution_scale,
+                                    options.batch_rays, options.seed)
+        self.say(f"teacher {self.teacher.checkpoint} (step {self.teacher.step}); "
+                 f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views in "
+                 f"{self.rays.num_batches} batches; {len(self.refs)} layer(s)"
+                 + (" as auto candidates" if options.auto else ""))
+
+    def prepare(self) -> None:
+        """Convert the MLPs, keep dense copies as targets, and replay any saved state."""
+        options, model = self.options, self.teacher.model
+        if options.overwrite and self.rank == 0:
+            clear_output_dir(options.output_dir)
+        options.output_dir.mkdir(parents=True, exist_ok=True)
+        self.barrier()
+        fingerprint = {**options.capture_fingerprint(), "teacher": str(self.teacher.checkpoint.resolve()),
+                       "step": self.teacher.step, "world_size": self.world_size}
+        self.store = StateStore(options.output_dir, self.rank, self.world_size, fingerprint)
+        self.state = self.store.load() or {"stage": 0, "next_batch": 0, "equations": {}, "fits": {},
+                                           "decisions": [], "teacher_rgb": {}}
+        if self.state["stage"] or self.state["next_batch"]:
+            self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
+        self.mlps = convert_mlps(model, self.refs)
+        self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
+        self.dense = {ref.path: self.mlps[ref.mlp_path].layers[ref.index] for ref in self.refs}
+        self.fits = {path: LayerFit.from_state_dict(fit) for path, fit in self.state["fits"].items()}
+        for ref in self.refs:
+            if ref.path in self.fits:
+                self.install(ref, self.fits[ref.path])
+        self.statistics: Dict[str, dict] = {}
+
+    def install(self, ref: LayerRef, fit: LayerFit) -> None:
+        mlp = self.mlps[ref.mlp_path]
+        layer = make_eugen_layer(mlp, ref, self.options.spec)
+        with torch.no_grad():
+            layer.weight.copy_(fit.weight)
+            layer.bias.copy_(fit.bias)
+        install_layer(mlp, ref.index, layer)
+
+    # ------------------------------------------------------------------ capture and solve
+    def capture(self, stage: int, equations: List[LayerEquations]) -> None:
+        """Render this rank's remaining batches with the hooks on, saving the state after each."""
+        options, model = self.options, self.teacher.model
+        batches = [b for b in range(self.state["next_batch"], self.rays.num_batches) if b % self.world_size == self.rank]
+        record_rgb = stage == 0
+        with torch.no_grad(), Capture(self.mlps, self.teachers, equations, options.pair_fraction,
+                                      options.heldout_fraction) as capture:
+            for b in tqdm(batches, desc=f"capture stage {stage + 1}", disable=self.rank != 0, leave=False):
+                capture.generator = batch_generator(options.seed, b)
+                outputs = model(self.rays.batch(b, self.device))
+                if record_rgb:
+                    self.state["teacher_rgb"][b] = final_rgb(outputs).float().cpu()
+                self.state["next_batch"] = b + 1
+                self.state["equations"] = {eq.ref.path: eq.state_dict() for eq in equations}
+                self.store.save(self.state)
+                self.batches_this_run += 1
+                if options.stop_after_batches is not None and self.batches_this_run >= options.stop_after_batches:
+                    raise DistillInterrupted(
+                        f"stopped after {self.batches_this_run} batches; rerun the same command to resume"
+                    )
+
+    def run_stages(self) -> None:
+        options, model = self.options, self.teacher.model
+        stages = plan_stages(self.refs, options)
+        if options.auto:
+            self.views = selection_views(self.rays, len(self.teacher.pipeline.datamanager.train_dataset),
+                                         options.auto_views, options.seed)
+            if "auto_teacher_psnr" not in self.state:
+                self.state["auto_teacher_psnr"] = self.selection_psnr()
+        for s, stage in enumerate(stages):
+            if s < self.state["stage"]:
+                continue
+            equations = [LayerEquations.create(ref, make_eugen_layer(self.mlps[ref.mlp_path], ref, options.spec))
+                         for ref in stage]
+            for eq in equations:
+                if eq.ref.path in self.state["equations"]:
+                    eq.load_state_dict(self.state["equations"][eq.ref.path])
+            with self.timer("capture"):
+                self.capture(s, equations)
+            with self.timer("solve"), torch.no_grad():
+                for eq in equations:
+                    if self.world_size > 1:
+                        eq.all_reduce()
+                    fit = solve_layer(eq, options.ridges)
+                    self.statistics[eq.ref.path] = eq.state_dict()
+                    self.fits[fit.path] = fit
+                    self.install(eq.ref, fit)
+            for fit in (self.fits[eq.ref.path] for eq in equations):
+                self.say(f"  {fit.path}: R² held-out {fit.r2_heldout:.5f} (ridge {fit.ridge:.0e}, "
+                         f"{fit.pairs_train:,d} + {fit.pairs_heldout:,d} pairs)")
+            if options.auto:
+                self.decide(stage[0])
+            self.state.update(stage=s + 1, next_batch=0, equations={},
+                              fits={path: fit.state_dict() for path, fit in self.fits.items()})
+            self.store.save(self.state)
+        if options.auto:
+            kept = [d["path"] for d in self.state["decisions"] if d["kept"]]
+            self.say(f"auto kept {len(kept)} of {len(self.refs)} candidate layers: {kept}")
+        model.eval()
+        self.barrier()  # every rank's last state is saved before rank 0 writes (and removes the states)
+
+    def selection_psnr(self) -> float:
+        with self.timer("evaluate"):
+            dataset = self.teacher.pipeline.datamanager.train_dataset
+            return view_psnr(self.teacher.model, self.teacher.pipeline, dataset, self.views)
+
+    def decide(self, ref: LayerRef) -> None:
+        """``auto``: keep ``ref`` if the held-out PSNR drop stays within the budget, else restore it."""
+        drop = self.state["auto_teacher_psnr"] - self.selection_psnr()
+        kept = drop <= self.options.psnr_budget
+        if not kept:
+            install_layer(self.mlps[ref.mlp_path], ref.index, self.dense[ref.path])
+            del self.fits[ref.path]
+        self.state["decisions"].append({"path": ref.path, "drop_db": drop, "kept": kept})
+        self.say(f"  auto: {ref.path} PSNR drop {drop:+.4f} dB -> {'kept' if kept else 'rejected'}")
+
+    # ------------------------------------------------------------------ fine-tune, evaluate, write
+    def finetune(self) -> List[float]:
+        if not self.fits:
+            self.say("no layer was replaced: nothing to fine-tune")
+            return []
+        rgb = self.state["teacher_rgb"]
+        batches = sorted(rgb)
+        ray_indices = torch.cat([
+            torch.arange(b * self.rays.batch_rays, b * self.rays.batch_rays + rgb[b].shape[0]) for b in batches
+        ])
+        with self.timer("finetune"):
+            return finetune(self.teacher.model, self.rays, ray_indices, torch.cat([rgb[b] for b in batches]),
+                            self.options.finetune_steps, self.options.finetune_lr, self.options.finetune_rays,
+                            self.options.seed, self.device)
+
+    def evaluate(self, label: str) -> Optional[dict]:
+        if not self.options.evaluate:
+            return None
+        with self.timer("evaluate"):
+            return evaluate(self.teacher.pipeline, self.options.eval_views, self.options.fps_repeats, label)
+
+    def write(self, report: dict) -> None:
+        options, teacher = self.options, self.teacher
+        run_dir = options.output_dir
+        step = teacher.step + options.finetune_steps
+        with self.timer("build"):
+            config = student_trainer_config(teacher.config, run_dir, sorted(self.fits), options.spec)
+            partial = stage_checkpoint(run_dir, teacher.pipeline.state_dict(), step)
+        report["student_checkpoint_bytes"] = partial.stat().st_size
+        report["seconds"] = dict(self.timer.seconds)
+        write_yaml_atomic(config, run_dir / "config.yml")
+        write_json_atomic(run_dir / "distill_report.json", report)
+        report["checkpoint"] = str(publish_checkpoint(partial))
+        self.store.remove()
+
+
+def distill(options: DistillOptions, console: Optional[Console] = None) -> DistillResult:
+    """Run one distillation (see the module docstring); return what it produced."""
+    run = Distillation(options, console or Console())
+    run.load()
+    teacher_scores = run.evaluate("teacher") if run.rank == 0 else None
+    run.prepare()
+    run.run_stages()
+    report: dict = {
+        "teacher_run": str(run.teacher.config_path),
+        "teacher_checkpoint_bytes": run.teacher_state_bytes,
+        "options": {**options.capture_fingerprint(), "finetune_steps": options.finetune_steps},
+        "world_size": run.world_size,
+        "layers": [fit.summary() for fit in run.fits.values()],
+        "auto": {"budget_db": options.psnr_budget, "views": run.views, "teacher_psnr": run.state["auto_teacher_psnr"],
+                 "decisions": run.state["decisions"]} if options.auto else None,
+        "teacher": teacher_scores,
+    }
+    result = DistillResult(None, run.fits, run.statistics, report, run.teacher)
+    if run.rank != 0:
+        return result
+    if options.finetune_steps:
+        report["student_closed_form"] = run.evaluate("student (closed form)")
+        report["finetune_losses"] = run.finetune()
+    report["student"] = run.evaluate("student")
+    run.write(report)
+    result.run_dir = str(options.output_dir)
+    print_report(report, run.console)
+    run.console.print(f"[bold green]student run directory: {options.output_dir}[/]")
+    return result

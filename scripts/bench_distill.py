@@ -1,0 +1,124 @@
+#!/usr/bin/env python
+"""Distillation benchmark on the shipped teacher: wall time by stage, PSNR ratio, FPS ratio.
+
+Runs ``eugen-distill`` once with a fine-tune, so one run gives both the closed-form student (scored
+before the fine-tune) and the fine-tuned one, and compares them with the issue's goals:
+
+* closed form (load + capture + solve + build) in <= 60 s on a 2-core CPU,
+* student/teacher PSNR >= 99% closed form and >= 99.8% after the fine-tune,
+* student/teacher render FPS >= 1.3.
+
+Writes ``benchmarks/distill.json`` and ``benchmarks/distill.png``.
+
+    python scripts/bench_distill.py
+    python scripts/bench_distill.py --teacher outputs/.../config.yml --finetune-steps 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+from pathlib import Path
+
+import torch
+
+from eugen_nerf.distill.options import DistillOptions
+from eugen_nerf.distill.run import distill
+
+ROOT = Path(__file__).resolve().parents[1]
+TEACHER = Path("teachers/bunny64/dense-nerf/shipped/config.yml")
+GOALS = {"closed_form_seconds": 60.0, "psnr_ratio_closed_form": 0.99, "psnr_ratio_finetuned": 0.998, "fps_ratio": 1.3}
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--teacher", type=Path, default=TEACHER)
+    p.add_argument("--layers", nargs="+", default=["field_*.trunk.layers.[2356]"])
+    p.add_argument("--num-features", type=int, default=32)
+    p.add_argument("--degree", type=int, default=2)
+    p.add_argument("--feature-map", default="identity")
+    p.add_argument("--image-fraction", type=float, default=0.25)
+    p.add_argument("--resolution-scale", type=float, default=0.5)
+    p.add_argument("--pair-fraction", type=float, default=0.25)
+    p.add_argument("--finetune-steps", type=int, default=200)
+    p.add_argument("--fps-repeats", type=int, default=2)
+    p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "distill.json")
+    return p.parse_args()
+
+
+def ratio(student: dict, teacher: dict, key: str) -> float:
+    return student[key] / teacher[key]
+
+
+def summarise(report: dict) -> dict:
+    seconds = report["seconds"]
+    closed_form = seconds["load"] + seconds["capture"] + seconds["solve"] + seconds["build"]
+    teacher, closed, tuned = report["teacher"], report["student_closed_form"], report["student"]
+    measured = {
+        "closed_form_seconds": closed_form,
+        "psnr_ratio_closed_form": ratio(closed, teacher, "psnr"),
+        "psnr_ratio_finetuned": ratio(tuned, teacher, "psnr"),
+        "fps_ratio": ratio(tuned, teacher, "fps"),
+    }
+    met = {key: (value <= GOALS[key] if key.endswith("seconds") else value >= GOALS[key])
+           for key, value in measured.items()}
+    return {"measured": measured, "goals": GOALS, "met": met}
+
+
+def plot(report: dict, summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    stages = {k: v for k, v in report["seconds"].items() if k != "evaluate"}
+    left.barh(list(stages), list(stages.values()), color="tab:blue")
+    left.axvline(GOALS["closed_form_seconds"], color="tab:red", ls="--", label="closed-form goal (60 s, total)")
+    left.set_xlabel("seconds")
+    left.set_title(f"distillation time by stage (closed form {summary['measured']['closed_form_seconds']:.1f} s)")
+    left.legend(loc="lower right", fontsize=8)
+    names = ["PSNR closed form", "PSNR fine-tuned", "render FPS"]
+    values = [summary["measured"][k] for k in ("psnr_ratio_closed_form", "psnr_ratio_finetuned", "fps_ratio")]
+    goals = [GOALS[k] for k in ("psnr_ratio_closed_form", "psnr_ratio_finetuned", "fps_ratio")]
+    bars = right.bar(names, values, color=["tab:green" if v >= g else "tab:orange" for v, g in zip(values, goals)])
+    right.scatter(names, goals, color="tab:red", marker="_", s=600, label="goal", zorder=3)
+    right.bar_label(bars, fmt="%.3f")
+    right.set_ylabel("student / teacher")
+    right.set_title("student vs teacher (test split)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    args = parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
+        options = DistillOptions(
+            teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(args.layers),
+            num_features=args.num_features, degree=args.degree, feature_map=args.feature_map,
+            image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
+            pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
+        )
+        report = distill(options).report
+    summary = summarise(report)
+    result = {
+        "machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads(),
+                    "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "command": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        **summary,
+        "report": {k: v for k, v in report.items() if k != "finetune_losses"},
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    plot(report, summary, args.output.with_suffix(".png"))
+    for key, value in summary["measured"].items():
+        print(f"{key:>24}: {value:8.4f}  goal {'<=' if key.endswith('seconds') else '>='} {GOALS[key]}  "
+              f"{'met' if summary['met'][key] else 'NOT met'}")
+    print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

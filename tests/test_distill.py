@@ -1,0 +1,276 @@
+"""End-to-end tests of ``eugen-distill`` on tiny teachers trained here on ``scenes/bunny32``.
+
+The teachers are trained in-process with nerfstudio's own ``Trainer`` (what ``ns-train`` runs), for a
+few iterations at tiny widths, once per module. Widths are chosen so the EUGen feature width ``k·m``
+exceeds the layer width: the closed form then fits almost exactly and the student must render like
+the teacher.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from eugen_nerf.distill.cli import main as cli_main
+from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.output import STATE_DIR
+from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
+from eugen_nerf.eval.lpips import install_offline_lpips
+from eugen_nerf.layers import EUGenLinear, NormalEquations
+
+SCENE = Path(__file__).resolve().parents[1] / "scenes" / "bunny32"
+DENSE_LAYERS = ("field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]")
+
+
+def train(config, output_dir: Path, iterations: int) -> Path:
+    """Train ``config`` with nerfstudio's Trainer (as ``ns-train`` does); return its ``config.yml``."""
+    install_offline_lpips()
+    allow_numpy_checkpoints()
+    config.output_dir = output_dir
+    config.timestamp = "run"
+    config.max_num_iterations = iterations
+    config.steps_per_save = iterations
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
+    config.vis = "tensorboard"
+    config.machine.device_type = "cpu"
+    config.mixed_precision = False
+    config.pipeline.datamanager.train_num_rays_per_batch = 128
+    config.save_config()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    trainer.train()
+    return config.get_base_dir() / "config.yml"
+
+
+@pytest.fixture(scope="module")
+def dense_teacher(tmp_path_factory) -> Path:
+    from eugen_nerf.methods.nerf import dense_nerf
+
+    config = copy.deepcopy(dense_nerf.config)
+    config.data = SCENE
+    config.pipeline.datamanager.data = SCENE
+    model = config.pipeline.model
+    model.trunk_width, model.head_width = 32, 16
+    model.num_coarse_samples, model.num_importance_samples = 8, 8
+    model.eval_num_rays_per_chunk = 512
+    config.optimizers["fields"]["optimizer"].lr = 5e-3
+    return train(config, tmp_path_factory.mktemp("dense"), iterations=60)
+
+
+@pytest.fixture(scope="module")
+def vanilla_teacher(tmp_path_factory) -> Path:
+    from nerfstudio.configs.method_configs import method_configs
+
+    from eugen_nerf.scenes import dataparser_config
+
+    config = copy.deepcopy(method_configs["vanilla-nerf"])
+    config.pipeline.datamanager.dataparser = dataparser_config(data=SCENE)
+    config.pipeline.datamanager.data = SCENE
+    config.pipeline.model.num_coarse_samples, config.pipeline.model.num_importance_samples = 8, 8
+    config.pipeline.model.eval_num_rays_per_chunk = 512
+    return train(config, tmp_path_factory.mktemp("vanilla"), iterations=5)
+
+
+def options(teacher: Path, output_dir: Path, **overrides) -> DistillOptions:
+    """Small, quick settings: about 1,300 rays in 6 batches."""
+    values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, num_features=32, degree=2,
+                  image_fraction=0.25, resolution_scale=0.5, pair_fraction=0.5, batch_rays=256,
+                  eval_views=2, fps_repeats=1, ridge=1e-6)
+    values.update(overrides)
+    return DistillOptions(**values)
+
+
+def distill(opts: DistillOptions):
+    from eugen_nerf.distill.run import distill as run
+
+    return run(opts)
+
+
+@pytest.fixture(scope="module")
+def dense_result(dense_teacher, tmp_path_factory, request):
+    """One closed-form distillation of the dense teacher, checking no gradient is ever enabled."""
+    grad_modes = []
+    original = NormalEquations.update
+
+    def spy(self, features, targets):
+        grad_modes.append(torch.is_grad_enabled())
+        return original(self, features, targets)
+
+    NormalEquations.update = spy
+    try:
+        result = distill(options(dense_teacher, tmp_path_factory.mktemp("student") / "run"))
+    finally:
+        NormalEquations.update = original
+    return result, grad_modes
+
+
+def test_closed_form_student_matches_teacher(dense_result):
+    result, grad_modes = dense_result
+    assert grad_modes and not any(grad_modes), "statistics were accumulated with gradients enabled"
+    model = result.teacher.model
+    assert all(p.grad is None for p in model.parameters()), "a gradient was computed"
+    layers = [m for m in model.modules() if isinstance(m, EUGenLinear)]
+    assert len(layers) == 6
+    # random features fit a ReLU layer only partly (R² ~0.7 here); mismatched inputs and targets give ~0
+    assert all(fit.r2_heldout > 0.5 for fit in result.fits.values()), {p: f.r2_heldout for p, f in result.fits.items()}
+    report = result.report
+    assert report["student"]["psnr"] == pytest.approx(report["teacher"]["psnr"], abs=0.3)
+    # each 32-wide layer's 32x32 W became a 32x64 A (k·m = 2·32 features); frozen projections are not parameters
+    assert report["student"]["parameters"] == report["teacher"]["parameters"] + 6 * 32 * (64 - 32)
+
+
+def test_student_run_directory_loads_strictly_and_renders_the_student(dense_result):
+    from eugen_nerf.distill.report import evaluate
+    from eugen_nerf.distill.teacher import load_teacher
+
+    result, _ = dense_result
+    run_dir = Path(result.run_dir)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yml", "distill_report.json", "nerfstudio_models"]
+    reloaded = load_teacher(run_dir)  # strict: every key and shape of the saved student must fit
+    assert reloaded.config.get_checkpoint_dir() == run_dir / "nerfstudio_models"
+    assert sum(isinstance(m, EUGenLinear) for m in reloaded.model.modules()) == 6
+    scores = evaluate(reloaded.pipeline, views=2, repeats=1, label="reloaded")
+    assert scores["psnr"] == pytest.approx(result.report["student"]["psnr"], abs=1e-4)
+
+
+def test_converted_but_not_replaced_model_renders_exactly_like_the_teacher(dense_teacher, vanilla_teacher):
+    from eugen_nerf.distill.sampling import sample_rays
+    from eugen_nerf.distill.student import convert_mlps, resolve_layers
+    from eugen_nerf.distill.teacher import load_teacher
+
+    for run, layers in ((vanilla_teacher, ["field_coarse.mlp_base.layers.2", "field_fine.mlp_head.layers.0"]),
+                        (dense_teacher, list(DENSE_LAYERS))):
+        teacher = load_teacher(run)
+        rays = sample_rays(teacher.pipeline.datamanager.train_dataset.cameras, 0.1, 0.25, 256, seed=0)
+        with torch.no_grad():
+            before = teacher.model(rays.batch(0, teacher.pipeline.device))
+            convert_mlps(teacher.model, resolve_layers(teacher.model, layers))
+            after = teacher.model(rays.batch(0, teacher.pipeline.device))
+        for key in ("rgb_fine", "depth_fine"):
+            assert torch.equal(before[key], after[key]), key
+
+
+def test_stock_vanilla_nerf_teacher_distills(vanilla_teacher, tmp_path):
+    from eugen_nerf.distill.teacher import load_teacher
+
+    opts = options(vanilla_teacher, tmp_path / "run", layers=["field_fine.mlp_base.layers.[23]"], num_features=16,
+                   degree=1, eval_views=1, ridge="auto")
+    result = distill(opts)
+    assert set(result.fits) == {"field_fine.mlp_base.layers.2", "field_fine.mlp_base.layers.3"}
+    assert all(torch.isfinite(fit.weight).all() for fit in result.fits.values())
+    assert result.report["student"]["psnr"] == pytest.approx(result.report["teacher"]["psnr"], abs=1.0)
+    reloaded = load_teacher(tmp_path / "run")
+    assert isinstance(reloaded.model.get_submodule("field_fine.mlp_base.layers.3"), EUGenLinear)
+
+
+def test_interrupted_run_resumes_to_the_same_solution(dense_teacher, tmp_path):
+    reference = distill(options(dense_teacher, tmp_path / "reference", evaluate=False))
+    run_dir = tmp_path / "resumed"
+    with pytest.raises(DistillInterrupted):
+        distill(options(dense_teacher, run_dir, evaluate=False, stop_after_batches=4))
+    assert (run_dir / STATE_DIR).is_dir()
+    assert not (run_dir / "config.yml").exists() and not list(run_dir.glob("nerfstudio_models/*.ckpt"))
+    with pytest.raises(DistillError, match="different options"):
+        distill(options(dense_teacher, run_dir, evaluate=False, num_features=16))
+    resumed = distill(options(dense_teacher, run_dir, evaluate=False))
+    assert not (run_dir / STATE_DIR).exists()
+    assert set(resumed.fits) == set(reference.fits)
+    for path, fit in reference.fits.items():
+        torch.testing.assert_close(resumed.fits[path].weight, fit.weight, rtol=1e-12, atol=0)
+        torch.testing.assert_close(resumed.fits[path].bias, fit.bias, rtol=1e-12, atol=0)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, world_size: int, port: int, teacher: str, output_dir: str, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    result = distill(options(Path(teacher), Path(output_dir), evaluate=False, fit="parallel"))
+    torch.save({"fits": {p: (f.weight, f.bias) for p, f in result.fits.items()}, "statistics": result.statistics},
+               f"{out}.rank{rank}")
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+
+
+def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
+    single = distill(options(dense_teacher, tmp_path / "single", evaluate=False, fit="parallel"))
+    out = str(tmp_path / "multi.pt")
+    mp.spawn(_rank_main, args=(2, _free_port(), str(dense_teacher), str(tmp_path / "multi"), out), nprocs=2)
+    assert (tmp_path / "multi" / "config.yml").exists()
+    for rank in range(2):
+        multi = torch.load(f"{out}.rank{rank}", weights_only=True)
+        for path, fit in single.fits.items():
+            for key, value in single.statistics[path]["train"].items():
+                torch.testing.assert_close(multi["statistics"][path]["train"][key], value, rtol=1e-10, atol=1e-10)
+            weight, bias = multi["fits"][path]
+            torch.testing.assert_close(weight, fit.weight, rtol=1e-6, atol=1e-8)
+            torch.testing.assert_close(bias, fit.bias, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--image-fraction", "0"], "image-fraction must be in (0, 1]"),
+        (["--resolution-scale", "1.5"], "resolution-scale must be in (0, 1]"),
+        (["--pair-fraction", "-0.1"], "pair-fraction must be in (0, 1]"),
+        (["--layers", "field_coarse.trunk.layers.9"], "does not exist in the teacher model"),
+        (["--layers", "field_coarse.trunk"], "is a EUGenMLP, not a linear layer"),
+        (["--layers", "field_coarse.density_head"], "is a Linear outside any supported MLP"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, capsys, flags, message):
+    output_dir = tmp_path / "out"
+    assert cli_main(["--teacher", str(dense_teacher), "--output-dir", str(output_dir), *flags]) == 2
+    assert message in " ".join(capsys.readouterr().out.split())
+    assert not output_dir.exists()
+
+
+def test_not_a_run_directory(tmp_path, capsys):
+    assert cli_main(["--teacher", str(tmp_path), "--output-dir", str(tmp_path / "out")]) == 2
+    assert "not a nerfstudio run directory (no config.yml)" in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "out").exists()
+
+
+def test_checkpoint_from_another_method(dense_teacher, vanilla_teacher, tmp_path, capsys):
+    run = tmp_path / "mixed"
+    (run / "nerfstudio_models").mkdir(parents=True)
+    (run / "config.yml").write_text(dense_teacher.read_text())
+    for checkpoint in (vanilla_teacher.parent / "nerfstudio_models").glob("*.ckpt"):
+        (run / "nerfstudio_models" / checkpoint.name).write_bytes(checkpoint.read_bytes())
+    assert cli_main(["--teacher", str(run), "--output-dir", str(tmp_path / "out")]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "does not fit the model of" in out and "different method" in out
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_auto_selection_keeps_what_fits_the_budget_and_fine_tunes(dense_teacher, tmp_path):
+    from torch import nn
+
+    opts = options(dense_teacher, tmp_path / "run", layers=("auto",), psnr_budget=0.0, auto_views=1,
+                   image_fraction=0.05, finetune_steps=3, finetune_rays=64, eval_views=1)
+    result = distill(opts)
+    report = result.report
+    decisions = report["auto"]["decisions"]
+    expected = [f"field_{f}.trunk.layers.{i}" for f in ("coarse", "fine") for i in (1, 2, 3, 5, 6)]
+    assert [d["path"] for d in decisions] == expected
+    model = result.teacher.model
+    for d in decisions:
+        assert d["kept"] == (d["drop_db"] <= 0.0)
+        assert isinstance(model.get_submodule(d["path"]), EUGenLinear if d["kept"] else nn.Linear), d
+    assert set(result.fits) == {d["path"] for d in decisions if d["kept"]}
+    losses = report["finetune_losses"]
+    assert len(losses) == (3 if result.fits else 0) and all(torch.isfinite(torch.tensor(losses)))
+    assert {"student_closed_form", "student", "teacher"} <= set(report)
