@@ -1,0 +1,181 @@
+"""SIREN (Sitzmann et al. 2020) with EUGen hidden layers.
+
+A SIREN layer computes ``sin(ω₀ (W x + b))`` with ω₀ = 30 and an initialisation (first layer
+``U(-1/d, 1/d)``, later layers ``U(-√(6/d)/ω₀, √(6/d)/ω₀)``) that keeps every pre-activation roughly
+arcsine-distributed whatever the depth. :func:`siren_mlp` builds it as an :class:`EUGenMLP` whose
+activation is :class:`Sine`: dense layers are sine layers, the output layer is linear, and any hidden
+layer can be an EUGen layer with feature map ``sin``, which computes ``A sin(G x⁺) + c``: a trainable
+random-Fourier-feature layer whose projections ``G`` (scaled by a frequency ω) play the role of ``ω₀ W``.
+Being an ``EUGenMLP``, the network runs its merged form in eval mode: a stack of EUGen sine layers runs
+feature to feature (``G_{l+1} A_l`` is one ``m × m`` matrix).
+
+Two details make EUGen sine layers train like sine layers (measured by ``scripts/bench_siren.py``):
+
+* ``A`` starts at ``U(-√(3/M), √(3/M))``: with sine features of variance 1/2 the output has variance 1/2,
+  a sine layer's, so the next layer's pre-activation stays in SIREN's regime.
+* SIREN's ω₀ multiplies every step Adam takes on ``W``; ``G`` has no such factor, so its learning rate is
+  multiplied by ``projection_lr_scale`` (see :func:`siren_param_groups`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from nerfstudio.cameras.rays import RaySamples
+from nerfstudio.field_components.encodings import NeRFEncoding
+from nerfstudio.field_components.field_heads import FieldHeadNames
+from nerfstudio.field_components.mlp import MLP
+from nerfstudio.fields.base_field import Field
+from torch import Tensor, nn
+
+from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
+
+SIREN_OMEGA_0 = 30.0
+"""SIREN's frequency factor ω₀ (the paper's value)."""
+
+SirenLayerType = Literal["dense", "eugen"]
+
+
+@dataclass(frozen=True)
+class SirenEUGenSpec:
+    """Hyper-parameters of the EUGen sine layers (chosen by measurement, see ``scripts/bench_siren.py``)."""
+
+    num_features: int = 128
+    """m, random features per order (128 at width 256 with trainable G: the dense layer's parameter count)."""
+    degree: int = 1
+    """k; order 1 is a random-Fourier-feature layer (order 2 measured worse at equal parameters)."""
+    feature_map: Literal["identity", "relu", "softplus", "sin"] = "sin"
+    """Φ; ``sin`` keeps the layer periodic like the sine layer it replaces (identity measured far worse)."""
+    frequency: float = 3.0
+    """ω, scales the unit-variance projections ``G x⁺`` (1: too smooth, 3-10 similar; 3 measured best)."""
+    use_norm: bool = False
+    """Append ``‖x‖``; off (measured no better for SIREN, and it costs the merged form a QR and a norm)."""
+    trainable_projections: bool = True
+    """Learn ``G`` as SIREN learns ``W`` (frozen ``G`` measured worse at equal parameters)."""
+    projection_lr_scale: float = 30.0
+    """Learning-rate factor of ``G`` (SIREN's ω₀, which scales ``W``'s steps); 1 trains far slower."""
+    seed: int = 0
+
+    def layer_spec(self) -> EUGenSpec:
+        return EUGenSpec(
+            num_features=self.num_features, degree=self.degree, use_norm=self.use_norm, feature_map=self.feature_map,
+            trainable_projections=self.trainable_projections, seed=self.seed, projection_scale=self.frequency,
+        )
+
+
+class Sine(nn.Module):
+    """``sin(ω₀ x)``: the activation that makes a dense layer a SIREN layer."""
+
+    def __init__(self, omega_0: float = SIREN_OMEGA_0) -> None:
+        super().__init__()
+        self.omega_0 = omega_0
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sin(self.omega_0 * x)
+
+
+def siren_init_(linear: nn.Linear, omega_0: float, is_first: bool) -> None:
+    """SIREN's weight initialisation (biases keep nn.Linear's default, as in the reference code)."""
+    bound = 1.0 / linear.in_features if is_first else math.sqrt(6.0 / linear.in_features) / omega_0
+    with torch.no_grad():
+        linear.weight.uniform_(-bound, bound)
+
+
+def eugen_sine_init_(layer: EUGenLinear) -> None:
+    """``A ~ U(-√(3/M), √(3/M))``, ``c = 0``: the output variance of a sine layer (see the module docstring)."""
+    bound = math.sqrt(3.0 / layer.feature_dim)
+    with torch.no_grad():
+        layer.weight.uniform_(-bound, bound)
+        if layer.bias is not None:
+            layer.bias.zero_()
+
+
+def siren_mlp(
+    in_dim: int,
+    width: int,
+    out_dim: int,
+    hidden_types: Sequence[SirenLayerType] = ("dense",) * 3,
+    eugen: SirenEUGenSpec = SirenEUGenSpec(),
+    omega_0: float = SIREN_OMEGA_0,
+    out_activation: nn.Module | None = None,
+) -> EUGenMLP:
+    """SIREN: a first sine layer, ``len(hidden_types)`` hidden layers (sine or EUGen), a linear output.
+
+    Hidden layer ``i`` is layer ``i + 1`` of the returned MLP; EUGen layer ``j`` uses seed ``eugen.seed + j``.
+    """
+    for kind in hidden_types:
+        if kind not in ("dense", "eugen"):
+            raise ValueError(f"SIREN hidden layer type must be 'dense' or 'eugen', got {kind!r}")
+    mlp = EUGenMLP(
+        in_dim=in_dim, num_layers=len(hidden_types) + 2, layer_width=width, out_dim=out_dim,
+        activation=Sine(omega_0), out_activation=out_activation,
+        layer_types=("dense", *hidden_types, "dense"), eugen=eugen.layer_spec(),
+    )
+    for index, layer in enumerate(mlp.layers):
+        if isinstance(layer, EUGenLinear):
+            eugen_sine_init_(layer)
+        else:
+            siren_init_(layer, omega_0, is_first=index == 0)
+    return mlp
+
+
+def siren_param_groups(module: nn.Module, lr: float, eugen: SirenEUGenSpec) -> list[dict]:
+    """Adam parameter groups: EUGen projections at ``lr · projection_lr_scale``, everything else at ``lr``."""
+    projections = [m.projections for m in module.modules() if isinstance(m, EUGenLinear) and m.trainable_projections]
+    ids = {id(p) for p in projections}
+    groups = [{"params": [p for p in module.parameters() if id(p) not in ids], "lr": lr}]
+    if projections:
+        groups.append({"params": projections, "lr": lr * eugen.projection_lr_scale})
+    return groups
+
+
+def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequence[str], eugen: SirenEUGenSpec) -> int:
+    """Trainable parameters of :func:`siren_mlp` without building it (for parameter-matched baselines)."""
+    dense_hidden = width * width + width
+    eugen_hidden = width * eugen.degree * eugen.num_features + width
+    if eugen.trainable_projections:
+        eugen_hidden += eugen.degree * eugen.num_features * (width + 1 + int(eugen.use_norm))
+    hidden = sum(dense_hidden if kind == "dense" else eugen_hidden for kind in hidden_types)
+    return (in_dim + 1) * width + hidden + (width + 1) * out_dim
+
+
+class SirenRadianceField(Field):
+    """A NeRF-style radiance field whose position trunk is a SIREN (dense or with EUGen hidden layers).
+
+    The trunk maps positions (the object's unit sphere is SIREN's ``[-1, 1]`` domain) to ``width``
+    features; density is ``softplus`` of a linear head on them, colour a 2-layer ReLU head on the features
+    and NeRF's 4-octave view-direction encoding, as in NeRF.
+    """
+
+    def __init__(
+        self,
+        width: int = 256,
+        hidden_types: Sequence[SirenLayerType] = ("dense",) * 3,
+        eugen: SirenEUGenSpec = SirenEUGenSpec(),
+        head_width: int = 128,
+    ) -> None:
+        super().__init__()
+        self.trunk = siren_mlp(3, width, width, hidden_types, eugen)
+        self.density_head = nn.Linear(width, 1)
+        self.direction_encoding = NeRFEncoding(
+            in_dim=3, num_frequencies=4, min_freq_exp=0.0, max_freq_exp=4.0, include_input=True
+        )
+        self.color_head = MLP(
+            in_dim=width + self.direction_encoding.get_out_dim(), num_layers=2, layer_width=head_width, out_dim=3,
+            activation=nn.ReLU(), out_activation=nn.Sigmoid(),
+        )
+
+    def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
+        features = self.trunk(ray_samples.frustums.get_positions())
+        return nn.functional.softplus(self.density_head(features)), features
+
+    def get_outputs(
+        self, ray_samples: RaySamples, density_embedding: Tensor | None = None
+    ) -> dict[FieldHeadNames, Tensor]:
+        assert density_embedding is not None
+        directions = self.direction_encoding(ray_samples.frustums.directions)
+        return {FieldHeadNames.RGB: self.color_head(torch.cat([density_embedding, directions], dim=-1))}

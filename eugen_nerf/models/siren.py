@@ -1,0 +1,46 @@
+"""NeRF with a SIREN trunk (``eugen-siren`` / ``dense-siren``): the NeRF model of :mod:`.nerf` with
+:class:`SirenRadianceField` coarse and fine fields.
+
+Sampling, rendering, losses and metrics are the NeRF model's. The EUGen knobs are ``--pipeline.model.siren.*``
+(the NeRF ``eugen`` knobs do not apply, only its ``seed``); EUGen projections form their own parameter group,
+``projections``, whose learning rate the method sets to ``projection_lr_scale`` times the fields' one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from torch.nn import Parameter
+
+from eugen_nerf.fields.siren import SirenEUGenSpec, SirenRadianceField, siren_param_groups
+from eugen_nerf.models.nerf import EUGenNeRFModel, EUGenNeRFModelConfig, NeRFEUGenConfig
+
+
+@dataclass
+class SirenNeRFModelConfig(EUGenNeRFModelConfig):
+    _target: type = field(default_factory=lambda: SirenNeRFModel)
+    layers: Literal["dense", "eugen"] = "eugen"
+    """Hidden layers of the SIREN trunk: sine layers (dense-siren) or EUGen sine-feature layers."""
+    siren: SirenEUGenSpec = field(default_factory=SirenEUGenSpec)
+    """EUGen sine-layer hyper-parameters."""
+    hidden_layers: int = 3
+    """Hidden layers between the SIREN's first sine layer and its linear output."""
+
+
+class SirenNeRFModel(EUGenNeRFModel):
+    config: SirenNeRFModelConfig
+
+    def _make_field(self, eugen: NeRFEUGenConfig) -> SirenRadianceField:
+        # The coarse and fine fields differ by eugen.seed (the fine one is offset by the NeRF model).
+        spec = replace(self.config.siren, seed=self.config.siren.seed + eugen.seed)
+        hidden = (self.config.layers,) * self.config.hidden_layers
+        return SirenRadianceField(self.config.trunk_width, hidden, spec, self.config.head_width)
+
+    def get_param_groups(self) -> dict[str, list[Parameter]]:
+        groups: dict[str, list[Parameter]] = {"fields": [], "projections": []}
+        for field_ in (self.field_coarse, self.field_fine):
+            fields, *projections = siren_param_groups(field_, 1.0, self.config.siren)
+            groups["fields"] += fields["params"]
+            groups["projections"] += projections[0]["params"] if projections else []
+        return {name: params for name, params in groups.items() if params}

@@ -1,0 +1,118 @@
+"""SIREN with EUGen layers: initialisation, parameter groups, merged inference, and the image fitter."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import imageio.v3 as iio
+import pytest
+import torch
+
+from eugen_nerf.fields.siren import (
+    SIREN_OMEGA_0,
+    SirenEUGenSpec,
+    siren_mlp,
+    siren_param_groups,
+    siren_parameters,
+)
+from eugen_nerf.siren.fit_image import FitImageConfig, build_siren, fit, main
+from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
+
+HIDDEN = ("dense", "eugen", "eugen")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small models train several times faster on one thread on a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+SPEC = SirenEUGenSpec(num_features=32)
+
+
+def test_siren_initialisation_and_structure() -> None:
+    mlp = siren_mlp(2, 64, 3, HIDDEN, SPEC)
+    first, dense_hidden, output = mlp.layers[0], mlp.layers[1], mlp.layers[-1]
+    assert first.weight.abs().max() <= 1.0 / 2
+    bound = math.sqrt(6.0 / 64) / SIREN_OMEGA_0
+    assert dense_hidden.weight.abs().max() <= bound and output.weight.abs().max() <= bound
+    assert [type(layer).__name__ for layer in mlp.layers] == ["Linear", "Linear", "EUGenLinear", "EUGenLinear", "Linear"]
+    eugen = mlp.layers[2]
+    assert eugen.feature_map == "sin" and eugen.projection_scale == SPEC.frequency and eugen.trainable_projections
+    assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 64, 3, HIDDEN, SPEC)
+    x = torch.rand(8, 2) * 2 - 1
+    assert torch.allclose(mlp(x), mlp.layers[-1](_hidden(mlp, x)), atol=1e-5)
+
+
+def _hidden(mlp, x):
+    """Reference forward: sine layers by hand, EUGen layers as they are."""
+    h = torch.sin(SIREN_OMEGA_0 * mlp.layers[0](x))
+    h = torch.sin(SIREN_OMEGA_0 * mlp.layers[1](h))
+    return mlp.layers[3](mlp.layers[2](h))
+
+
+@torch.no_grad()
+def test_eugen_sine_layer_keeps_sine_statistics() -> None:
+    """At initialisation an EUGen sine layer's output has a sine layer's variance (1/2)."""
+    torch.manual_seed(0)
+    mlp = siren_mlp(2, 256, 1, ("eugen",) * 3, SirenEUGenSpec(num_features=256))
+    h = torch.sin(SIREN_OMEGA_0 * mlp.layers[0](torch.rand(4096, 2) * 2 - 1))
+    for layer in mlp.layers[1:4]:
+        h = layer(h)
+        assert 0.3 < float(h.var()) < 0.7
+
+
+def test_equal_parameter_default_and_param_groups() -> None:
+    dense = siren_parameters(2, 256, 1, ("dense",) * 3, SirenEUGenSpec())
+    eugen = siren_parameters(2, 256, 1, ("eugen",) * 3, SirenEUGenSpec())
+    assert abs(dense - eugen) / dense < 0.01  # the default EUGen SIREN matches the dense one's size
+    mlp = siren_mlp(2, 32, 1, HIDDEN, SPEC)
+    groups = siren_param_groups(mlp, 1e-4, SPEC)
+    assert [g["lr"] for g in groups] == [1e-4, pytest.approx(1e-4 * SPEC.projection_lr_scale)]
+    assert sum(len(g["params"]) for g in groups) == len(list(mlp.parameters()))
+    assert all(isinstance(p, torch.nn.Parameter) for p in groups[1]["params"]) and len(groups[1]["params"]) == 2
+
+
+def test_merged_inference_matches_training_form() -> None:
+    mlp = siren_mlp(2, 64, 3, ("eugen",) * 3, SPEC)
+    x = torch.rand(100, 2) * 2 - 1
+    expected = mlp(x)
+    mlp.eval()
+    with torch.no_grad():
+        assert torch.allclose(mlp(x), expected, atol=1e-4)
+
+
+def test_image_helpers() -> None:
+    image = load_image("camera", 16)
+    assert image.shape == (16, 16, 1) and 0.0 <= image.min() and image.max() <= 1.0
+    grid = pixel_grid(4, 3)
+    assert grid.shape == (12, 2) and grid[0].tolist() == [-1.0, -1.0] and grid[-1].tolist() == [1.0, 1.0]
+    values = torch.rand(5)
+    assert torch.allclose(from_signed(to_signed(values)), values)
+    with pytest.raises(ValueError, match="not_an_image"):
+        load_image("not_an_image", 8)
+
+
+@pytest.mark.parametrize("layers", ["dense", "eugen"])
+def test_fit_psnr_rises(layers: str) -> None:
+    config = FitImageConfig(layers=layers, width=48, size=24)
+    target = torch.from_numpy(load_image("camera", 24))
+    result = fit(build_siren(config, 1), target, steps=40, lr=1e-4, log_every=10, eugen=config.eugen, progress=False)
+    psnrs = [value for _, value in result.history]
+    assert psnrs[-1] > psnrs[0] + 5.0, psnrs
+    assert all(b >= a - 0.5 for a, b in itertools.pairwise(psnrs)), psnrs
+    assert result.final_psnr > psnrs[0] + 5.0 and result.pixels_per_second > 0
+
+
+def test_fit_image_command_writes_outputs(tmp_path: Path) -> None:
+    config = FitImageConfig(output=tmp_path / "fit", layers="eugen", size=16, width=32, steps=5, log_every=2)
+    result = main(config)
+    image = iio.imread(tmp_path / "fit" / "reconstruction.png")
+    assert image.shape == (16, 16) and image.dtype.name == "uint8"
+    history = json.loads((tmp_path / "fit" / "history.json").read_text())
+    assert [step for step, _ in history["history"]] == [1, 2, 4, 5]
+    assert history["final_psnr"] == pytest.approx(result.final_psnr)

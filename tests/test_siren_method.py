@@ -1,0 +1,59 @@
+"""``eugen-siren`` / ``dense-siren`` through nerfstudio's pipeline: a few CPU steps on bunny32 lower the loss."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import torch
+from nerfstudio.engine.optimizers import Optimizers
+
+from eugen_nerf.layers import EUGenLinear
+from eugen_nerf.methods.siren import dense_siren, eugen_siren
+from eugen_nerf.models.siren import SirenNeRFModel
+from eugen_nerf.scenes import shipped_scene
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def small_pipeline(spec):
+    config = copy.deepcopy(spec.config)
+    config.pipeline.datamanager.data = shipped_scene("bunny32")
+    config.pipeline.datamanager.train_num_rays_per_batch = 128
+    model = config.pipeline.model
+    model.trunk_width, model.head_width = 32, 16
+    model.num_coarse_samples, model.num_importance_samples = 16, 8
+    model.siren = replace(model.siren, num_features=16)
+    for group in config.optimizers.values():
+        group["optimizer"].lr *= 5  # a few steps must show progress
+    return config, config.pipeline.setup(device="cpu", test_mode="val")
+
+
+@pytest.mark.parametrize("spec", [eugen_siren, dense_siren], ids=["eugen", "dense"])
+def test_siren_method_trains(spec) -> None:
+    torch.manual_seed(0)
+    config, pipeline = small_pipeline(spec)
+    model = pipeline.model
+    assert isinstance(model, SirenNeRFModel)
+    eugen_layers = [m for m in model.modules() if isinstance(m, EUGenLinear)]
+    assert (len(eugen_layers) == 6) == (spec is eugen_siren)  # 3 hidden layers x (coarse, fine)
+    groups = pipeline.get_param_groups()
+    assert set(groups) == ({"fields", "projections"} if spec is eugen_siren else {"fields"})
+    optimizers = Optimizers(config.optimizers, groups)
+    losses = []
+    for step in range(30):
+        _, loss_dict, _ = pipeline.get_train_loss_dict(step)
+        loss = sum(loss_dict.values())
+        optimizers.zero_grad_all()
+        loss.backward()
+        optimizers.optimizer_step_all()
+        losses.append(float(loss.detach()))
+    assert sum(losses[-5:]) < 0.8 * sum(losses[:5]), losses
+    assert config.machine.device_type == ("cuda" if torch.cuda.is_available() else "cpu")
