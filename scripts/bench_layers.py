@@ -12,14 +12,14 @@ Writes ``benchmarks/layers.json`` and ``benchmarks/layers.png``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
+from eugen_nerf.eval.timing import benchmark_interleaved
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
 IN_DIM = 63  # NeRF positional encoding of xyz: 3 + 3*2*10
@@ -31,25 +31,6 @@ def make_trunk(kind: str, m: int = 32, k: int = 2, compile_fused: bool = False) 
         layer_types=kind, eugen=EUGenSpec(num_features=m, degree=k, feature_map="relu"),
         compile_fused=compile_fused,
     ).eval()
-
-
-def time_interleaved(fns: dict, x: torch.Tensor, warmup: int, repeats: int) -> dict:
-    """Median seconds of each ``fn(x)``; variants alternate inside every repeat so that load from
-    other processes hits them alike. Synchronised on CUDA."""
-    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-    times = {name: [] for name in fns}
-    with torch.no_grad():
-        for fn in fns.values():
-            for _ in range(warmup):
-                fn(x)
-        sync()
-        for _ in range(repeats):
-            for name, fn in fns.items():
-                start = time.perf_counter()
-                fn(x)
-                sync()
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks, compile_fused: bool) -> list:
@@ -64,7 +45,10 @@ def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks, co
             variants = {"dense": dense, "eugen_unfused": trunk.forward_unfused, "eugen_fused": trunk}
             if compile_fused:
                 variants["eugen_fused_compiled"] = make_trunk("eugen", m, k, compile_fused=True).to(device)
-            seconds = time_interleaved(variants, x, warmup, repeats)
+            with torch.no_grad():
+                timings = benchmark_interleaved({k: functools.partial(fn, x) for k, fn in variants.items()},
+                                                x.device, warmup, repeats)
+            seconds = {name: timing.median for name, timing in timings.items()}
             if not rows:
                 rows.append({"variant": "dense", "m": None, "k": None, "macs_per_point": dense_macs,
                              "points_per_second": points / seconds["dense"], "speedup": 1.0, "mac_ratio": 1.0,

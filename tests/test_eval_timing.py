@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from eugen_nerf.eval.timing import Timing, benchmark, median_rate, render_and_score
+from eugen_nerf.eval.timing import Timing, benchmark, benchmark_interleaved, median_rate, render_and_score
 
 
 def test_benchmark_warms_up_then_takes_median():
@@ -47,3 +47,13 @@ def test_slow_metric_is_excluded_from_render_time():
     assert wall > 3 * metric_seconds  # the metric really ran...
     assert all(len(t.seconds) == 2 for t in results.render)
     assert render_seconds <= results.median_seconds < render_seconds + 0.05  # ...but is not in render time
+
+
+def test_interleaved_benchmark_alternates_variants_and_keeps_ratios():
+    calls = []
+    fast = lambda: calls.append("fast")  # noqa: E731
+    slow = lambda: (calls.append("slow"), time.sleep(0.02))  # noqa: E731
+    timings = benchmark_interleaved({"fast": fast, "slow": slow}, "cpu", warmup=1, repeats=3)
+    assert calls == ["fast", "slow"] + ["fast", "slow"] * 3
+    assert len(timings["slow"].seconds) == 3
+    assert timings["slow"].median > timings["fast"].median + 0.015

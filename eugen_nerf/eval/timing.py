@@ -59,6 +59,26 @@ def benchmark(
     return Timing([timed(fn, device)[1] for _ in range(repeats)])
 
 
+def benchmark_interleaved(
+    fns: dict[str, Callable[[], object]], device: torch.device | str, warmup: int = 1, repeats: int = 5
+) -> dict[str, Timing]:
+    """Time several variants side by side: each repeat runs every variant once, in turn.
+
+    Load from other processes (or clock changes) then hits all variants alike, so their ratios stay
+    meaningful on a shared machine, which separate back-to-back :func:`benchmark` calls do not guarantee.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    timings = {name: Timing() for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            timings[name].seconds.append(timed(fn, device)[1])
+    return timings
+
+
 @dataclass
 class ViewResults(Generic[S]):
     """Per-view render timings and metric results from :func:`render_and_score`."""
