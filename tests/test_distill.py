@@ -274,3 +274,24 @@ def test_auto_selection_keeps_what_fits_the_budget_and_fine_tunes(dense_teacher,
     losses = report["finetune_losses"]
     assert len(losses) == (3 if result.fits else 0) and all(torch.isfinite(torch.tensor(losses)))
     assert {"student_closed_form", "student", "teacher"} <= set(report)
+
+
+def test_student_fused_form_renders_the_unfused_image_and_switching_loses_nothing(dense_result):
+    from eugen_nerf.layers import EUGenMLP
+
+    result, _ = dense_result
+    model = result.teacher.model.eval()
+    pipeline = result.teacher.pipeline
+    camera = pipeline.datamanager.eval_dataset.cameras[0:1].to(pipeline.device)
+    mlps = [m for m in model.modules() if isinstance(m, EUGenMLP) and m.has_eugen]
+    assert mlps, "the student has no EUGen MLP"
+
+    def render(fused: bool) -> torch.Tensor:
+        for mlp in mlps:
+            mlp.fuse_in_eval = fused
+        with torch.no_grad():
+            return model.get_outputs_for_camera(camera)["rgb"]
+
+    first, unfused, again = render(True), render(False), render(True)
+    torch.testing.assert_close(first, unfused, rtol=1e-5, atol=1e-5)
+    assert torch.equal(first, again)

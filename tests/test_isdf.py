@@ -33,13 +33,7 @@ from eugen_nerf.scenes import Scene, SceneError, shipped_scene
 RADIUS = 0.5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small models train several times faster on one thread on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 SIZE = 24
 
 

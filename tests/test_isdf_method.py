@@ -14,12 +14,7 @@ from eugen_nerf.models.isdf import ISDFModel
 from eugen_nerf.scenes import shipped_scene
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("spec", [eugen_isdf, dense_isdf], ids=["eugen", "dense"])
@@ -52,3 +47,39 @@ def test_isdf_method_trains_and_renders(spec) -> None:
     assert outputs["depth"].shape == (96, 96, 1) and outputs["rgb"].shape == (96, 96, 3)
     metrics, images = model.get_image_metrics_and_images(outputs, pipeline.datamanager.eval_dataset[0])
     assert 0.0 <= metrics["hit_agreement"] <= 1.0 and set(images) == {"depth", "normals"}
+
+
+def test_eugen_eval_scores_an_isdf_run_on_geometry(tmp_path) -> None:
+    """``eugen-eval`` reports SDF error, Chamfer and F-score (not image metrics) for iSDF runs."""
+    import jsonschema
+
+    from eugen_nerf.eval.evaluate import EvalSettings, evaluate_config
+    from eugen_nerf.eval.report import SCHEMA, build_report
+
+    torch.manual_seed(0)
+    config = copy.deepcopy(eugen_isdf.config)
+    config.data = config.pipeline.datamanager.data = shipped_scene("bunny_rgbd")
+    config.pipeline.datamanager.train_num_rays_per_batch = 128
+    config.pipeline.model.sdf.width = 32
+    config.pipeline.model.sdf.eugen.num_features = 8
+    config.pipeline.model.num_render_samples = 16
+    config.output_dir, config.experiment_name, config.timestamp = tmp_path, "isdf", "run"
+    config.max_num_iterations = 10
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    config.vis = "tensorboard"
+    config.save_config()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    trainer.train()
+
+    settings = EvalSettings(warmup=0, repeats=1, field_points=1024, max_views=1)
+    entry = evaluate_config(config.get_base_dir() / "config.yml", settings)
+    metrics = entry["metrics"]
+    assert "psnr" not in metrics and metrics["f_score_threshold"] == 0.02
+    assert 0 < metrics["sdf_error"]["mean"] < 1
+    if metrics["mesh_reason"] is None:  # a surface was found: mesh metrics are real numbers
+        assert metrics["chamfer"]["mean"] > 0 and 0 <= metrics["f_score"]["mean"] <= 1
+    else:  # ten steps may leave no zero crossing: then no made-up mesh metric, and the reason
+        assert metrics["chamfer"] is None and metrics["f_score"] is None and "zero crossing" in metrics["mesh_reason"]
+    assert entry["speed"]["field_points_per_second"] > 0 and entry["speed"]["render_fps"] > 0
+    jsonschema.validate(build_report([entry], vars(settings), torch.device("cpu")), SCHEMA)

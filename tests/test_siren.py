@@ -24,13 +24,7 @@ from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signe
 HIDDEN = ("dense", "eugen", "eugen")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small models train several times faster on one thread on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 SPEC = SirenEUGenSpec(num_features=32)
 
 
@@ -116,3 +110,15 @@ def test_fit_image_command_writes_outputs(tmp_path: Path) -> None:
     history = json.loads((tmp_path / "fit" / "history.json").read_text())
     assert [step for step, _ in history["history"]] == [1, 2, 4, 5]
     assert history["final_psnr"] == pytest.approx(result.final_psnr)
+
+
+def test_siren_fused_form_equals_the_training_form():
+    """EUGen sine layers merge like any EUGen layer: eval mode must give the same image."""
+    from eugen_nerf.fields.siren import siren_mlp
+
+    torch.manual_seed(0)
+    mlp = siren_mlp(2, 64, 3, hidden_types=("eugen", "eugen", "dense"), eugen=SPEC).double().eval()
+    x = torch.rand(500, 2, dtype=torch.float64) * 2 - 1
+    with torch.no_grad():
+        fused, unfused = mlp(x), mlp.forward_unfused(x)
+    assert ((fused - unfused).norm() / unfused.norm()).item() < 1e-5

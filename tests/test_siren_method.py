@@ -15,12 +15,7 @@ from eugen_nerf.models.siren import SirenNeRFModel
 from eugen_nerf.scenes import shipped_scene
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_pipeline(spec):

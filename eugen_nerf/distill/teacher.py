@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import yaml
@@ -20,6 +20,11 @@ import yaml
 from eugen_nerf.distill.options import DistillError
 from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
 from eugen_nerf.eval.lpips import install_offline_lpips
+
+if TYPE_CHECKING:  # nerfstudio is imported lazily, after the offline patches
+    from nerfstudio.engine.trainer import TrainerConfig
+    from nerfstudio.models.base_model import Model
+    from nerfstudio.pipelines.base_pipeline import VanillaPipeline
 
 _CHECKPOINT = re.compile(r"step-(\d+)\.ckpt")
 

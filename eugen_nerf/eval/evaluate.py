@@ -23,7 +23,7 @@ from eugen_nerf.eval.field_speed import NoFieldError, time_field
 from eugen_nerf.eval.lpips import LPIPS_MIN_SIZE, lpips_unavailable_reason
 from eugen_nerf.eval.runs import EvalInputError, Run, ground_truth, load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import median_rate, render_and_score
+from eugen_nerf.eval.timing import benchmark, median_rate, render_and_score
 
 
 @dataclass
@@ -143,6 +143,65 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
     }
 
 
+def is_sdf_run(run: Run) -> bool:
+    """iSDF runs (an SDF field, no colour): scored on geometry instead of images."""
+    from eugen_nerf.models.isdf import ISDFModel
+
+    return isinstance(run.pipeline.model, ISDFModel)
+
+
+def evaluate_geometry(run: Run, settings: EvalSettings) -> dict[str, object]:
+    """SDF error, Chamfer and F-score of an iSDF run against its scene's ground-truth mesh.
+
+    The same evaluation as ``eugen-isdf`` (``eugen_nerf.isdf.evaluate``): one value per run, reported in
+    the ``{mean, std, per_view}`` form of the other metrics with a single entry; Chamfer and F-score are
+    null, with ``mesh_reason``, when the field has no surface to mesh yet. Speed: SDF queries per second
+    and depth-render FPS on the test cameras.
+    """
+    from eugen_nerf.isdf.evaluate import (EvaluationConfig, GroundTruth, evaluate_mesh, evaluate_sdf,
+                                          evaluation_points)
+    from eugen_nerf.isdf.frames import load_stream
+    from eugen_nerf.isdf.mesh import extract_mesh
+
+    model, device = run.pipeline.model, run.pipeline.device
+    scene, frames = load_stream(run.scene)
+    config = EvaluationConfig()
+    field = model.field.eval()
+    truth = GroundTruth(scene.mesh_path)
+    surface, free = evaluation_points(frames, scene.intrinsics, scene.height, scene.width, config)
+    with torch.no_grad():
+        values = evaluate_sdf(lambda points: field(points), truth, surface, free, torch.device(device))
+        try:
+            mesh = extract_mesh(lambda points: field(points), resolution=config.mesh_resolution, device=device)
+            values.update(evaluate_mesh(mesh, truth, config))
+            mesh_reason = None
+        except ValueError as error:  # e.g. no zero crossing yet: no mesh, so no Chamfer / F-score
+            mesh_reason = str(error)
+    threshold = config.thresholds[0]
+    points = torch.rand(settings.field_points, 3, device=device) * 2 - 1
+    with torch.no_grad():
+        field_time = benchmark(lambda: field(points), device, settings.warmup, settings.repeats)
+    cameras = run.pipeline.datamanager.eval_dataset.cameras.to(device)
+    views = list(range(len(cameras)))[: settings.max_views]
+    render_time = benchmark(lambda: [model.get_outputs_for_camera(cameras[i : i + 1]) for i in views], device,
+                            settings.warmup, settings.repeats)
+    return {
+        "metrics": {
+            "sdf_error": stats([values["sdf_error"]]),
+            "chamfer": stats([values["chamfer"]]) if mesh_reason is None else None,
+            "f_score": stats([values[f"f_score@{threshold:g}"]]) if mesh_reason is None else None,
+            "f_score_threshold": threshold,
+            "mesh_reason": mesh_reason,
+        },
+        "speed": {
+            "render_fps": len(views) / render_time.median,
+            "field_points_per_second": settings.field_points / field_time.median,
+            "field_module": "field",
+            "resolution": [int(cameras[0].width), int(cameras[0].height)],
+        },
+    }
+
+
 def evaluate_config(
     config_path: Path, settings: EvalSettings, plots_dir: Path | None = None
 ) -> dict[str, object]:
@@ -159,7 +218,7 @@ def evaluate_config(
         "scene": str(run.scene),
         "step": run.step,
         "checkpoint": str(run.checkpoint),
-        **evaluate_images(run, settings, error_dir),
+        **(evaluate_geometry(run, settings) if is_sdf_run(run) else evaluate_images(run, settings, error_dir)),
     }
     entry["size"] = {
         "parameters": count_parameters(run.pipeline.model),

@@ -14,7 +14,8 @@ Report layout (``SCHEMA`` below is the normative JSON Schema)::
         "metrics": {
           "psnr": STAT (dB, capped at 100), "ssim": STAT, "lpips": STAT | null,
           "lpips_reason": null | str (why lpips is null)
-          -- iSDF runs give "sdf_error", "chamfer", "f_score" (each STAT) instead of the image metrics
+          -- iSDF runs give "sdf_error" (STAT), "chamfer", "f_score" (STAT | null), "f_score_threshold",
+             "mesh_reason" (null | why no mesh, e.g. no zero crossing yet) instead of the image metrics
         },
         "speed": {"render_fps", "render_seconds_per_view": [..], "rays_per_second",
                   "field_points_per_second" (null: no field, e.g. splatting), "field_module",
@@ -100,8 +101,10 @@ SCHEMA: dict[str, Any] = {
                             "lpips": {"oneOf": [_STAT, {"type": "null"}]},
                             "lpips_reason": {"type": ["string", "null"]},
                             "sdf_error": _STAT,
-                            "chamfer": _STAT,
-                            "f_score": _STAT,
+                            "chamfer": {"oneOf": [_STAT, {"type": "null"}]},
+                            "f_score": {"oneOf": [_STAT, {"type": "null"}]},
+                            "f_score_threshold": _NUMBER,
+                            "mesh_reason": {"type": ["string", "null"]},
                         },
                         "oneOf": [
                             {"required": ["psnr", "ssim", "lpips", "lpips_reason"]},
