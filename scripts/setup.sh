@@ -10,7 +10,7 @@ VENV=.venv
 # Debian packages: libusb (open3d needs it at import), ffmpeg (ns-render checks for it);
 # with --test also Chromium, which the viewer tests drive headless.
 apt_missing=()
-ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || apt_missing+=(libusb-1.0-0)
+ldconfig -p 2>/dev/null | grep 'libusb-1.0.so.0' >/dev/null || apt_missing+=(libusb-1.0-0)  # no -q: pipefail + SIGPIPE
 command -v ffmpeg >/dev/null || apt_missing+=(ffmpeg)
 if [ "${1:-}" = "--test" ]; then command -v chromium >/dev/null || apt_missing+=(chromium); fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
