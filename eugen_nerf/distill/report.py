@@ -21,31 +21,10 @@ from torch import Tensor
 from tqdm import tqdm
 
 from eugen_nerf.eval import metrics
-from eugen_nerf.eval.lpips_weights import LPIPSWeightsError
+from eugen_nerf.eval.lpips import lpips_unavailable_reason
+from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import PeakMemory, count_parameters
 from eugen_nerf.eval.timing import render_and_score
-
-RGB_KEYS = ("rgb", "rgb_fine")
-"""Where a model's final colour is: ``rgb`` for most models, ``rgb_fine`` for stock vanilla NeRF."""
-
-
-def final_rgb(outputs: Dict[str, Tensor]) -> Tensor:
-    for key in RGB_KEYS:
-        if key in outputs:
-            return outputs[key]
-    raise KeyError(f"the model outputs none of {RGB_KEYS} (outputs: {sorted(outputs)})")
-
-
-def ground_truth(pipeline, dataset, index: int) -> Tensor:
-    """Image ``index`` of ``dataset`` as float RGB, alpha composited the way the model renders."""
-    image = dataset.get_image_float32(index).to(pipeline.device)
-    if image.shape[-1] == 4:
-        renderer = getattr(pipeline.model, "renderer_rgb", None)
-        if renderer is not None:
-            return renderer.blend_background(image)
-        return image[..., :3] * image[..., 3:] + (1.0 - image[..., 3:])
-    return image
-
 
 def render_rgb(model, camera) -> Tensor:
     return final_rgb(model.get_outputs_for_camera(camera)).clamp(0, 1)
@@ -54,7 +33,8 @@ def render_rgb(model, camera) -> Tensor:
 def view_psnr(model, pipeline, dataset, indices) -> float:
     """Mean PSNR over views ``indices`` of ``dataset`` (used by ``auto`` on held-out training views)."""
     values = [
-        metrics.psnr(render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)), ground_truth(pipeline, dataset, i))
+        metrics.psnr(render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)),
+                     ground_truth_image(pipeline, dataset, i))
         for i in indices
     ]
     return float(torch.cat(values).mean())
@@ -68,18 +48,18 @@ def evaluate(pipeline, views: Optional[int], repeats: int, label: str) -> Dict[s
     memory = PeakMemory(pipeline.device)
     memory.reset()
 
+    cameras = dataset.cameras.to(pipeline.device)  # once, outside the timed renders
+    lpips_reason = lpips_unavailable_reason((int(cameras[0].height), int(cameras[0].width)))
+
     def score(index: int, rgb: Tensor) -> Dict[str, float]:
-        target = ground_truth(pipeline, dataset, index)
+        target = ground_truth_image(pipeline, dataset, index)
         values = {"psnr": float(metrics.psnr(rgb, target)), "ssim": float(metrics.ssim(rgb, target))}
-        try:
-            values["lpips"] = float(metrics.lpips(rgb, target))
-        except LPIPSWeightsError:
-            values["lpips"] = float("nan")
+        values["lpips"] = float("nan") if lpips_reason else float(metrics.lpips(rgb, target))  # NaN -> null
         return values
 
     results = render_and_score(
         tqdm(range(count), desc=f"evaluate {label}", leave=False),
-        lambda i: render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)),
+        lambda i: render_rgb(model, cameras[i : i + 1]),
         score,
         pipeline.device,
         warmup=1,

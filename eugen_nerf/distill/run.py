@@ -45,8 +45,9 @@ from eugen_nerf.distill.output import (
     stage_checkpoint,
     write_yaml_atomic,
 )
-from eugen_nerf.distill.report import evaluate, final_rgb, print_report, view_psnr, write_json_atomic
+from eugen_nerf.distill.report import evaluate, print_report, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import RaySet, batch_generator, sample_rays
+from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.distill.solve import LayerFit, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
@@ -131,7 +132,8 @@ def auto_candidates(model) -> List[LayerRef]:
 
 def selection_views(rays: RaySet, num_cameras: int, count: int, seed: int) -> List[int]:
     """Training views not used for capture (all views when every one was), seeded."""
-    unused = [i for i in range(num_cameras) if i not in set(rays.camera_indices)] or list(range(num_cameras))
+    used = set(rays.camera_indices)
+    unused = [i for i in range(num_cameras) if i not in used] or list(range(num_cameras))
     order = torch.randperm(len(unused), generator=torch.Generator().manual_seed(seed + 1)).tolist()
     return sorted(unused[i] for i in order[:count])
 

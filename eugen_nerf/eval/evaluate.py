@@ -20,8 +20,8 @@ from torch import Tensor
 
 from eugen_nerf.eval import metrics
 from eugen_nerf.eval.field_speed import NoFieldError, time_field
-from eugen_nerf.eval.lpips import LPIPS_MIN_SIZE, lpips_unavailable_reason
-from eugen_nerf.eval.runs import EvalInputError, Run, ground_truth, load_run
+from eugen_nerf.eval.lpips import lpips_unavailable_reason
+from eugen_nerf.eval.runs import EvalInputError, Run, final_rgb, ground_truth, load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
 from eugen_nerf.eval.timing import benchmark, median_rate, render_and_score
 
@@ -80,17 +80,15 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
     views = list(range(len(dataset)))[: settings.max_views]
     images = [ground_truth(run, i).to(device) for i in views]
     check_sizes(run, views, images)
-    lpips_reason = lpips_unavailable_reason() if settings.lpips else "disabled (--no-lpips)"
-    if lpips_reason is None and min(images[0].shape[:2]) < LPIPS_MIN_SIZE:
-        lpips_reason = (
-            f"test images are smaller than LPIPS's minimum of {LPIPS_MIN_SIZE}x{LPIPS_MIN_SIZE} pixels"
-        )
+    lpips_reason = lpips_unavailable_reason(images[0].shape[:2]) if settings.lpips else "disabled (--no-lpips)"
     if error_dir is not None:
         error_dir.mkdir(parents=True, exist_ok=True)
 
+    cameras = dataset.cameras.to(device)  # once, outside the timed renders
+
     def render(i: int) -> Tensor:
         with torch.no_grad():
-            return model.get_outputs_for_camera(dataset.cameras[views[i] : views[i] + 1].to(device))["rgb"]
+            return final_rgb(model.get_outputs_for_camera(cameras[views[i] : views[i] + 1]))
 
     def score(i: int, rgb: Tensor) -> dict[str, float]:
         pred, gt = rgb.clamp(0, 1), images[i]
@@ -158,25 +156,17 @@ def evaluate_geometry(run: Run, settings: EvalSettings) -> dict[str, object]:
     null, with ``mesh_reason``, when the field has no surface to mesh yet. Speed: SDF queries per second
     and depth-render FPS on the test cameras.
     """
-    from eugen_nerf.isdf.evaluate import (EvaluationConfig, GroundTruth, evaluate_mesh, evaluate_sdf,
-                                          evaluation_points)
+    from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
     from eugen_nerf.isdf.frames import load_stream
-    from eugen_nerf.isdf.mesh import extract_mesh
 
     model, device = run.pipeline.model, run.pipeline.device
     scene, frames = load_stream(run.scene)
     config = EvaluationConfig()
     field = model.field.eval()
-    truth = GroundTruth(scene.mesh_path)
-    surface, free = evaluation_points(frames, scene.intrinsics, scene.height, scene.width, config)
     with torch.no_grad():
-        values = evaluate_sdf(lambda points: field(points), truth, surface, free, torch.device(device))
-        try:
-            mesh = extract_mesh(lambda points: field(points), resolution=config.mesh_resolution, device=device)
-            values.update(evaluate_mesh(mesh, truth, config))
-            mesh_reason = None
-        except ValueError as error:  # e.g. no zero crossing yet: no mesh, so no Chamfer / F-score
-            mesh_reason = str(error)
+        values = evaluate_field(field, scene.mesh_path, frames, scene.intrinsics, scene.height, scene.width,
+                                config, torch.device(device), mesh_optional=True)
+    mesh_reason = values["mesh_reason"]
     threshold = config.thresholds[0]
     points = torch.rand(settings.field_points, 3, device=device) * 2 - 1
     with torch.no_grad():

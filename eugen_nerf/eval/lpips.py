@@ -108,12 +108,14 @@ def shared_lpips() -> AlexLPIPS:
     return AlexLPIPS.pretrained()
 
 
-def lpips_unavailable_reason() -> str | None:
-    """Why LPIPS cannot be computed (``None`` when it can)."""
+def lpips_unavailable_reason(image_size: tuple[int, int] | None = None) -> str | None:
+    """Why LPIPS cannot be computed (``None`` when it can), for images of ``image_size`` (H, W) if given."""
     try:
         shared_lpips()
     except LPIPSWeightsError as err:
         return str(err)
+    if image_size is not None and min(image_size) < LPIPS_MIN_SIZE:
+        return f"test images are smaller than LPIPS's minimum of {LPIPS_MIN_SIZE}x{LPIPS_MIN_SIZE} pixels"
     return None
 
 

@@ -7,6 +7,8 @@ channels are scored.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
@@ -79,10 +81,22 @@ def _nearest_distances(points_a: Tensor, points_b: Tensor, chunk: int = 4096) ->
     return a_to_b, b_to_a
 
 
+def _f_score(a_to_b: Tensor, b_to_a: Tensor, threshold: float) -> Tensor:
+    precision = (a_to_b < threshold).float().mean()
+    recall = (b_to_a < threshold).float().mean()
+    denom = precision + recall
+    return torch.where(denom > 0, 2 * precision * recall / denom.clamp(min=1e-12), torch.zeros_like(denom))
+
+
+def chamfer_and_f_scores(points_a: Tensor, points_b: Tensor, thresholds: Sequence[float]) -> tuple[Tensor, list[Tensor]]:
+    """:func:`chamfer_distance` and :func:`f_score` at each threshold from one nearest-neighbour pass."""
+    a_to_b, b_to_a = _nearest_distances(points_a.float(), points_b.float())
+    return a_to_b.mean() + b_to_a.mean(), [_f_score(a_to_b, b_to_a, t) for t in thresholds]
+
+
 def chamfer_distance(points_a: Tensor, points_b: Tensor) -> Tensor:
     """Symmetric Chamfer distance: mean nearest-neighbour distance a->b plus b->a (not squared), ``(P, 3)``."""
-    a_to_b, b_to_a = _nearest_distances(points_a.float(), points_b.float())
-    return a_to_b.mean() + b_to_a.mean()
+    return chamfer_and_f_scores(points_a, points_b, ())[0]
 
 
 def f_score(points_a: Tensor, points_b: Tensor, threshold: float) -> Tensor:
@@ -90,8 +104,4 @@ def f_score(points_a: Tensor, points_b: Tensor, threshold: float) -> Tensor:
 
     ``points_a`` is the prediction, ``points_b`` the ground truth; 0 when neither matches.
     """
-    a_to_b, b_to_a = _nearest_distances(points_a.float(), points_b.float())
-    precision = (a_to_b < threshold).float().mean()
-    recall = (b_to_a < threshold).float().mean()
-    denom = precision + recall
-    return torch.where(denom > 0, 2 * precision * recall / denom.clamp(min=1e-12), torch.zeros_like(denom))
+    return chamfer_and_f_scores(points_a, points_b, (threshold,))[1][0]

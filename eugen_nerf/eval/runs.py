@@ -103,12 +103,30 @@ def load_run(config_path: Path, eval_num_rays_per_chunk: int | None = None) -> R
     return run
 
 
-def ground_truth(run: Run, index: int) -> Tensor:
-    """Test image ``index`` as float RGB ``(H, W, 3)``, alpha composited the way the model renders."""
-    image = run.pipeline.datamanager.eval_dataset.get_image_float32(index)
+RGB_KEYS = ("rgb", "rgb_fine")
+"""Where a model's final colour is: ``rgb`` for most models, ``rgb_fine`` for stock vanilla NeRF."""
+
+
+def final_rgb(outputs: dict[str, Tensor]) -> Tensor:
+    """The final colour among a model's outputs."""
+    for key in RGB_KEYS:
+        if key in outputs:
+            return outputs[key]
+    raise KeyError(f"the model outputs none of {RGB_KEYS} (outputs: {sorted(outputs)})")
+
+
+def ground_truth_image(pipeline: Pipeline, dataset, index: int) -> Tensor:
+    """Image ``index`` of ``dataset`` as float RGB ``(H, W, 3)`` on the pipeline's device, alpha
+    composited the way the model renders."""
+    image = dataset.get_image_float32(index).to(pipeline.device)
     if image.shape[-1] == 4:
-        renderer = getattr(run.pipeline.model, "renderer_rgb", None)
+        renderer = getattr(pipeline.model, "renderer_rgb", None)
         if renderer is not None:
-            return renderer.blend_background(image.to(run.pipeline.device))
+            return renderer.blend_background(image)
         return image[..., :3] * image[..., 3:] + (1.0 - image[..., 3:])  # white background
     return image
+
+
+def ground_truth(run: Run, index: int) -> Tensor:
+    """Test image ``index`` of ``run`` (see :func:`ground_truth_image`)."""
+    return ground_truth_image(run.pipeline, run.pipeline.datamanager.eval_dataset, index)

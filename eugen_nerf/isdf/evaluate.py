@@ -23,7 +23,7 @@ import open3d as o3d
 import torch
 from torch import Tensor
 
-from eugen_nerf.eval.metrics import chamfer_distance, f_score, sdf_error
+from eugen_nerf.eval.metrics import chamfer_and_f_scores, sdf_error
 from eugen_nerf.isdf.frames import DepthFrame
 from eugen_nerf.isdf.mesh import SDFFunction, export_mesh, extract_mesh
 from eugen_nerf.isdf.sampling import camera_directions, frame_rays
@@ -99,21 +99,31 @@ def evaluate_mesh(mesh: o3d.geometry.TriangleMesh, ground_truth: GroundTruth, co
     """Chamfer distance and F-scores of a reconstructed mesh against the ground-truth mesh."""
     predicted = sample_surface(mesh, config.num_mesh_points, config.seed)
     truth = sample_surface(ground_truth.mesh, config.num_mesh_points, config.seed + 1)
-    metrics = {"chamfer": float(chamfer_distance(predicted, truth))}
-    for threshold in config.thresholds:
-        metrics[f"f_score@{threshold:g}"] = float(f_score(predicted, truth, threshold))
+    chamfer, f_scores = chamfer_and_f_scores(predicted, truth, config.thresholds)
+    metrics = {"chamfer": float(chamfer)}
+    for threshold, value in zip(config.thresholds, f_scores):
+        metrics[f"f_score@{threshold:g}"] = float(value)
     return metrics
 
 
 def evaluate_field(sdf: SDFFunction, mesh_path: Path, frames: Sequence[DepthFrame], intrinsics: np.ndarray,
                    height: int, width: int, config: EvaluationConfig, device: torch.device,
-                   export_to: Path | None = None) -> dict[str, float]:
-    """SDF error and mesh metrics of ``sdf`` against the mesh at ``mesh_path``; exports the mesh if asked."""
+                   export_to: Path | None = None, mesh_optional: bool = False) -> dict[str, float | str | None]:
+    """SDF error and mesh metrics of ``sdf`` against the mesh at ``mesh_path``; exports the mesh if asked.
+
+    With ``mesh_optional``, a field with no surface yet (no zero crossing) gives the SDF metrics and a
+    ``mesh_reason`` instead of raising.
+    """
     ground_truth = GroundTruth(mesh_path)
     surface, free = evaluation_points(frames, intrinsics, height, width, config)
     metrics = evaluate_sdf(sdf, ground_truth, surface, free, device)
-    mesh = extract_mesh(sdf, resolution=config.mesh_resolution, device=device)
+    try:
+        mesh = extract_mesh(sdf, resolution=config.mesh_resolution, device=device)
+    except ValueError as error:
+        if not mesh_optional:
+            raise
+        return {**metrics, "mesh_reason": str(error)}
     if export_to is not None:
         export_mesh(mesh, export_to)
     metrics.update(evaluate_mesh(mesh, ground_truth, config))
-    return metrics
+    return {**metrics, "mesh_reason": None} if mesh_optional else metrics

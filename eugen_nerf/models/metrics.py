@@ -1,48 +1,41 @@
-"""Image metrics of our models: PSNR, SSIM, and LPIPS only when its offline weights exist.
+"""Image metrics of our models: PSNR, SSIM, and LPIPS only where it can be computed.
 
 Stock models build a torchmetrics LPIPS in ``populate_modules``, which downloads its backbone. Ours build
-nothing: LPIPS comes from :mod:`eugen_nerf.eval.lpips` at evaluation time, and is left out of the metrics
-(with the reason logged once) when the weights are not installed.
+nothing: the metrics are :mod:`eugen_nerf.eval.metrics`, and LPIPS is left out (with the reason logged
+once) when the offline weights are not installed or the images are too small for it.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
-import torch
 from torch import Tensor
-from torchmetrics.functional import peak_signal_noise_ratio, structural_similarity_index_measure
 
-from eugen_nerf.eval.lpips import lpips_unavailable_reason, shared_lpips
+from eugen_nerf.eval import metrics
+from eugen_nerf.eval.lpips import lpips_unavailable_reason
 
 logger = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=1)
-def _lpips_available() -> bool:
-    reason = lpips_unavailable_reason()
+@functools.lru_cache(maxsize=8)
+def _lpips_reason(image_size: Tuple[int, int]) -> Optional[str]:
+    reason = lpips_unavailable_reason(image_size)
     if reason is not None:
         logger.warning("LPIPS left out of the metrics: %s", reason)
-    return reason is None
+    return reason
 
 
 def psnr(gt: Tensor, pred: Tensor) -> float:
     """PSNR of ``(H, W, 3)`` images in [0, 1]."""
-    return float(peak_signal_noise_ratio(pred.clamp(0.0, 1.0), gt, data_range=1.0))
+    return float(metrics.psnr(pred.clamp(0.0, 1.0), gt))
 
 
 def image_metrics(gt: Tensor, pred: Tensor) -> Dict[str, float]:
     """``psnr``, ``ssim`` (and ``lpips`` when available) of one ``(H, W, 3)`` image in [0, 1]."""
-    gt_nchw = torch.moveaxis(gt, -1, 0)[None]
-    pred_nchw = torch.moveaxis(pred, -1, 0)[None].clamp(0.0, 1.0)
-    metrics = {
-        "psnr": psnr(gt, pred),
-        "ssim": float(structural_similarity_index_measure(pred_nchw, gt_nchw, data_range=1.0)),
-    }
-    if _lpips_available():
-        lpips = shared_lpips().to(gt.device)
-        with torch.no_grad():
-            metrics["lpips"] = float(lpips(gt_nchw.float() * 2 - 1, pred_nchw.float() * 2 - 1).mean())
-    return metrics
+    pred = pred.clamp(0.0, 1.0)
+    values = {"psnr": float(metrics.psnr(pred, gt)), "ssim": float(metrics.ssim(pred, gt))}
+    if _lpips_reason(tuple(gt.shape[:2])) is None:
+        values["lpips"] = float(metrics.lpips(pred, gt))
+    return values
