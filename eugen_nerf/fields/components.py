@@ -84,8 +84,9 @@ def field_mlp(
     skip_connections: Sequence[int] = (),
     out_activation: Optional[nn.Module] = None,
     seed_offset: int = 0,
+    activation: Optional[nn.Module] = None,
 ) -> EUGenMLP:
-    """A ReLU MLP whose layers ``eugen_layers`` are EUGen and the rest dense.
+    """An MLP (ReLU unless ``activation`` is given) whose layers ``eugen_layers`` are EUGen, the rest dense.
 
     ``seed_offset`` keeps the projections of different MLPs of one field independent.
     """
@@ -95,7 +96,7 @@ def field_mlp(
         layer_width=layer_width,
         out_dim=out_dim,
         skip_connections=tuple(skip_connections),
-        activation=nn.ReLU(),
+        activation=activation if activation is not None else nn.ReLU(),
         out_activation=out_activation,
         layer_types="dense",
         eugen_layers=tuple(eugen_layers),

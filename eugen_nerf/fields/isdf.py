@@ -10,14 +10,12 @@ from autograd through whichever form the MLP runs in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 from nerfstudio.field_components.encodings import NeRFEncoding
 from torch import Tensor, nn
 
-from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
-from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, field_mlp
 
 ISDF_LAYERS = 5
 """input, hidden, skip (re-reads the embedding), hidden, output."""
@@ -30,8 +28,6 @@ class ISDFEUGenConfig(EUGenConfig):
     """EUGen knobs of the iSDF MLP and which of its layers are EUGen (chosen by ``scripts/bench_isdf.py``)."""
 
     num_features: int = 32
-    degree: int = 2
-    feature_map: Literal["identity", "relu", "softplus", "sin"] = "relu"
     use_norm: bool = False
     layers: tuple[int, ...] = (1, 2, 3)
     """EUGen layers of the 5-layer MLP (0: embedding -> width, 2: skip layer, 4: output)."""
@@ -73,10 +69,10 @@ class ISDFField(nn.Module):
             max_freq_exp=float(config.num_frequencies - 1), include_input=True,
         )
         eugen = config.eugen
-        self.mlp = EUGenMLP(
-            in_dim=self.embedding.get_out_dim(), num_layers=ISDF_LAYERS, layer_width=config.width, out_dim=1,
-            skip_connections=(ISDF_SKIP,), activation=nn.Softplus(beta=SOFTPLUS_BETA), layer_types="dense",
-            eugen_layers=eugen.layers, eugen=eugen.spec(), fuse_in_eval=eugen.fused_inference,
+        self.mlp = field_mlp(
+            eugen, eugen.layers, in_dim=self.embedding.get_out_dim(), num_layers=ISDF_LAYERS,
+            layer_width=config.width, out_dim=1, skip_connections=(ISDF_SKIP,),
+            activation=nn.Softplus(beta=SOFTPLUS_BETA),
         )
 
     def forward(self, points: Tensor) -> Tensor:

@@ -66,11 +66,10 @@ def camera_directions(intrinsics: Tensor, height: int, width: int) -> Tensor:
 def frame_rays(frames: Sequence[DepthFrame], directions: Tensor, rays_per_frame: int, generator: torch.Generator) -> RayBatch:
     """``rays_per_frame`` uniformly drawn pixels of each frame, as world rays with their measured depth."""
     height, width = directions.shape[:2]
-    depth = torch.stack([frame.depth for frame in frames])  # (F, H, W) z-depth
     poses = torch.stack([frame.camera_to_world for frame in frames])  # (F, 4, 4)
     pixels = torch.randint(0, height * width, (len(frames), rays_per_frame), generator=generator)
     camera = directions.reshape(-1, 3)[pixels]  # (F, R, 3)
-    z = torch.gather(depth.reshape(len(frames), -1), 1, pixels)
+    z = torch.stack([frame.depth.reshape(-1)[p] for frame, p in zip(frames, pixels)])  # (F, R) z-depth
     world = torch.einsum("fij,frj->fri", poses[:, :3, :3], camera)
     norm = world.norm(dim=-1)
     return RayBatch(

@@ -32,7 +32,6 @@ class _Step:
     MLP input when the layer has a skip connection.
     """
 
-    kind: str  # "linear" or "eugen"
     weight: torch.Tensor
     bias: torch.Tensor
     skip_weight: Optional[torch.Tensor] = None
@@ -63,12 +62,10 @@ def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 class FusedMLP:
     """Callable merged form of an :class:`EUGenMLP`; equal to its unfused forward (float rounding aside)."""
 
-    def __init__(self, steps: List[_Step], skip_connections, in_dim: int, out_activation, dtype) -> None:
+    def __init__(self, steps: List[_Step], in_dim: int, out_activation) -> None:
         self.steps = steps
-        self.skip_connections = skip_connections
         self.in_dim = in_dim
         self.out_activation = out_activation
-        self.dtype = dtype
 
     @classmethod
     @torch.no_grad()
@@ -81,20 +78,20 @@ class FusedMLP:
         for i, layer in enumerate(mlp.layers):
             has_skip = i in mlp.skip_connections
             split = mlp.in_dim if has_skip else 0  # skip inputs come first: cat([input, hidden])
-            if isinstance(layer, EUGenLinear):
+            is_eugen = isinstance(layer, EUGenLinear)
+            norm_weight = None
+            if is_eugen:
                 g = layer.projections.double()
                 d = layer.in_features
                 weight, bias = g[:, :d], g[:, d].clone()
-                norm_weight = None
             else:
                 weight, bias = _linear_parts(layer)
-                norm_weight = None
             skip_weight, hidden_weight = weight[:, :split], weight[:, split:]
             if carried is not None:
                 a, c = carried
                 bias = bias + hidden_weight @ c
                 hidden_weight = hidden_weight @ a
-                if isinstance(layer, EUGenLinear) and layer.use_norm:
+                if is_eugen and layer.use_norm:
                     r = _norm_factor(a, c)
                     norm_weight, norm_bias = r[:, :-1], r[:, -1]
             norm_rows = 0
@@ -105,26 +102,24 @@ class FusedMLP:
                 if has_skip:  # the skip input contributes to the projections, not to the norm rows
                     skip_weight = torch.cat([skip_weight, skip_weight.new_zeros(norm_rows, split)], dim=0)
             step = _Step(
-                kind="eugen" if isinstance(layer, EUGenLinear) else "linear",
                 weight=hidden_weight.to(dtype),
                 bias=bias.to(dtype),
                 skip_weight=skip_weight.to(dtype) if has_skip else None,
                 activation=mlp.activation if mlp.applies_activation(i) else None,
-                layer=layer if isinstance(layer, EUGenLinear) else None,
+                layer=layer if is_eugen else None,
                 norm_rows=norm_rows,
             )
-            if isinstance(layer, EUGenLinear) and layer.use_norm:
-                step.norm_projection = layer.projections[:, layer.in_features + 1].to(dtype).contiguous()
-            if isinstance(layer, EUGenLinear):
+            carried = None
+            if is_eugen:
+                if layer.use_norm:
+                    step.norm_projection = layer.projections[:, layer.in_features + 1].to(dtype).contiguous()
                 a = layer.weight.double()
                 c = layer.bias.double() if layer.bias is not None else a.new_zeros(a.shape[0])
                 if i == last:
                     step.out_weight, step.out_bias = a.to(dtype), c.to(dtype)
                 carried = (a, c)
-            else:
-                carried = None
             steps.append(step)
-        return cls(steps, mlp.skip_connections, mlp.in_dim, mlp.out_activation, dtype)
+        return cls(steps, mlp.in_dim, mlp.out_activation)
 
     def __call__(self, in_tensor: torch.Tensor) -> torch.Tensor:
         lead = in_tensor.shape[:-1]
@@ -138,7 +133,7 @@ class FusedMLP:
             z = torch.addmm(step.bias, x, step.weight.T)
             if step.skip_weight is not None:
                 z = z.addmm_(inputs, step.skip_weight.T) if inplace else z + inputs @ step.skip_weight.T
-            if step.kind == "linear":
+            if step.layer is None:  # dense / low-rank
                 x = step.activation(z) if step.activation is not None else z
                 continue
             layer = step.layer

@@ -148,7 +148,10 @@ class EUGenMLP(nn.Module):
         return self.out_dim
 
     def applies_activation(self, index: int) -> bool:
-        """Hidden dense/low-rank layers are followed by ``activation``; EUGen layers carry their own."""
+        """Hidden dense/low-rank layers are followed by ``activation``; EUGen layers carry their own.
+
+        Read from the layers on every call, not cached: distillation swaps layers after construction.
+        """
         return (
             self.activation is not None
             and index < self.num_layers - 1

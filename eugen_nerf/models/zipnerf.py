@@ -20,9 +20,8 @@ from nerfstudio.field_components.spatial_distortions import SceneContraction
 from nerfstudio.fields.density_fields import HashMLPDensityField
 from nerfstudio.model_components.losses import MSELoss
 from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler, UniformSampler
-from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, NormalsRenderer, RGBRenderer
+from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, RGBRenderer
 from nerfstudio.model_components.scene_colliders import NearFarCollider
-from nerfstudio.model_components.shaders import NormalsShader
 from nerfstudio.models.base_model import Model
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
 from nerfstudio.utils import colormaps
@@ -140,8 +139,6 @@ class EUGenZipNeRFModel(NerfactoModel):
         self.renderer_accumulation = AccumulationRenderer()
         self.renderer_depth = DepthRenderer(method="median")
         self.renderer_expected_depth = DepthRenderer(method="expected")
-        self.renderer_normals = NormalsRenderer()
-        self.normals_shader = NormalsShader()
         self.rgb_loss = MSELoss()
         self.psnr = PeakSignalNoiseRatio(data_range=1.0)  # training-batch PSNR, used by NerfactoModel
         self.step = 0
