@@ -44,7 +44,8 @@ def test_methods_pick_their_device_and_object_scene_defaults(name):
     assert config.machine.device_type == expected
     assert config.mixed_precision == (expected == "cuda")
     assert isinstance(config.pipeline.datamanager.dataparser, SceneDataParserConfig)
-    assert config.pipeline.model.background_color == "white"
+    assert config.pipeline.model.background_color == "auto"  # chosen from the data (white for our scenes)
+    assert (config.pipeline.model.near_plane, config.pipeline.model.far_plane) == (None, None)
     assert config.viewer.websocket_host == "127.0.0.1"
 
 
