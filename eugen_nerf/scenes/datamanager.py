@@ -15,11 +15,8 @@ from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, Va
 from nerfstudio.data.datasets.base_dataset import InputDataset
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from eugen_nerf.scenes.framing import FRAMING_KEY, Framing, choose_framing, scene_json_hint
+from eugen_nerf.scenes.framing import FRAMING_IMAGES, FRAMING_KEY, Framing, choose_framing, scene_json_hint
 from eugen_nerf.scenes.quiet import quiet_camera_indexing
-
-FRAMING_IMAGES = 8
-"""Training images (evenly spread) whose borders decide between an object scene and an unbounded one."""
 
 
 class FramingMixin:

@@ -38,6 +38,8 @@ BORDER_TOLERANCE = 0.08
 """Largest per-channel difference from the background colour (JPEG ringing, anti-aliasing)."""
 OBJECT_NEAR, OBJECT_FAR = 0.5, 1.5
 """Object scenes: near and far as multiples of the nearest / farthest camera's distance to the focus point."""
+FRAMING_IMAGES = 8
+"""Training images (evenly spread) whose borders decide between an object scene and an unbounded one."""
 UNBOUNDED_NEAR, UNBOUNDED_FAR = 0.05, 1000.0
 """Unbounded scenes: nerfacto's planes for poses auto-scaled into the unit cube."""
 
