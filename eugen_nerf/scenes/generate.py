@@ -179,8 +179,10 @@ def capture_rig(
             fibonacci_directions(config.num_train, rng, hemisphere=True),
             random_directions(config.num_val + config.num_test, rng, hemisphere=True),
         ])
-        directions[:, 2] = np.maximum(directions[:, 2], 0.05)  # keep above the horizon
-        directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+        elevation = np.arcsin(np.clip(directions[:, 2], 0.0, 1.0))  # 0..90 deg -> 5..40 deg: around, not over
+        elevation = np.radians(5.0) + elevation * (np.radians(35.0) / (0.5 * math.pi))
+        horizontal = directions[:, :2] / np.maximum(np.linalg.norm(directions[:, :2], axis=1, keepdims=True), 1e-9)
+        directions = np.concatenate([np.cos(elevation)[:, None] * horizontal, np.sin(elevation)[:, None]], axis=1)
         radii = rng.uniform(*UNBOUNDED_RADII, size=total)
         targets = rng.normal(scale=0.15, size=(total, 3))
         poses = np.stack([look_at(r * d - t) for r, d, t in zip(radii, directions, targets)])
