@@ -49,6 +49,8 @@ FORMAT_VERSION = 1
 NEAR_FAR_MARGIN = 1.0
 """near = radius - 1 - margin, far = radius + 1 + margin: 2 and 6 for the default radius of 4."""
 SceneKind = Literal["object", "captured", "unbounded", "forward-facing"]
+CAPTURE_OPTIONS = ("kind", "frame_rotation_seed", "frame_scale", "frame_offset", "distortion", "environment", "jpeg_quality")
+"""SceneConfig fields that only the capture-style kinds use."""
 UNBOUNDED_RADII = (2.5, 5.0)
 """unbounded: camera distances are drawn uniformly from this range (the object fills the unit sphere)."""
 ENVIRONMENT_RADIUS = 12.0
@@ -292,8 +294,11 @@ def generate_scene(config: SceneConfig) -> Path:
 def provenance(
     config: SceneConfig, mesh_path: Path, bundled: bool, color: str, normalisation: Normalisation
 ) -> dict[str, Any]:
-    """scene.json: where the scene came from and the conventions it follows (no timestamps: deterministic)."""
-    options = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("output", "overwrite")}
+    """scene.json: where the scene came from and the conventions it follows (no timestamps: deterministic).
+
+    The capture-style options do not apply to object scenes and are left out (so scene.json is unchanged)."""
+    skip = ("output", "overwrite", *CAPTURE_OPTIONS)
+    options = {k: v for k, v in dataclasses.asdict(config).items() if k not in skip}
     return {
         "format_version": FORMAT_VERSION,
         "generator": "eugen-scenes",
