@@ -83,6 +83,14 @@ def test_methods_frame_train_and_render_each_scene_kind(method, kind, one_thread
     assert model.renderer_rgb.background_color == framing.background
     if kind == "captured":  # the written frame is undone: the planes of the canonical bunny64
         assert (framing.near, framing.far) == pytest.approx((2.0, 6.0), rel=0.02)
+    if framing.contraction and family(method) == "nerf":  # NeRF/SIREN fields see contracted positions
+        from eugen_nerf.models.framing import ContractedSampler
+
+        assert isinstance(model.sampler_uniform, ContractedSampler)
+        ray_bundle, _ = pipeline.datamanager.next_train(0)
+        samples = model.sampler_uniform(model.collider(ray_bundle))
+        assert samples.frustums.get_positions().abs().max() <= 2.0 + 1e-5
+        assert float(samples.frustums.ends.max()) > 100.0  # while the distances stay metric
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step in range(2):
         _, loss_dict, _ = pipeline.get_train_loss_dict(step)
