@@ -1,4 +1,4 @@
-"""Shared pieces of every eugen-nerf method configuration: device choice, data validation, framing from the data."""
+"""Shared pieces of every eugen-nerf method configuration: device, data validation, framing from the data."""
 
 from __future__ import annotations
 

@@ -31,7 +31,11 @@ class FramedModelMixin:
     """For nerfstudio ``Model`` subclasses: the data's framing with command-line overrides."""
 
     def data_framing(
-        self, near: Optional[float], far: Optional[float], background: str, disable_contraction: Optional[bool]
+        self,
+        near: Optional[float],
+        far: Optional[float],
+        background: str,
+        disable_contraction: Optional[bool],
     ) -> Framing:
         metadata = self.kwargs.get("metadata") or {}  # type: ignore[attr-defined]
         framing = metadata.get(FRAMING_KEY)

@@ -16,7 +16,11 @@ from torch import Tensor
 
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.model_components.losses import MSELoss
-from nerfstudio.model_components.ray_samplers import PDFSampler, UniformLinDispPiecewiseSampler, UniformSampler
+from nerfstudio.model_components.ray_samplers import (
+    PDFSampler,
+    UniformLinDispPiecewiseSampler,
+    UniformSampler,
+)
 from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, RGBRenderer
 from nerfstudio.model_components.scene_colliders import NearFarCollider
 from nerfstudio.models.vanilla_nerf import NeRFModel, VanillaModelConfig
@@ -99,7 +103,8 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
         self.sampler_uniform = UniformSampler(num_samples=config.num_coarse_samples)
         self.sampler_pdf = PDFSampler(num_samples=config.num_importance_samples)
         if framing.contraction:
-            self.sampler_uniform = ContractedSampler(UniformLinDispPiecewiseSampler(num_samples=config.num_coarse_samples))
+            piecewise = UniformLinDispPiecewiseSampler(num_samples=config.num_coarse_samples)
+            self.sampler_uniform = ContractedSampler(piecewise)
             self.sampler_pdf = ContractedSampler(self.sampler_pdf)
         self.renderer_rgb = RGBRenderer(background_color=framing.background)
         self.renderer_accumulation = AccumulationRenderer()

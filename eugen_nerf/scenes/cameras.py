@@ -39,7 +39,8 @@ class Intrinsics:
         xs = (np.arange(self.width)[:, None] + offsets).ravel()
         ys = (np.arange(self.height)[:, None] + offsets).ravel()
         x, y = np.meshgrid(xs, ys)
-        u, v = undistort((x - 0.5 * self.width) / self.focal, (y - 0.5 * self.height) / self.focal, self.distortion)
+        x, y = (x - 0.5 * self.width) / self.focal, (y - 0.5 * self.height) / self.focal
+        u, v = undistort(x, y, self.distortion)
         return np.stack([u, -v, -np.ones_like(x)], axis=-1)
 
 

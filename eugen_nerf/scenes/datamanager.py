@@ -15,7 +15,7 @@ from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, Va
 from nerfstudio.data.datasets.base_dataset import InputDataset
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from eugen_nerf.scenes.framing import FRAMING_IMAGES, FRAMING_KEY, Framing, choose_framing, scene_json_hint
+from eugen_nerf.scenes.framing import FRAMING_KEY, Framing, choose_framing, evenly_spread, scene_json_hint
 from eugen_nerf.scenes.quiet import quiet_camera_indexing
 
 
@@ -28,8 +28,7 @@ class FramingMixin:
         super().__init__(*args, **kwargs)
         outputs = self.train_dataparser_outputs
         dataset = self.train_dataset
-        picks = np.unique(np.linspace(0, len(dataset) - 1, min(FRAMING_IMAGES, len(dataset))).round().astype(int))
-        images = [dataset.get_image_float32(int(i)).numpy() for i in picks]
+        images = [dataset.get_image_float32(i).numpy() for i in evenly_spread(len(dataset))]
         self.framing = choose_framing(
             outputs.cameras.camera_to_worlds.numpy(),
             images,
@@ -41,9 +40,9 @@ class FramingMixin:
         extent = float(np.abs(outputs.cameras.camera_to_worlds[:, :3, 3].numpy()).max())
         if self.framing.contraction and not 0.2 <= extent <= 2.0:
             CONSOLE.print(
-                f"[yellow]Warning: unbounded scene, but the cameras reach {extent:.3g} from the origin; scene "
-                "contraction expects them in the unit cube (use nerfstudio's auto-scaling, e.g. the "
-                "nerfstudio-data dataparser with --auto-scale-poses True)"
+                f"[yellow]Warning: unbounded scene, but the cameras reach {extent:.3g} from the origin; "
+                "scene contraction expects them in the unit cube (use nerfstudio's auto-scaling, e.g. "
+                "the nerfstudio-data dataparser with --auto-scale-poses True)"
             )
 
     def next_train(self, step: int):

@@ -25,7 +25,7 @@ import numpy as np
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import Nerfstudio, NerfstudioDataParserConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from eugen_nerf.scenes.framing import FRAMING_IMAGES, border_background, focus_point, scene_json_hint
+from eugen_nerf.scenes.framing import border_background, evenly_spread, focus_point, scene_json_hint
 from eugen_nerf.scenes.validate import clean, transforms_path, validate_scene
 
 VERBATIM = {"orientation_method": "none", "center_method": "none", "auto_scale_poses": False}
@@ -44,8 +44,8 @@ def object_frame_scale(data: Path) -> Optional[float]:
     try:
         source = transforms_path(Path(data))
         frames = json.loads(source.read_text())["frames"]
-        picks = np.unique(np.linspace(0, len(frames) - 1, min(FRAMING_IMAGES, len(frames))).round().astype(int))
-        images = [iio.imread(source.parent / clean(frames[i]["file_path"])) for i in picks]
+        paths = [source.parent / clean(frames[i]["file_path"]) for i in evenly_spread(len(frames))]
+        images = [iio.imread(path) for path in paths]
         poses = np.array([np.asarray(frame["transform_matrix"], dtype=np.float64)[:3] for frame in frames])
     except (OSError, KeyError, TypeError, ValueError):
         return None

@@ -124,6 +124,11 @@ def border_background(images: Sequence[np.ndarray]) -> Optional[str]:
     return None
 
 
+def evenly_spread(count: int, size: int = FRAMING_IMAGES) -> list[int]:
+    """Up to ``size`` indices spread evenly over ``range(count)`` (the images the framing looks at)."""
+    return sorted({int(i) for i in np.linspace(0, count - 1, min(size, count)).round()})
+
+
 def focus_point(camera_to_worlds: np.ndarray) -> Optional[np.ndarray]:
     """Least-squares point closest to every optical axis (OpenGL cameras look down -z); ``None`` when the
     axes are (nearly) parallel or the point is behind a camera."""
@@ -147,12 +152,10 @@ def choose_framing(
     hint: Optional[dict] = None,
     dataparser_scale: float = 1.0,
 ) -> Framing:
-    """The framing of a dataset from its training cameras (N, 3|4, 4), a few training images and scene.json."""
+    """The framing of a dataset from its training cameras (N, 3|4, 4), a few training images, scene.json."""
     if hint is not None:
-        return Framing(
-            "object", hint["near"] * dataparser_scale, hint["far"] * dataparser_scale, hint["background"], False,
-            "scene.json",
-        )
+        near, far = hint["near"] * dataparser_scale, hint["far"] * dataparser_scale
+        return Framing("object", near, far, hint["background"], False, "scene.json")
     background = border_background(images)
     focus = focus_point(np.asarray(camera_to_worlds, dtype=np.float64)) if background else None
     if background is not None and focus is not None:

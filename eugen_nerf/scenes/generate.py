@@ -49,7 +49,9 @@ FORMAT_VERSION = 1
 NEAR_FAR_MARGIN = 1.0
 """near = radius - 1 - margin, far = radius + 1 + margin: 2 and 6 for the default radius of 4."""
 SceneKind = Literal["object", "captured", "unbounded", "forward-facing"]
-CAPTURE_OPTIONS = ("kind", "frame_rotation_seed", "frame_scale", "frame_offset", "distortion", "environment", "jpeg_quality")
+CAPTURE_OPTIONS = (
+    "kind", "frame_rotation_seed", "frame_scale", "frame_offset", "distortion", "environment", "jpeg_quality"
+)
 """SceneConfig fields that only the capture-style kinds use."""
 UNBOUNDED_RADII = (2.5, 5.0)
 """unbounded: camera distances are drawn uniformly from this range (the object fills the unit sphere)."""
@@ -183,15 +185,19 @@ def capture_rig(
         ])
         elevation = np.arcsin(np.clip(directions[:, 2], 0.0, 1.0))  # 0..90 deg -> 5..40 deg: around, not over
         elevation = np.radians(5.0) + elevation * (np.radians(35.0) / (0.5 * math.pi))
-        horizontal = directions[:, :2] / np.maximum(np.linalg.norm(directions[:, :2], axis=1, keepdims=True), 1e-9)
-        directions = np.concatenate([np.cos(elevation)[:, None] * horizontal, np.sin(elevation)[:, None]], axis=1)
+        norms = np.maximum(np.linalg.norm(directions[:, :2], axis=1, keepdims=True), 1e-9)
+        horizontal = directions[:, :2] / norms
+        directions = np.concatenate([np.cos(elevation)[:, None] * horizontal, np.sin(elevation)[:, None]], 1)
         radii = rng.uniform(*UNBOUNDED_RADII, size=total)
         targets = rng.normal(scale=0.15, size=(total, 3))
         poses = np.stack([look_at(r * d - t) for r, d, t in zip(radii, directions, targets)])
         poses[:, :3, 3] += targets
     else:  # forward-facing: a handheld sweep across the front of the object, gently shaking
-        t = np.concatenate([np.linspace(0.0, 1.0, config.num_train), rng.uniform(0.05, 0.95, total - config.num_train)])
-        sway = np.stack([0.15 * np.sin(3.0 * math.pi * t), 1.2 * (t - 0.5), 0.3 * np.sin(2.0 * math.pi * t) + 0.2], axis=1)
+        held_out = rng.uniform(0.05, 0.95, total - config.num_train)
+        t = np.concatenate([np.linspace(0.0, 1.0, config.num_train), held_out])
+        sway = np.stack(
+            [0.15 * np.sin(3.0 * math.pi * t), 1.2 * (t - 0.5), 0.3 * np.sin(2.0 * math.pi * t) + 0.2], axis=1
+        )
         positions = np.array([4.0, 0.0, 0.0]) + sway + rng.normal(scale=0.03, size=(total, 3))
         targets = rng.normal(scale=0.1, size=(total, 3))
         poses = np.stack([look_at(p - q) for p, q in zip(positions, targets)])
@@ -201,7 +207,9 @@ def capture_rig(
     return poses, splits, [f"frame_{i + 1:05d}" for i in range(total)]
 
 
-def generate_capture(config: SceneConfig, renderer: Renderer, intrinsics: Intrinsics, rng: np.random.Generator) -> None:
+def generate_capture(
+    config: SceneConfig, renderer: Renderer, intrinsics: Intrinsics, rng: np.random.Generator
+) -> None:
     """Write a capture-style scene: JPEG images and a transforms.json as ns-process-data writes it."""
     if config.kind == "captured":
         poses, splits, _ = camera_rig(config, rng)  # the object scene's own cameras
@@ -213,9 +221,11 @@ def generate_capture(config: SceneConfig, renderer: Renderer, intrinsics: Intrin
         written = poses
     with atomic_output(config.output, config.overwrite) as root:
         frames = []
-        for pose, pose_out, stem in track(list(zip(poses, written, stems)), description=f"Rendering {config.output.name}"):
+        views = list(zip(poses, written, stems))
+        for pose, pose_out, stem in track(views, description=f"Rendering {config.output.name}"):
             view = renderer.render(pose, intrinsics, config.supersample)
-            frames.append({**write_jpeg(root, stem, view.rgb, config.jpeg_quality), "transform_matrix": pose_to_json(pose_out)})
+            entry = write_jpeg(root, stem, view.rgb, config.jpeg_quality)
+            frames.append({**entry, "transform_matrix": pose_to_json(pose_out)})
         write_capture_transforms(root, intrinsics, frames, splits)
         write_json(root / "scene.json", capture_provenance(config))
 

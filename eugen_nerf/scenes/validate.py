@@ -194,7 +194,7 @@ def check_baseline(positions: np.ndarray, source: Path) -> None:
 
 
 def validate_blender(path: Path | str) -> SceneSummary:
-    """Raise :class:`SceneError` unless ``path`` holds a Blender-synthetic dataset (transforms_<split>.json)."""
+    """Raise :class:`SceneError` unless ``path`` is a Blender-synthetic dataset (transforms_<split>.json)."""
     root = Path(path)
     if not root.is_dir():
         raise SceneError(f"{root}: dataset folder does not exist")
