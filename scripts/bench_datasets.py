@@ -23,6 +23,7 @@ import argparse
 import copy
 import json
 import platform
+import sys
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -78,7 +79,7 @@ def method_config(name: str) -> TrainerConfig:
     }
     if name in specs:
         return small(specs[name].config)
-    config = small(stock_methods[name])  # stock nerfacto: CPU, and the plain datamanager (no worker processes)
+    config = small(stock_methods[name])  # stock nerfacto, on the plain datamanager (no worker processes)
     parallel = config.pipeline.datamanager
     config.pipeline.datamanager = VanillaDataManagerConfig(
         **{f.name: getattr(parallel, f.name) for f in fields(VanillaDataManagerConfig) if f.name != "_target"}
@@ -154,7 +155,7 @@ def main() -> None:
     if args.merge:
         parts = [json.loads(path.read_text()) for path in args.merge]
         runs = {m: r for part in parts for m, r in part["runs"].items()}
-        report = {**parts[0], "runs": runs, **summarise(runs)}
+        report = {**parts[0], "command": [part["command"] for part in parts], "runs": runs, **summarise(runs)}
         args.output.write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(summarise(runs), indent=2))
         return
@@ -165,14 +166,15 @@ def main() -> None:
         scenes: List[str] = ["unbounded"] if method == "nerfacto" else ["canonical", "captured", "unbounded"]
         for scene in scenes:
             torch.manual_seed(0)
-            config_path, seconds = train(method_config(method), SCENES[scene], args.steps, args.work_dir / method)
+            config = method_config(method)
+            config_path, seconds = train(config, SCENES[scene], args.steps, args.work_dir / method)
             result = {**evaluate(config_path), "seconds_per_step": seconds, "steps": args.steps}
             runs.setdefault(method, {})[scene] = result
             print(f"{method:14s} {scene:10s} PSNR {result['psnr']:.2f}  {result['framing']}", flush=True)
     report = {
         "description": "test PSNR of each method on bunny64 vs its captured variant (same steps, seed); "
         "unbounded scene vs stock nerfacto. CPU, small configurations, short runs.",
-        "command": "python scripts/bench_datasets.py " + f"--steps {args.steps}",
+        "command": " ".join(["python", "scripts/bench_datasets.py", *sys.argv[1:]]),
         "platform": {"machine": platform.machine(), "torch": torch.__version__,
                      "device": "cuda" if torch.cuda.is_available() else "cpu", "threads": args.threads},
         "goal_frame_psnr_db": GOAL_FRAME_PSNR_DB,
