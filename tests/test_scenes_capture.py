@@ -95,3 +95,28 @@ def test_command_line_overrides_win_and_bad_planes_are_refused():
     assert "command line" in changed.source
     with pytest.raises(ValueError, match="near plane 7.0 and far plane 6.0"):
         framing.override(near=7.0)
+
+
+def test_a_copy_with_re_expressed_cameras_no_longer_trusts_its_scene_json(tmp_path):
+    """The issue's case: bunny32 copied with its scene.json, cameras rotated, offset ~13 and scaled 3.7x."""
+    import shutil
+
+    from eugen_nerf.scenes.framing import declared_frame_mismatch, scene_json_hint
+    from eugen_nerf.scenes.generate import random_rotation
+
+    copy = shutil.copytree(SCENES / "bunny32", tmp_path / "copy", ignore=shutil.ignore_patterns("transforms_*"))
+    meta = json.loads((copy / "transforms.json").read_text())
+    rotation, offset = random_rotation(3), np.array([11.0, -6.0, 3.0])
+    for frame in meta["frames"]:
+        pose = np.array(frame["transform_matrix"])
+        pose[:3, :3], pose[:3, 3] = rotation @ pose[:3, :3], 3.7 * rotation @ pose[:3, 3] + offset
+        frame["transform_matrix"] = pose.tolist()
+    (copy / "transforms.json").write_text(json.dumps(meta))
+    hint = scene_json_hint(copy)
+    poses = np.array([f["transform_matrix"] for f in meta["frames"]])
+    assert hint is not None and "outside near 2 / far 6" in declared_frame_mismatch(hint, poses)
+    resolved = dataparser_config(copy).resolved()  # not verbatim: brought back into the object frame
+    assert (resolved.orientation_method, resolved.center_method, resolved.auto_scale_poses) == ("up", "focus", False)
+    assert resolved.scale_factor == pytest.approx(1.0 / 3.7, rel=1e-3)
+    original = np.array([f["transform_matrix"] for f in json.loads((SCENES / "bunny32" / "transforms.json").read_text())["frames"]])
+    assert declared_frame_mismatch(hint, original, at_origin=True) is None  # the shipped scene itself agrees

@@ -15,7 +15,14 @@ from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, Va
 from nerfstudio.data.datasets.base_dataset import InputDataset
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from eugen_nerf.scenes.framing import FRAMING_KEY, Framing, choose_framing, evenly_spread, scene_json_hint
+from eugen_nerf.scenes.framing import (
+    FRAMING_KEY,
+    Framing,
+    choose_framing,
+    declared_frame_mismatch,
+    evenly_spread,
+    scene_json_hint,
+)
 from eugen_nerf.scenes.quiet import quiet_camera_indexing
 
 
@@ -29,12 +36,13 @@ class FramingMixin:
         outputs = self.train_dataparser_outputs
         dataset = self.train_dataset
         images = [dataset.get_image_float32(i).numpy() for i in evenly_spread(len(dataset))]
-        self.framing = choose_framing(
-            outputs.cameras.camera_to_worlds.numpy(),
-            images,
-            scene_json_hint(self.config.dataparser.data),
-            float(outputs.dataparser_scale),
-        )
+        poses, scale = outputs.cameras.camera_to_worlds.numpy(), float(outputs.dataparser_scale)
+        hint = scene_json_hint(self.config.dataparser.data)
+        mismatch = None if hint is None else declared_frame_mismatch(hint, poses, scale)
+        if mismatch is not None:
+            CONSOLE.print(f"[yellow]Warning: ignoring scene.json's near/far/background: {mismatch}")
+            hint = None
+        self.framing = choose_framing(poses, images, hint, scale)
         dataset.metadata[FRAMING_KEY] = self.framing
         CONSOLE.print(f"Framing from the data: {self.framing.describe()}")
         extent = float(np.abs(outputs.cameras.camera_to_worlds[:, :3, 3].numpy()).max())

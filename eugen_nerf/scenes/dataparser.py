@@ -25,7 +25,13 @@ import numpy as np
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import Nerfstudio, NerfstudioDataParserConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from eugen_nerf.scenes.framing import border_background, evenly_spread, focus_point, scene_json_hint
+from eugen_nerf.scenes.framing import (
+    border_background,
+    declared_frame_mismatch,
+    evenly_spread,
+    focus_point,
+    scene_json_hint,
+)
 from eugen_nerf.scenes.validate import clean, transforms_path, validate_scene
 
 VERBATIM = {"orientation_method": "none", "center_method": "none", "auto_scale_poses": False}
@@ -36,6 +42,23 @@ OBJECT_CAMERA_DISTANCE = 4.0
 """Median camera distance to the focus point in the object frame (eugen-scenes' and Blender's radius)."""
 NERFSTUDIO_DEFAULTS = {"orientation_method": "up", "center_method": "poses", "auto_scale_poses": True}
 """nerfstudio-data's own defaults, for any other dataset."""
+
+
+def declares_its_frame(data: Path) -> bool:
+    """scene.json declares the object frame, and the cameras are where that frame puts them."""
+    hint = scene_json_hint(data)
+    if hint is None:
+        return False
+    try:
+        frames = json.loads(transforms_path(Path(data)).read_text())["frames"]
+        poses = np.array([np.asarray(frame["transform_matrix"], dtype=np.float64)[:3] for frame in frames])
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    mismatch = declared_frame_mismatch(hint, poses, at_origin=True)
+    if mismatch is not None:
+        CONSOLE.print(f"[yellow]Warning: {data}: scene.json declares the object frame, but {mismatch}; "
+                      "choosing the frame from the data")
+    return mismatch is None
 
 
 def object_frame_scale(data: Path) -> Optional[float]:
@@ -79,7 +102,7 @@ class SceneDataParserConfig(NerfstudioDataParserConfig):
         if all(value not in ("auto", None) for value in current.values()):
             return self
         chosen: dict = NERFSTUDIO_DEFAULTS
-        if scene_json_hint(self.data) is not None:
+        if declares_its_frame(self.data):
             chosen = VERBATIM
         elif (scale := object_frame_scale(self.data)) is not None:
             chosen = {**OBJECT_FRAME, "scale_factor": self.scale_factor * scale}

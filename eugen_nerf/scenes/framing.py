@@ -108,6 +108,31 @@ def scene_json_hint(data: Optional[Path]) -> Optional[dict]:
     return {"near": float(meta["near"]), "far": float(meta["far"]), "background": meta["background"]}
 
 
+def declared_frame_mismatch(
+    hint: dict, camera_to_worlds: np.ndarray, dataparser_scale: float = 1.0, at_origin: bool = False
+) -> Optional[str]:
+    """Why the cameras contradict scene.json's declared frame (``None`` if they agree).
+
+    The declaration holds for the cameras it was written with: they look at one point (the object,
+    at the origin when ``at_origin``, i.e. for poses used verbatim) from between ``near`` and ``far``. A
+    copy whose poses were re-expressed in another frame keeps a scene.json that no longer applies.
+    """
+    poses = np.asarray(camera_to_worlds, dtype=np.float64)
+    focus = focus_point(poses)
+    if focus is None:
+        return "the cameras do not look at one point"
+    distances = np.linalg.norm(poses[:, :3, 3] - focus, axis=1)
+    near, far = hint["near"] * dataparser_scale, hint["far"] * dataparser_scale
+    if not near < distances.min() <= distances.max() < far:
+        return (
+            f"the cameras are {distances.min():.3g} to {distances.max():.3g} from their focus point, "
+            f"outside near {near:.3g} / far {far:.3g}"
+        )
+    if at_origin and np.linalg.norm(focus) > dataparser_scale:
+        return f"the cameras look at {np.round(focus, 3).tolist()}, not at the origin"
+    return None
+
+
 def border_background(images: Sequence[np.ndarray]) -> Optional[str]:
     """``"white"``/``"black"`` when nearly all border pixels of ``images`` ((H, W, 3) in [0, 1]) are that."""
     borders = []
