@@ -171,6 +171,11 @@ def main() -> None:
             result = {**evaluate(config_path), "seconds_per_step": seconds, "steps": args.steps}
             runs.setdefault(method, {})[scene] = result
             print(f"{method:14s} {scene:10s} PSNR {result['psnr']:.2f}  {result['framing']}", flush=True)
+            write_report(args, runs)  # after every run: an interrupted benchmark keeps what it measured
+    print(json.dumps(summarise(runs), indent=2))
+
+
+def write_report(args: argparse.Namespace, runs: Dict[str, Dict[str, Dict[str, object]]]) -> None:
     report = {
         "description": "test PSNR of each method on bunny64 vs its captured variant (same steps, seed); "
         "unbounded scene vs stock nerfacto. CPU, small configurations, short runs.",
@@ -183,7 +188,6 @@ def main() -> None:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(summarise(runs), indent=2))
 
 
 if __name__ == "__main__":
