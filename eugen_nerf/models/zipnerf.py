@@ -68,13 +68,19 @@ class EUGenZipNeRFModelConfig(NerfactoModelConfig):
     proposal_initial_sampler: Literal["auto", "piecewise", "uniform"] = "auto"
     """auto: uniform between the planes of an object scene, nerfacto's piecewise for unbounded data."""
     use_appearance_embedding: bool = False
-    average_init_density: float = 0.01
+    average_init_density: Optional[float] = None
+    """Density scale at initialisation; None: 1.0 on a solid (white/black) background, nerfacto's 0.01 otherwise.
+    On a solid background 0.01 leaves every ray nearly empty, so the loss pushes every sample's colour
+    towards the background's opposite until the sigmoid saturates (measured: a black bunny, dense and EUGen);
+    a fog of density 1 lets colour fit before density carves the object out."""
     implementation: Literal["tcnn", "torch"] = field(default_factory=hash_implementation)
     camera_optimizer: CameraOptimizerConfig = field(default_factory=lambda: CameraOptimizerConfig(mode="off"))
     eval_num_rays_per_chunk: int = 4096
 
     def __post_init__(self) -> None:
         check_planes(self.near_plane, self.far_plane)
+        if self.average_init_density is not None and not self.average_init_density > 0:
+            raise ValueError(f"average-init-density must be > 0, got {self.average_init_density}")
         if self.use_appearance_embedding or self.predict_normals:
             raise ValueError("use-appearance-embedding and predict-normals are not supported by the EUGen Zip-NeRF field")
         for name in ("hidden_dim", "hidden_dim_color", "num_levels", "num_nerf_samples_per_ray"):
@@ -95,6 +101,9 @@ class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
             config.near_plane, config.far_plane, config.background_color, config.disable_scene_contraction
         )
         contraction = SceneContraction(order=float("inf")) if framing.contraction else None
+        init_density = config.average_init_density
+        if init_density is None:
+            init_density = 1.0 if framing.background in ("white", "black") else 0.01
         self.field = EUGenZipNeRFField(
             self.scene_box.aabb,
             config.eugen,
@@ -108,7 +117,7 @@ class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
             log2_hashmap_size=config.log2_hashmap_size,
             features_per_level=config.features_per_level,
             spatial_distortion=contraction,
-            average_init_density=config.average_init_density,
+            average_init_density=init_density,
             implementation=config.implementation,
         )
         self.camera_optimizer = config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
@@ -119,7 +128,7 @@ class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
                 self.scene_box.aabb,
                 spatial_distortion=contraction,
                 **config.proposal_net_args_list[min(i, len(config.proposal_net_args_list) - 1)],
-                average_init_density=config.average_init_density,
+                average_init_density=init_density,
                 implementation=config.implementation,
             )
             for i in range(num_networks)
