@@ -3,6 +3,7 @@
 import time
 
 import pytest
+import torch
 
 from eugen_nerf.eval.timing import Timing, benchmark, benchmark_interleaved, median_rate, render_and_score
 
@@ -57,3 +58,15 @@ def test_interleaved_benchmark_alternates_variants_and_keeps_ratios():
     assert calls == ["fast", "slow"] + ["fast", "slow"] * 3
     assert len(timings["slow"].seconds) == 3
     assert timings["slow"].median > timings["fast"].median + 0.015
+
+
+def test_benchmarks_refuse_to_time_non_finite_outputs():
+    from eugen_nerf.eval.timing import NonFiniteOutput, benchmark, benchmark_interleaved
+
+    nan = torch.tensor([1.0, float("nan")])
+    with pytest.raises(NonFiniteOutput, match="1 of 2 values"):
+        benchmark(lambda: {"rgb": nan}, "cpu", warmup=0, repeats=2)
+    with pytest.raises(NonFiniteOutput, match="broken"):
+        benchmark_interleaved({"fine": lambda: torch.ones(3), "broken": lambda: [torch.ones(1), nan * 0 + float("inf")]},
+                              "cpu", warmup=0, repeats=1)
+    assert len(benchmark(lambda: torch.ones(3), "cpu", warmup=0, repeats=2).seconds) == 2

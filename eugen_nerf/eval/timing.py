@@ -48,15 +48,32 @@ def timed(fn: Callable[[], T], device: torch.device | str) -> tuple[T, float]:
     return result, time.perf_counter() - start
 
 
+class NonFiniteOutput(ArithmeticError):
+    """What was timed produced inf or NaN: its speed means nothing."""
+
+
+def check_finite(result: object, name: str = "result") -> None:
+    """Raise :class:`NonFiniteOutput` if any tensor in ``result`` (nested dicts/lists/tuples) is not finite."""
+    if isinstance(result, torch.Tensor):
+        if result.is_floating_point() and not bool(torch.isfinite(result).all()):
+            bad = int((~torch.isfinite(result)).sum())
+            raise NonFiniteOutput(f"{name}: {bad} of {result.numel()} values are inf/NaN; not timing it")
+    elif isinstance(result, dict):
+        for key, value in result.items():
+            check_finite(value, f"{name}[{key!r}]")
+    elif isinstance(result, (list, tuple)):
+        for index, value in enumerate(result):
+            check_finite(value, f"{name}[{index}]")
+
+
 def benchmark(
     fn: Callable[[], object], device: torch.device | str, warmup: int = 1, repeats: int = 5
 ) -> Timing:
-    """Time ``fn``: ``warmup`` untimed calls (lazy init, caches, autotuning), then ``repeats`` timed ones."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(warmup):
-        fn()
-    return Timing([timed(fn, device)[1] for _ in range(repeats)])
+    """Time ``fn``: ``warmup`` untimed calls (lazy init, caches, autotuning), then ``repeats`` timed ones.
+
+    The first timed call's output is checked finite (:func:`check_finite`) outside the timed region.
+    """
+    return benchmark_interleaved({"fn": fn}, device, warmup, repeats)["fn"]
 
 
 def benchmark_interleaved(
@@ -66,6 +83,7 @@ def benchmark_interleaved(
 
     Load from other processes (or clock changes) then hits all variants alike, so their ratios stay
     meaningful on a shared machine, which separate back-to-back :func:`benchmark` calls do not guarantee.
+    Each variant's first timed output is checked finite: a NaN network is fast and worthless.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -73,9 +91,13 @@ def benchmark_interleaved(
         for _ in range(warmup):
             fn()
     timings = {name: Timing() for name in fns}
-    for _ in range(repeats):
+    for repeat in range(repeats):
         for name, fn in fns.items():
-            timings[name].seconds.append(timed(fn, device)[1])
+            result, seconds = timed(fn, device)
+            if repeat == 0:
+                check_finite(result, name)
+            timings[name].seconds.append(seconds)
+            del result
     return timings
 
 
