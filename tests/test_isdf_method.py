@@ -31,7 +31,7 @@ def test_isdf_method_trains_and_renders(spec) -> None:
     assert isinstance(model, ISDFModel) and model.field.mlp.has_eugen == (spec is eugen_isdf)
     optimizers = Optimizers(config.optimizers, pipeline.get_param_groups())
     losses = []
-    for step in range(12):
+    for step in range(24):
         ray_bundle, batch = pipeline.datamanager.next_train(step)
         assert torch.equal(ray_bundle.metadata["depth"], batch["depth_image"])
         _, loss_dict, _ = pipeline.get_train_loss_dict(step)
