@@ -36,6 +36,24 @@ def read_tree(root: Path) -> dict[str, bytes]:
 
 
 # --------------------------------------------------------------------------- inputs, made once per module
+RUN = Path("bunny64", "dense-nerf", "shipped")
+"""Where a copied run lies under its output_dir, as nerfstudio lays runs out (ns-eval finds it there)."""
+
+
+def copy_run(root: Path, name: str) -> Path:
+    """A copy of the shipped teacher at ``root/name/RUN`` whose config's output_dir is ``root/name``."""
+    run = shutil.copytree(TEACHER, root / name / RUN)
+    config = (run / "config.yml").read_text()
+    marker = "output_dir: !!python/object/apply:pathlib.PosixPath\n- teachers\n"
+    assert marker in config
+    (run / "config.yml").write_text(config.replace(marker, marker.replace("teachers", str(root / name))))
+    return run
+
+
+def run_dir(inputs: Path, name: str) -> Path:
+    return inputs / name / RUN
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
     """Broken copies of shipped scenes and runs, and broken files, shared read-only by the cases."""
@@ -57,11 +75,10 @@ def inputs(tmp_path_factory) -> Path:
     (root / "text.png").write_text("this is not an image\n")
     iio.imwrite(root / "a.png", np.zeros((32, 32, 3), np.uint8))
 
-    run = shutil.copytree(TEACHER, root / "run_truncated")
+    run = copy_run(root, "run_truncated")
     (checkpoint,) = (run / "nerfstudio_models").glob("step-*.ckpt")
     checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 3])
-    run = shutil.copytree(TEACHER, root / "run_no_ckpt")
-    shutil.rmtree(run / "nerfstudio_models")
+    shutil.rmtree(copy_run(root, "run_no_ckpt") / "nerfstudio_models")
     (root / "run_garbage").mkdir()
     (root / "run_garbage" / "config.yml").write_text("::: not yaml [\n")
     return root
@@ -177,20 +194,20 @@ CASES = [
     Case("eval-missing-config", lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
          "eugen-eval", lambda i, s: f"{s / 'none.yml'}: no such run config", code=1),
     Case("eval-garbage-config", lambda i, s: ["--load-config", str(i / "run_garbage" / "config.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a readable nerfstudio config", code=1),
-    Case("eval-no-checkpoints", lambda i, s: ["--load-config", str(i / "run_no_ckpt" / "config.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: "run_no_ckpt/config.yml: no checkpoints", code=1),
+         "eugen-eval", lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a nerfstudio TrainerConfig", code=1),
+    Case("eval-no-checkpoints", lambda i, s: ["--load-config", str(run_dir(i, "run_no_ckpt") / "config.yml"), "--output", str(s / "r.json")],
+         "eugen-eval", lambda i, s: "shipped/config.yml: no checkpoints", code=1),
     Case("eval-truncated-checkpoint",
-         lambda i, s: ["--load-config", str(i / "run_truncated" / "config.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: "run_truncated/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint", code=1),
+         lambda i, s: ["--load-config", str(run_dir(i, "run_truncated") / "config.yml"), "--output", str(s / "r.json")],
+         "eugen-eval", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint", code=1),
     Case("eval-lpips-text-image", lambda i, s: ["lpips", str(i / "a.png"), str(i / "text.png")],
          "eugen-eval", lambda i, s: f"{i / 'text.png'}: image file is unreadable", code=1),
     # ---------------------------------------------------------------- eugen-distill
     Case("distill-missing-teacher", lambda i, s: ["--teacher", str(s / "none"), "--output-dir", str(s / "out")],
          "eugen-distill", lambda i, s: f"{s / 'none'}: not a nerfstudio run directory"),
     Case("distill-truncated-checkpoint",
-         lambda i, s: ["--teacher", str(i / "run_truncated"), "--output-dir", str(s / "out")],
-         "eugen-distill", lambda i, s: "run_truncated/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
+         lambda i, s: ["--teacher", str(run_dir(i, "run_truncated")), "--output-dir", str(s / "out")],
+         "eugen-distill", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
     Case("distill-output-holds-a-run", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out")],
          "eugen-distill", lambda i, s: f"--output-dir {s / 'out'} already holds a run", prepare=earlier_student),
     Case("distill-num-features-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--num-features", "0"],
@@ -204,12 +221,12 @@ CASES = [
     Case("viewer-missing-left", lambda i, s: ["--left", str(s / "none.yml"), "--right", str(TEACHER / "config.yml")],
          "eugen-viewer", lambda i, s: f"--left: {s / 'none.yml'}: not a nerfstudio run directory"),
     Case("viewer-right-without-checkpoints",
-         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(i / "run_no_ckpt" / "config.yml")],
-         "eugen-viewer", lambda i, s: "--right: " + str(i / "run_no_ckpt")),
+         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(run_dir(i, "run_no_ckpt") / "config.yml")],
+         "eugen-viewer", lambda i, s: "--right: " + str(run_dir(i, "run_no_ckpt"))),
     Case("viewer-truncated-checkpoint",
-         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(i / "run_truncated" / "config.yml"),
+         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(run_dir(i, "run_truncated") / "config.yml"),
                        "--port", "0"],
-         "eugen-viewer", lambda i, s: "run_truncated/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
+         "eugen-viewer", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
     Case("viewer-render-height-0",
          lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(TEACHER / "config.yml"), "--render-height", "0"],
          "eugen-viewer", lambda i, s: "--render-height must be an integer >= 1"),
@@ -221,12 +238,18 @@ CASES = [
 ]
 
 
+def _no_server(*args, **kwargs):
+    raise AssertionError("eugen-viewer started serving despite bad input")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: Path, scratch: Path, monkeypatch, capsys):
     if case.prepare is not None:
         case.prepare(scratch)
     before_scratch, before_inputs = read_tree(scratch), read_tree(inputs)
     monkeypatch.setattr(sys, "argv", [case.script, *case.run(inputs, scratch)])
+    if case.script == "eugen-viewer":  # bad input must stop it before it serves (else it would serve forever)
+        monkeypatch.setattr("eugen_nerf.viewer.cli.viser.ViserServer", _no_server)
     with pytest.raises(SystemExit) as exit_info:
         entry(case.script)()
     out = capsys.readouterr()
@@ -235,9 +258,10 @@ def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: P
     flat = " ".join(text.split())
     assert case.names(inputs, scratch) in flat, text
     assert "Traceback" not in text
-    if case.script.startswith("eugen-"):  # ours: exactly one line, starting with the command's name
+    if case.script.startswith("eugen-"):  # ours: one error line, the last, starting with the command's name
         lines = [line for line in text.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith(f"{case.script}: error: "), text
+        assert lines[-1].startswith(f"{case.script}: error: ") and case.names(inputs, scratch) in lines[-1], text
+        assert sum("error" in line.lower() for line in lines) == 1, text
     assert read_tree(scratch) == before_scratch
     assert read_tree(inputs) == before_inputs
 
@@ -257,7 +281,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def test_ns_eval_on_a_truncated_checkpoint_is_one_line(inputs: Path, tmp_path: Path):
     """Stock ``ns-eval`` (a subprocess: its own exception handling) on our run with a truncated checkpoint."""
     before = read_tree(inputs)
-    result = run([str(BIN / "ns-eval"), "--load-config", str(inputs / "run_truncated" / "config.yml"),
+    result = run([str(BIN / "ns-eval"), "--load-config", str(run_dir(inputs, "run_truncated") / "config.yml"),
                   "--output-path", str(tmp_path / "eval.json")], cwd=REPO)
     text = result.stdout + result.stderr
     assert result.returncode == 1, text

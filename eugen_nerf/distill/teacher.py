@@ -41,9 +41,12 @@ class Teacher:
         return self.pipeline.model
 
 
-def load_checkpoint_strict(pipeline, checkpoint: Path, config_path: Path, method: str) -> int:
-    """Load ``checkpoint`` into ``pipeline``'s model, every key and shape matching, and return its step."""
-    loaded = load_checkpoint(checkpoint)
+def load_checkpoint_strict(
+    pipeline, checkpoint: Path, config_path: Path, method: str, loaded: dict | None = None
+) -> int:
+    """Load ``checkpoint`` (already read: ``loaded``) into ``pipeline``'s model, every key and shape matching,
+    and return its step."""
+    loaded = loaded if loaded is not None else load_checkpoint(checkpoint)
     state = {key.removeprefix("module."): value for key, value in loaded["pipeline"].items()}
     model_state = {key[len("_model."):]: value for key, value in state.items() if key.startswith("_model.")}
     expected = pipeline.model.state_dict()
@@ -77,9 +80,10 @@ def load_teacher(path: Path, device: Optional[str] = None) -> Teacher:
     config_path = find_config(path)
     checkpoint = latest_checkpoint(config_path)
     config = read_config(config_path)
+    loaded = load_checkpoint(checkpoint)  # a truncated file fails here, before the slow pipeline setup
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     config.machine.device_type = torch.device(device).type
     pipeline = config.pipeline.setup(device=torch.device(device), test_mode="test")
     pipeline.eval()
-    step = load_checkpoint_strict(pipeline, checkpoint, config_path, config.method_name)
+    step = load_checkpoint_strict(pipeline, checkpoint, config_path, config.method_name, loaded)
     return Teacher(config_path, config, pipeline, checkpoint, step)
