@@ -167,10 +167,10 @@ def test_shapes_dtypes_devices(dtype, device, feature_map):
 
 
 def test_norm_entry_lets_the_layer_depend_on_the_norm():
-    """Without the norm entry the degree-1 layer is affine; with it, it is not."""
+    """Without the norm entry the degree-1 polynomial layer is affine; with it, it is not."""
     x = torch.randn(1, 4, dtype=torch.float64)
     for use_norm, affine in [(False, True), (True, False)]:
-        layer = EUGenLinear(4, 2, num_features=8, degree=1, use_norm=use_norm).double()
+        layer = EUGenLinear(4, 2, num_features=8, degree=1, use_norm=use_norm, scaling="polynomial").double()
         with torch.no_grad():
             sum_of_images = layer(x) + layer(-x)
             assert torch.allclose(sum_of_images, 2 * layer(torch.zeros_like(x)), atol=1e-12) == affine
@@ -212,3 +212,38 @@ def test_snnk_is_a_degree_one_relu_eugen_layer():
     layer = snnk_linear(5, 3, num_features=16)
     assert layer.degree == 1 and layer.feature_map == "relu" and not layer.use_norm
     assert (layer.features(torch.randn(4, 5)) >= 0).all()
+
+
+@pytest.mark.parametrize("use_norm", [True, False])
+def test_unit_and_linear_scaling_are_the_polynomial_features_rescaled_per_order(use_norm):
+    """unit = order-i polynomial features / rms(x⁺)^i (the direction of x⁺); linear = unit · rms(x⁺)."""
+    x = torch.randn(50, 6, dtype=torch.float64) * 3
+    layers = {s: EUGenLinear(6, 3, num_features=8, degree=3, use_norm=use_norm, scaling=s, seed=4).double()
+              for s in ("unit", "linear", "polynomial")}
+    rms = layers["unit"].input_rms(torch.linalg.vector_norm(x, dim=-1, keepdim=True))
+    manual = ((x.square().sum(-1, keepdim=True) * (1 + use_norm) + 1) / (6 + 1 + use_norm)).sqrt()
+    torch.testing.assert_close(rms, manual)
+    order = torch.arange(1, 4, dtype=torch.float64).repeat_interleave(8)
+    poly = layers["polynomial"].features(x)
+    torch.testing.assert_close(layers["unit"].features(x), poly / rms**order)
+    torch.testing.assert_close(layers["linear"].features(x), poly / rms ** (order - 1))
+
+
+def test_unit_features_are_bounded_whatever_the_input_scale():
+    layer = EUGenLinear(16, 4, num_features=8, degree=3, scaling="unit")
+    bound = torch.linalg.vector_norm(layer.projections, dim=1).view(3, 8).cumprod(0).flatten()
+    bound = bound * (layer.augmented_dim ** 0.5) ** torch.arange(1, 4).repeat_interleave(8)
+    for scale in (1e-6, 1.0, 1e3, 1e15):
+        feats = layer.features(torch.randn(200, 16) * scale)
+        assert torch.isfinite(feats).all()
+        assert (feats.abs() <= bound * (1 + 1e-5)).all()
+
+
+def test_from_dense_keeps_the_polynomial_form_it_estimates():
+    assert EUGenLinear.from_dense(torch.nn.Linear(4, 3), (0.0, 1.0, 0.5), num_features=8).scaling == "polynomial"
+
+
+@pytest.mark.parametrize("kwargs", [{"scaling": "cubic"}])
+def test_bad_scaling_names_the_argument(kwargs):
+    with pytest.raises(ValueError, match="scaling"):
+        EUGenLinear(4, 2, **kwargs)

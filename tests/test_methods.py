@@ -44,7 +44,8 @@ def test_methods_pick_their_device_and_object_scene_defaults(name):
     assert config.machine.device_type == expected
     assert config.mixed_precision == (expected == "cuda")
     assert isinstance(config.pipeline.datamanager.dataparser, SceneDataParserConfig)
-    assert config.pipeline.model.background_color == "white"
+    assert config.pipeline.model.background_color == "auto"  # chosen from the data (white for our scenes)
+    assert (config.pipeline.model.near_plane, config.pipeline.model.far_plane) == (None, None)
     assert config.viewer.websocket_host == "127.0.0.1"
 
 
@@ -79,3 +80,36 @@ def test_good_command_line_parses_to_our_config():
     eugen = config.pipeline.model.eugen
     assert (eugen.num_features, eugen.feature_map, eugen.trainable_projections, eugen.fused_inference) == (
         16, "softplus", True, False)
+
+
+def test_dataparser_subcommands_validate_their_data_before_anything_is_written(tmp_path, capsys):
+    import json
+    import shutil
+
+    scene = shutil.copytree(REPO / "scenes" / "bunny32", tmp_path / "copy")
+    meta = json.loads((scene / "transforms.json").read_text())
+    for frame in meta["frames"]:
+        frame["transform_matrix"] = [[1, 0, 0, 0.5], [0, 1, 0, 0.5], [0, 0, 1, 0.5], [0, 0, 0, 1]]
+    (scene / "transforms.json").write_text(json.dumps(meta))
+    cases = [
+        (["eugen-nerf", "nerfstudio-data", "--data", str(scene)], "all 28 cameras are at one point"),
+        (["eugen-zipnerf", "--data", str(scene)], "all 28 cameras are at one point"),
+        (["dense-nerf", "blender-data", "--data", str(tmp_path / "none")], "dataset folder does not exist"),
+        (["eugen-nerf", "bogus-data", "--data", str(scene)], "Unrecognized options: bogus-data"),
+    ]
+    for args, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            parse(args)
+        assert exit_info.value.code != 0
+        assert message in " ".join(capsys.readouterr().err.split()), args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # nothing written
+
+
+def test_stock_dataparser_subcommands_parse_for_our_methods():
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+    scene = REPO / "scenes" / "bunny32"
+    config = parse(["dense-zipnerf", "blender-data", "--data", str(scene)])
+    assert isinstance(config.pipeline.datamanager.dataparser, BlenderDataParserConfig)
+    config = parse(["eugen-siren", "nerfstudio-data", "--data", str(scene), "--orientation-method", "pca"])
+    assert config.pipeline.datamanager.dataparser.resolved().orientation_method == "pca"

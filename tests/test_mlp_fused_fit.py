@@ -44,9 +44,10 @@ def test_dense_eugenmlp_matches_nerfstudio_mlp():
     ],
 )
 @pytest.mark.parametrize("use_norm", [True, False])
-def test_fused_equals_unfused(layer_types, use_norm, device):
+@pytest.mark.parametrize("scaling", ["unit", "linear", "polynomial"])
+def test_fused_equals_unfused(layer_types, use_norm, scaling, device):
     torch.manual_seed(0)
-    spec = EUGenSpec(num_features=16, degree=2, use_norm=use_norm, feature_map="softplus")
+    spec = EUGenSpec(num_features=16, degree=2, use_norm=use_norm, feature_map="softplus", scaling=scaling)
     mlp = _nerf_trunk(layer_types, spec, out_dim=4, out_activation=nn.Sigmoid()).double().to(device).eval()
     x = torch.randn(2, 50, 12, dtype=torch.float64, device=device)
     with torch.no_grad():

@@ -77,7 +77,7 @@ def test_back_projected_depth_lies_on_the_mesh(tiny_scene: Path) -> None:
 def test_nerfstudio_dataparser_loads_the_poses_as_written(tiny_scene: Path) -> None:
     meta = json.loads((tiny_scene / "transforms.json").read_text())
     written = {frame["file_path"]: np.array(frame["transform_matrix"])[:3] for frame in meta["frames"]}
-    config = dataparser_config(tiny_scene)
+    config = dataparser_config(tiny_scene).resolved()  # scene.json declares the frame: poses verbatim
     assert (config.orientation_method, config.center_method) == ("none", "none")
     assert (config.auto_scale_poses, config.scale_factor) == (False, 1.0)
     parser = config.setup()

@@ -124,6 +124,29 @@ def test_broken_scene_is_rejected(scene: Path, corrupt: Callable[[Path], None], 
         validate_scene(scene)
 
 
+def test_degenerate_poses_all_at_one_point_are_rejected(scene: Path) -> None:
+    def collapse(meta: dict) -> None:
+        for frame in meta["frames"]:
+            frame["transform_matrix"][0][3] = frame["transform_matrix"][1][3] = frame["transform_matrix"][2][3] = 1.0
+
+    edit_transforms(scene, collapse)
+    with pytest.raises(SceneError, match=r"transforms\.json: all 5 cameras are at one point \(1, 1, 1\)"):
+        validate_scene(scene)
+
+
+def test_blender_layout_is_validated_per_split_file(scene: Path) -> None:
+    from eugen_nerf.scenes.validate import validate_blender
+
+    assert validate_blender(scene).split_sizes == {"train": 3, "val": 1, "test": 1}
+    (scene / "transforms_test.json").rename(scene / "aside.json")
+    with pytest.raises(SceneError, match=r"transforms_test\.json: missing"):
+        validate_blender(scene)
+    (scene / "aside.json").rename(scene / "transforms_test.json")
+    iio.imwrite(scene / "images/val_000.png", np.zeros((12, 20, 3), np.uint8))
+    with pytest.raises(SceneError, match=r"transforms_val\.json: frame 0 .*is 20x12"):
+        validate_blender(scene)
+
+
 def test_float_npy_depth_in_metres_is_accepted(scene: Path) -> None:
     np.save(scene / "depth/train_000.npy", np.full((12, 16), 3.5))
     edit_transforms(scene, lambda m: m["frames"][0].update(depth_file_path="depth/train_000.npy"))

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, report
-from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS
+from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, SCALINGS
 
 
 def fraction(text: str) -> float:
@@ -51,6 +51,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--feature-map", choices=FEATURE_MAPS, default="relu", help="Φ")
     p.add_argument("--projection", choices=PROJECTION_KINDS, default="gaussian")
     p.add_argument("--no-norm", dest="use_norm", action="store_false", help="drop the ‖x‖ entry of x⁺")
+    p.add_argument("--scaling", choices=SCALINGS, default="linear",
+                   help="linear: direction features times rms(x⁺) (safe to stack); unit: direction features; "
+                        "polynomial: products of x⁺ itself")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-fraction", type=fraction, default=1 / 16, help="fraction of training images, (0, 1]")
     p.add_argument("--resolution-scale", type=fraction, default=1 / 8, help="camera resolution scale, (0, 1]")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional, Tuple, Union
 
 from eugen_nerf.inputs.errors import InputError
-from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, EUGenSpec
+from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, SCALINGS, EUGenSpec
 
 RIDGE_GRID = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 """Ridge strengths (relative to the mean diagonal of the centred Gram matrix) tried by ``--ridge auto``."""
@@ -38,6 +38,8 @@ class DistillOptions:
     feature_map: str = "relu"
     projection: str = "gaussian"
     use_norm: bool = True
+    scaling: str = "linear"
+    """How the input's scale enters the features (see :class:`~eugen_nerf.layers.EUGenLinear`)."""
     seed: int = 0
     image_fraction: float = 1 / 16
     """Fraction of the training images whose rays are rendered."""
@@ -90,6 +92,8 @@ class DistillOptions:
             raise DistillError(f"finetune-steps must be >= 0, got {self.finetune_steps}")
         if self.feature_map not in FEATURE_MAPS:
             raise DistillError(f"feature-map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
+        if self.scaling not in SCALINGS:
+            raise DistillError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
         if self.projection not in PROJECTION_KINDS:
             raise DistillError(f"projection must be one of {PROJECTION_KINDS}, got {self.projection!r}")
         if self.fit not in ("sequential", "parallel"):
@@ -118,6 +122,7 @@ class DistillOptions:
         return EUGenSpec(
             num_features=self.num_features, degree=self.degree, use_norm=self.use_norm,
             feature_map=self.feature_map, projection=self.projection, seed=self.seed,  # type: ignore[arg-type]
+            scaling=self.scaling,  # type: ignore[arg-type]
         )
 
     @property
@@ -126,7 +131,7 @@ class DistillOptions:
 
     def capture_fingerprint(self) -> dict:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
-        keys = ("layers", "num_features", "degree", "feature_map", "projection", "use_norm", "seed",
+        keys = ("layers", "num_features", "degree", "feature_map", "projection", "use_norm", "scaling", "seed",
                 "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
                 "psnr_budget", "auto_views", "batch_rays")
         values = asdict(self)

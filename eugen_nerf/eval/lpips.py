@@ -6,7 +6,8 @@ mean) with the same module names, so the original state dict loads into it uncha
 
 Stock nerfstudio models build ``torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity`` in
 ``populate_modules``, which downloads torchvision's AlexNet and fails offline.
-:func:`install_offline_lpips` swaps that class for :class:`OfflineLPIPSMetric` before the models import it.
+:func:`install_offline_lpips` swaps that class for :class:`OfflineLPIPSMetric` before the models import it,
+and only when the converted weights are present: otherwise stock behaviour is untouched.
 """
 
 from __future__ import annotations
@@ -163,9 +164,12 @@ class OfflineLPIPSMetric(nn.Module):
         return scores
 
 
-def install_offline_lpips() -> None:
-    """Make ``torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity`` the offline drop-in.
+def install_offline_lpips() -> bool:
+    """Make ``torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity`` the offline drop-in, but only
+    when the converted weights load; returns whether it is installed.
 
+    Without the weights (``eugen-eval setup-lpips`` not run) torchmetrics is left exactly as it is, so stock
+    models keep their stock LPIPS (which downloads its backbone) and nothing ever reports a silent NaN.
     nerfstudio's models import the class inside ``populate_modules`` (``from torchmetrics.image.lpip
     import ...``), so replacing the attribute on torchmetrics' modules covers every stock model, and any
     module that already bound the name at import time is patched too. Idempotent.
@@ -174,7 +178,12 @@ def install_offline_lpips() -> None:
 
     original = torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity
     if original is OfflineLPIPSMetric:
-        return
+        return True
+    reason = lpips_unavailable_reason()
+    if reason is not None:
+        logger.debug("offline LPIPS not installed: %s", reason)
+        return False
     for module in list(sys.modules.values()):
         if getattr(module, "__dict__", {}).get("LearnedPerceptualImagePatchSimilarity") is original:
             module.LearnedPerceptualImagePatchSimilarity = OfflineLPIPSMetric  # type: ignore[attr-defined]
+    return True

@@ -12,13 +12,21 @@ from typing import Literal, Optional, Sequence, Tuple
 
 from torch import nn
 
-from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, EUGenMLP, EUGenSpec
+from eugen_nerf.layers import FEATURE_MAPS, LAYER_TYPES, PROJECTION_KINDS, SCALINGS, EUGenMLP, EUGenSpec
+
+MAX_DEGREE = 4
+"""Highest polynomial order accepted from the command line (the paper uses k <= 3)."""
+MAX_FEATURES = 4096
 
 
 @dataclass
 class EUGenConfig:
     """EUGen layer hyper-parameters, settable as ``--pipeline.model.eugen.<name>``."""
 
+    layer_type: Literal["eugen", "lowrank", "snnk", "dense"] = "eugen"
+    """What the selected layers become: EUGen, or a reviewers' baseline at EUGen's parameter count
+    (lowrank: learned U V of rank l*k*m/(d+l); snnk: ReLU random features of width k*m, degree 1, no norm;
+    dense: the twin)."""
     num_features: int = 64
     """m, random features per polynomial order (feature width m * degree)."""
     degree: int = 2
@@ -27,6 +35,9 @@ class EUGenConfig:
     """Phi, applied to the random features (the layer's non-linearity)."""
     use_norm: bool = True
     """Append ||x|| to the projected input."""
+    scaling: Literal["unit", "linear", "polynomial"] = "linear"
+    """linear: features of the direction of x+ times rms(x+) (degree 1, like a ReLU layer; safe when
+    stacked); unit: the direction's features alone (bounded at any depth); polynomial: products of x+ itself (the unbiased estimate's form; overflows when stacked)."""
     projection: Literal["gaussian", "orthogonal"] = "gaussian"
     """How the random projection rows are drawn."""
     trainable_projections: bool = False
@@ -41,14 +52,19 @@ class EUGenConfig:
     """Run the fused form through torch.compile (first render compiles: tens of seconds on a CPU)."""
 
     def __post_init__(self) -> None:
-        for name in ("num_features", "degree"):
+        for name, top in (("num_features", MAX_FEATURES), ("degree", MAX_DEGREE)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"eugen.{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
-        if self.feature_map not in FEATURE_MAPS:
-            raise ValueError(f"eugen.feature-map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
-        if self.projection not in PROJECTION_KINDS:
-            raise ValueError(f"eugen.projection must be one of {PROJECTION_KINDS}, got {self.projection!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ValueError(f"eugen.{name.replace('_', '-')} must be an integer in 1..{top}, got {value!r}")
+        for name, allowed in (
+            ("layer_type", LAYER_TYPES), ("feature_map", FEATURE_MAPS), ("projection", PROJECTION_KINDS),
+            ("scaling", SCALINGS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"eugen.{name.replace('_', '-')} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.layer_type == "snnk" and self.feature_map != "relu":
+            raise ValueError(f"eugen.feature-map {self.feature_map!r} is not supported by layer-type snnk "
+                             "(SNNK layers are ReLU random features)")
 
     def spec(self, seed_offset: int = 0) -> EUGenSpec:
         """The layer package's spec; ``seed_offset`` keeps different MLPs' projections independent."""
@@ -61,6 +77,7 @@ class EUGenConfig:
             trainable_projections=self.trainable_projections,
             shared_projections=self.shared_projections,
             seed=self.seed + seed_offset,
+            scaling=self.scaling,
         )
 
 
@@ -86,10 +103,12 @@ def field_mlp(
     seed_offset: int = 0,
     activation: Optional[nn.Module] = None,
 ) -> EUGenMLP:
-    """An MLP (ReLU unless ``activation`` is given) whose layers ``eugen_layers`` are EUGen, the rest dense.
+    """An MLP (ReLU unless ``activation`` is given) whose layers ``eugen_layers`` are of type
+    ``eugen.layer_type`` (EUGen by default, or a baseline), the rest dense.
 
     ``seed_offset`` keeps the projections of different MLPs of one field independent.
     """
+    selected = set(check_layer_indices("eugen layers", eugen_layers, num_layers))
     return EUGenMLP(
         in_dim=in_dim,
         num_layers=num_layers,
@@ -98,8 +117,7 @@ def field_mlp(
         skip_connections=tuple(skip_connections),
         activation=activation if activation is not None else nn.ReLU(),
         out_activation=out_activation,
-        layer_types="dense",
-        eugen_layers=tuple(eugen_layers),
+        layer_types=tuple(eugen.layer_type if i in selected else "dense" for i in range(num_layers)),
         eugen=eugen.spec(seed_offset),
         fuse_in_eval=eugen.fused_inference,
         compile_fused=eugen.compile_fused,

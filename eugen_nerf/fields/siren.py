@@ -64,6 +64,7 @@ class SirenEUGenSpec:
         return EUGenSpec(
             num_features=self.num_features, degree=self.degree, use_norm=self.use_norm, feature_map=self.feature_map,
             trainable_projections=self.trainable_projections, seed=self.seed, projection_scale=self.frequency,
+            scaling="polynomial",  # sin(ω G x⁺) of x⁺ itself: the frequency keeps its meaning
         )
 
 

@@ -1,7 +1,7 @@
 """EUGen layers in pure PyTorch (no nerfstudio import): the ground floor of eugen-nerf."""
 
 from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
-from eugen_nerf.layers.eugen import FEATURE_MAPS, EUGenLinear
+from eugen_nerf.layers.eugen import FEATURE_MAPS, SCALINGS, EUGenLinear
 from eugen_nerf.layers.fit import NormalEquations, RidgeSolution
 from eugen_nerf.layers.fused import FusedMLP
 from eugen_nerf.layers.mlp import LAYER_TYPES, EUGenMLP, EUGenSpec, resolve_layer_types
@@ -21,4 +21,5 @@ __all__ = [
     "FEATURE_MAPS",
     "LAYER_TYPES",
     "PROJECTION_KINDS",
+    "SCALINGS",
 ]

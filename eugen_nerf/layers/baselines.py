@@ -70,8 +70,9 @@ def snnk_linear(in_features: int, out_features: int, num_features: int = 64, see
 
     The special case of an EUGen layer with degree 1, ReLU feature map and no norm entry
     (the random-feature form of the arc-cosine/ReLU kernel used by Scalable Neural Network Kernels).
+    ``scaling="polynomial"``: at degree 1 that is ``ReLU(G [x; 1])`` itself, SNNK's homogeneous form.
     """
     return EUGenLinear(
         in_features, out_features, num_features=num_features, degree=1, use_norm=False,
-        feature_map="relu", seed=seed, **kwargs,
+        feature_map="relu", seed=seed, scaling="polynomial", **kwargs,
     )

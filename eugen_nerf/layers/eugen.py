@@ -15,6 +15,18 @@ Two ways to draw the projections:
   ``m·d·k²/2``): the paper's literal form, orders independent.
 
 ``x⁺`` is never materialised: ``G x⁺ = G_x x + g_1 + ‖x‖ g_norm``.
+
+Scaling (why stacked EUGen layers cannot overflow). Order ``i`` of ``G x⁺`` grows as ``‖x⁺‖^i``, so
+``L`` stacked layers form a polynomial of degree ``k^L``: at ``k = 2`` and an input RMS of 1.5 an
+8-layer stack reaches inf. ``scaling="unit"`` projects the *direction* ``u = x⁺/‖x⁺‖``
+instead. Nothing is lost: ``x⁺`` carries the constant 1, so ``x = u[:d] / u[d]`` is recovered from
+``u`` (and ``‖x‖`` from ``u[d+1] / u[d]``). Every factor ``g·u`` is then ``N(0, 1)`` and bounded by
+``‖g‖``, so every feature of every order is O(1), whatever the input's scale, the depth or the degree.
+The default ``scaling="linear"`` multiplies the unit features by ``rms(x⁺)``: the layer is then
+positively homogeneous of degree 1 for large inputs, exactly as ``ReLU(Wx + b)`` is, so a stack
+grows no faster than a dense ReLU stack, and feature magnitudes still carry the input's scale
+(measured: a better fit of dense ReLU layers than ``unit``, R² 0.965 vs 0.936); ``scaling="polynomial"`` keeps the theorem's homogeneous products of ``x⁺`` (what
+:meth:`EUGenLinear.from_dense` estimates without bias; unsafe to stack).
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ from eugen_nerf.layers.projections import PROJECTION_KINDS, ProjectionKind, draw
 
 FeatureMap = Literal["identity", "relu", "softplus", "sin"]
 FEATURE_MAPS = ("identity", "relu", "softplus", "sin")
+Scaling = Literal["unit", "linear", "polynomial"]
+SCALINGS = ("unit", "linear", "polynomial")
 
 _FEATURE_MAP_FNS = {
     "identity": lambda z: z,
@@ -36,6 +50,12 @@ _FEATURE_MAP_FNS = {
     "softplus": nn.functional.softplus,
     "sin": torch.sin,
 }
+
+
+def input_norm(x: torch.Tensor) -> torch.Tensor:
+    """``‖x‖`` over the last dimension, kept in float32 or wider (a half-precision sum overflows)."""
+    wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    return torch.linalg.vector_norm(wide, dim=-1, keepdim=True)
 
 
 def _check_positive_int(name: str, value: int) -> None:
@@ -61,6 +81,9 @@ class EUGenLinear(nn.Module):
         bias: learn the constant block ``c``.
         projection_scale: multiplies the (already ``1/sqrt(d+2)``-normalised) projections; a
             frequency for ``feature_map="sin"`` (SIREN's ``ω₀``), 1 otherwise.
+        scaling: ``"linear"`` (default: direction features times ``rms(x⁺)``, degree-1 like ReLU),
+            ``"unit"`` (project the direction of ``x⁺``: bounded features, safe at any depth) or ``"polynomial"`` (products of ``x⁺``
+            itself, the unbiased estimate's form); see the module docstring.
     """
 
     def __init__(
@@ -78,6 +101,7 @@ class EUGenLinear(nn.Module):
         seed: int = 0,
         bias: bool = True,
         projection_scale: float = 1.0,
+        scaling: Scaling = "linear",
         device: Optional[torch.device] = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
@@ -93,6 +117,9 @@ class EUGenLinear(nn.Module):
             raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
         if projection not in PROJECTION_KINDS:
             raise ValueError(f"projection must be one of {PROJECTION_KINDS}, got {projection!r}")
+        if scaling not in SCALINGS:
+            raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
+        self.scaling = scaling
         self.in_features = in_features
         self.out_features = out_features
         self.num_features = num_features
@@ -172,6 +199,7 @@ class EUGenLinear(nn.Module):
         if len(coeffs) < 2:
             raise ValueError(f"poly_coeffs must have at least 2 entries (a_0, a_1, ...), got {coeffs}")
         kwargs.setdefault("feature_map", "identity")
+        kwargs.setdefault("scaling", "polynomial")  # the estimate is of powers of x⁺ itself
         layer = cls(
             linear.in_features,
             linear.out_features,
@@ -199,6 +227,16 @@ class EUGenLinear(nn.Module):
         return layer
 
     # ------------------------------------------------------------------ forward
+    @property
+    def needs_input_norm(self) -> bool:
+        """Whether ``‖x‖`` enters the layer (the norm entry, or the scale of ``x⁺``)."""
+        return self.use_norm or self.scaling != "polynomial"
+
+    def input_rms(self, norm: torch.Tensor) -> torch.Tensor:
+        """``rms(x⁺) = ‖x⁺‖ / sqrt(d+2)`` from ``‖x‖``; never 0 (``x⁺`` holds the constant 1)."""
+        square = norm.square() * (1 + int(self.use_norm)) + 1.0
+        return (square / self.augmented_dim).sqrt()
+
     def projections_of(self, x: torch.Tensor, norm: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``G x⁺`` for every projection row, without building ``x⁺``.
 
@@ -209,7 +247,7 @@ class EUGenLinear(nn.Module):
         out = torch.addmm(g[:, d], x, g[:, :d].T)
         if self.use_norm:
             if norm is None:
-                norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+                norm = input_norm(x)
             out = out + norm * g[:, d + 1]
         return out
 
@@ -235,7 +273,16 @@ class EUGenLinear(nn.Module):
         flat = x.reshape(-1, self.in_features)
         if norm is not None:
             norm = norm.reshape(-1, 1)
-        feats = _FEATURE_MAP_FNS[self.feature_map](self.products(self.projections_of(flat, norm)))
+        elif self.needs_input_norm:
+            norm = input_norm(flat)
+        projected = self.projections_of(flat, norm)
+        if self.scaling == "polynomial":
+            feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected))
+        else:
+            rms = self.input_rms(norm)
+            feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected / rms))
+            if self.scaling == "linear":
+                feats = feats * rms
         return feats.reshape(*lead, self.feature_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -260,4 +307,5 @@ class EUGenLinear(nn.Module):
             f"k={self.degree}, norm={self.use_norm}, phi={self.feature_map}, proj={self.projection}, "
             f"trainable_G={self.trainable_projections}, shared_G={self.shared_projections}, seed={self.seed}"
             + (f", scale={self.projection_scale}" if self.projection_scale != 1.0 else "")
+            + f", scaling={self.scaling}"
         )

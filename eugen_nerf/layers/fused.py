@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from eugen_nerf.layers.baselines import LowRankLinear
-from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear
+from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, input_norm
 
 
 @dataclass
@@ -91,7 +91,7 @@ class FusedMLP:
                 a, c = carried
                 bias = bias + hidden_weight @ c
                 hidden_weight = hidden_weight @ a
-                if is_eugen and layer.use_norm:
+                if is_eugen and layer.needs_input_norm:
                     r = _norm_factor(a, c)
                     norm_weight, norm_bias = r[:, :-1], r[:, -1]
             norm_rows = 0
@@ -137,22 +137,28 @@ class FusedMLP:
                 x = step.activation(z) if step.activation is not None else z
                 continue
             layer = step.layer
-            projected = z
-            if layer.use_norm:
+            projected, rms = z, None
+            if layer.needs_input_norm:
                 if step.norm_rows:  # source is the previous layer's features: ‖h‖ = ‖R [F; 1]‖
                     projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
-                    norm = torch.linalg.vector_norm(norm_part, dim=-1, keepdim=True)
+                    norm = input_norm(norm_part)
                 else:  # source is a materialised activation
-                    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+                    norm = input_norm(x)
                 if step.skip_weight is not None:
                     if input_sq_norm is None:
-                        input_sq_norm = inputs.square().sum(dim=-1, keepdim=True)
+                        input_sq_norm = input_norm(inputs).square()
                     norm = (norm.square() + input_sq_norm).sqrt()
-                if inplace:
-                    projected.addcmul_(norm, step.norm_projection)
-                else:
-                    projected = projected + norm * step.norm_projection
+                if layer.use_norm:
+                    if inplace:
+                        projected.addcmul_(norm.to(projected.dtype), step.norm_projection)
+                    else:
+                        projected = projected + norm * step.norm_projection
+                if layer.scaling != "polynomial":
+                    rms = layer.input_rms(norm).to(projected.dtype)
+                    projected = projected.div_(rms) if inplace else projected / rms
             x = self._features(layer, projected, inplace)
+            if layer.scaling == "linear":
+                x = x.mul_(rms) if inplace else x * rms
             if step.out_weight is not None:
                 x = torch.addmm(step.out_bias, x, step.out_weight.T)
         if self.out_activation is not None:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
-from eugen_nerf.layers.eugen import EUGenLinear, FeatureMap, _check_positive_int
+from eugen_nerf.layers.eugen import EUGenLinear, FeatureMap, Scaling, _check_positive_int
 from eugen_nerf.layers.projections import ProjectionKind
 
 LayerType = Literal["dense", "eugen", "lowrank", "snnk"]
@@ -40,8 +40,10 @@ class EUGenSpec:
     seed: int = 0
     projection_scale: float = 1.0
     """Multiplies the projections: a frequency for ``feature_map="sin"`` (SIREN), 1 otherwise."""
-    lowrank_rank: int = 32
-    """Rank of ``lowrank`` layers (the low-rank baseline)."""
+    scaling: Scaling = "linear"
+    """How the input's scale enters (see :class:`EUGenLinear`); ``linear`` and ``unit`` are safe at any depth."""
+    lowrank_rank: Optional[int] = None
+    """Rank of ``lowrank`` layers; ``None``: EUGen's parameter count, ``l·k·m / (d + l)``."""
 
 
 def resolve_layer_types(
@@ -133,15 +135,17 @@ class EUGenMLP(nn.Module):
     def _make_layer(kind: str, fan_in: int, fan_out: int, spec: EUGenSpec) -> nn.Module:
         if kind == "dense":
             return nn.Linear(fan_in, fan_out)
+        feature_dim = spec.num_features * spec.degree  # baselines get EUGen's feature width / parameters
         if kind == "lowrank":
-            return LowRankLinear(fan_in, fan_out, rank=spec.lowrank_rank)
+            rank = spec.lowrank_rank or max(1, round(fan_out * feature_dim / (fan_in + fan_out)))
+            return LowRankLinear(fan_in, fan_out, rank=rank)
         if kind == "snnk":
-            return snnk_linear(fan_in, fan_out, num_features=spec.num_features, seed=spec.seed)
+            return snnk_linear(fan_in, fan_out, num_features=feature_dim, seed=spec.seed)
         return EUGenLinear(
             fan_in, fan_out, num_features=spec.num_features, degree=spec.degree, use_norm=spec.use_norm,
             feature_map=spec.feature_map, projection=spec.projection,
             trainable_projections=spec.trainable_projections, shared_projections=spec.shared_projections,
-            seed=spec.seed, projection_scale=spec.projection_scale,
+            seed=spec.seed, projection_scale=spec.projection_scale, scaling=spec.scaling,
         )
 
     def get_out_dim(self) -> int:

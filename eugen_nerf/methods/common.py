@@ -1,4 +1,4 @@
-"""Shared pieces of every eugen-nerf method configuration: device choice, data validation, object defaults."""
+"""Shared pieces of every eugen-nerf method configuration: device, data validation, framing from the data."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import Any, Dict, Literal, Optional, Type
 import torch
 
 from nerfstudio.configs.base_config import ViewerConfig
-from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.models.base_model import ModelConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipelineConfig
 
 from eugen_nerf.eval.checkpoints import install_checkpoint_checks
 from eugen_nerf.methods.trainer import SceneTrainer
-from eugen_nerf.scenes import dataparser_config, validate_scene
+from eugen_nerf.scenes import dataparser_config
+from eugen_nerf.scenes.datamanager import FramingDataManagerConfig
+from eugen_nerf.scenes.validate import validate_data
 
 
 def default_device() -> str:
@@ -26,7 +27,8 @@ def default_device() -> str:
 
 @dataclass
 class SceneTrainerConfig(TrainerConfig):
-    """``TrainerConfig`` that rejects a ``--data`` path that is not a scene while the command line is parsed.
+    """``TrainerConfig`` that rejects a ``--data`` path that is not a dataset for the chosen dataparser while
+    the command line is parsed.
 
     tyro reports a ``ValueError`` raised here as a one-line error, before any output folder or model exists.
     Training runs :class:`~eugen_nerf.methods.trainer.SceneTrainer` (non-finite losses stop or skip,
@@ -38,9 +40,12 @@ class SceneTrainerConfig(TrainerConfig):
     """A non-finite loss: abort with a message naming the step (default), or skip that step."""
 
     def __post_init__(self) -> None:
-        for data in (self.data, self.pipeline.datamanager.data):
-            if data is not None:
-                validate_scene(data)
+        datamanager = self.pipeline.datamanager
+        dataparser = datamanager.dataparser
+        # --data (either alias) overrides the dataparser's own; Path() is nerfstudio's "not given".
+        data = self.data or datamanager.data or getattr(dataparser, "data", None)
+        if data is not None and Path(data) != Path():
+            validate_data(data, dataparser)
 
     def get_checkpoint_dir(self) -> Path:
         # eval_setup (ns-eval, ns-render, ns-viewer) asks for this right before it loads the checkpoint:
@@ -57,7 +62,10 @@ def object_method_config(
     train_num_rays_per_batch: int,
     data: Optional[Path] = None,
 ) -> SceneTrainerConfig:
-    """A trainer for the shipped object scenes: poses verbatim, CUDA or CPU, TensorBoard logging.
+    """A trainer for any nerfstudio dataset (the shipped scenes by default): CUDA or CPU, TensorBoard logging.
+
+    The dataparser is a subcommand as for stock methods (``ns-train eugen-nerf nerfstudio-data --data ...``);
+    the datamanager chooses near/far, background and scene contraction from the data.
 
     ``vis="tensorboard"`` so that ``ns-train`` ends when training ends (the viewer keeps it alive);
     ``--vis viewer`` or ``ns-viewer`` give the interactive viewer, bound to 127.0.0.1.
@@ -71,7 +79,7 @@ def object_method_config(
         max_num_iterations=max_num_iterations,
         mixed_precision=device == "cuda",
         pipeline=VanillaPipelineConfig(
-            datamanager=VanillaDataManagerConfig(
+            datamanager=FramingDataManagerConfig(
                 dataparser=dataparser_config(),
                 train_num_rays_per_batch=train_num_rays_per_batch,
                 eval_num_rays_per_batch=train_num_rays_per_batch,

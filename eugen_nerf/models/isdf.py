@@ -26,6 +26,8 @@ from torch.nn import Parameter
 from eugen_nerf.fields.isdf import ISDFField, ISDFFieldConfig
 from eugen_nerf.isdf.losses import ISDFLossConfig, isdf_losses
 from eugen_nerf.isdf.sampling import RayBatch, SamplingConfig, pc_bounds, sample_distances, sample_points
+from eugen_nerf.models.framing import FramedModelMixin
+from eugen_nerf.scenes.datamanager import FramingMixin
 from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
 
@@ -36,9 +38,9 @@ class ISDFDataManagerConfig(VanillaDataManagerConfig):
     _target: type = field(default_factory=lambda: ISDFDataManager)
 
 
-class ISDFDataManager(VanillaDataManager[DepthDataset]):
+class ISDFDataManager(FramingMixin, VanillaDataManager[DepthDataset]):
     def next_train(self, step: int) -> tuple[RayBundle, dict]:
-        ray_bundle, batch = super().next_train(step)
+        ray_bundle, batch = super().next_train(step)  # FramingMixin: without the indexing warning
         ray_bundle.metadata["depth"] = batch["depth_image"].to(ray_bundle.origins.device)
         return ray_bundle, batch
 
@@ -57,7 +59,7 @@ class ISDFModelConfig(ModelConfig):
     collider_params: dict[str, float] = field(default_factory=lambda: {"near_plane": 2.0, "far_plane": 6.0})
 
 
-class ISDFModel(Model):
+class ISDFModel(FramedModelMixin, Model):
     config: ISDFModelConfig
 
     def populate_modules(self) -> None:

@@ -3,26 +3,32 @@
 The model reuses nerfstudio's ``NeRFModel`` sampling, rendering and losses and replaces its fields and
 metrics: it builds no LPIPS network (see :mod:`eugen_nerf.models.metrics`) and also returns
 ``rgb``/``depth``/``accumulation`` (the fine pass) so that the viewer and ``ns-render`` work unchanged.
+Near/far, background and scene contraction come from the data unless given (:mod:`.framing`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Dict, Tuple, Type
+from typing import Dict, Literal, Optional, Tuple, Type
 
 import torch
 from torch import Tensor
 
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.model_components.losses import MSELoss
-from nerfstudio.model_components.ray_samplers import PDFSampler, UniformSampler
+from nerfstudio.model_components.ray_samplers import (
+    PDFSampler,
+    UniformLinDispPiecewiseSampler,
+    UniformSampler,
+)
 from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRenderer, RGBRenderer
-from nerfstudio.models.base_model import Model
+from nerfstudio.model_components.scene_colliders import NearFarCollider
 from nerfstudio.models.vanilla_nerf import NeRFModel, VanillaModelConfig
 from nerfstudio.utils import colormaps
 
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
+from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics, psnr
 from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
@@ -58,27 +64,49 @@ class EUGenNeRFModelConfig(VanillaModelConfig):
     head_width: int = 128
     """Width of the view-dependent colour head."""
     eval_num_rays_per_chunk: int = 1024
+    near_plane: Optional[float] = None
+    """Near plane; None: from the data (see eugen_nerf.scenes.framing)."""
+    far_plane: Optional[float] = None
+    """Far plane; None: from the data."""
+    background_color: Literal["auto", "random", "last_sample", "black", "white"] = "auto"
+    """Background; auto: from the data (the object scene's colour, else the ray's last sample)."""
+    disable_scene_contraction: Optional[bool] = None
+    """None: contract space (and sample linearly in disparity) for unbounded data only."""
+    collider_params: Optional[Dict[str, float]] = None
+    """nerfstudio's near/far dict; when given it overrides near-plane/far-plane."""
 
     def __post_init__(self) -> None:
+        check_planes(self.near_plane, self.far_plane)
         for name in ("trunk_width", "head_width", "num_coarse_samples", "num_importance_samples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
 
 
-class EUGenNeRFModel(NeRFModel):
+class EUGenNeRFModel(FramedModelMixin, NeRFModel):
     """nerfstudio's NeRF model with :class:`EUGenNeRFField` coarse and fine fields."""
 
     config: EUGenNeRFModelConfig
 
     def populate_modules(self) -> None:
-        Model.populate_modules(self)  # the collider; NeRFModel's own would build stock fields and LPIPS
-        eugen = self.config.eugen
+        # NeRFModel's own populate_modules would build stock fields and LPIPS; the collider is the data's.
+        config = self.config
+        planes = config.collider_params or {}
+        framing = self.data_framing(
+            planes.get("near_plane", config.near_plane), planes.get("far_plane", config.far_plane),
+            config.background_color, config.disable_scene_contraction,
+        )
+        self.collider = NearFarCollider(near_plane=framing.near, far_plane=framing.far)
+        eugen = config.eugen
         self.field_coarse = self._make_field(eugen)
         self.field_fine = self._make_field(replace(eugen, seed=eugen.seed + FINE_SEED_OFFSET))
-        self.sampler_uniform = UniformSampler(num_samples=self.config.num_coarse_samples)
-        self.sampler_pdf = PDFSampler(num_samples=self.config.num_importance_samples)
-        self.renderer_rgb = RGBRenderer(background_color=self.config.background_color)
+        self.sampler_uniform = UniformSampler(num_samples=config.num_coarse_samples)
+        self.sampler_pdf = PDFSampler(num_samples=config.num_importance_samples)
+        if framing.contraction:
+            piecewise = UniformLinDispPiecewiseSampler(num_samples=config.num_coarse_samples)
+            self.sampler_uniform = ContractedSampler(piecewise)
+            self.sampler_pdf = ContractedSampler(self.sampler_pdf)
+        self.renderer_rgb = RGBRenderer(background_color=framing.background)
         self.renderer_accumulation = AccumulationRenderer()
         self.renderer_depth = DepthRenderer()
         self.rgb_loss = MSELoss()
@@ -105,7 +133,8 @@ class EUGenNeRFModel(NeRFModel):
         image = self.renderer_rgb.blend_background(batch["image"].to(outputs["rgb_fine"].device))
         metrics = image_metrics(image, outputs["rgb_fine"])
         metrics["coarse_psnr"] = psnr(image, outputs["rgb_coarse"])
-        near, far = self.config.collider_params["near_plane"], self.config.collider_params["far_plane"]
+        bounded = self.framing.kind == "object"  # unbounded depth: the colormap's own range
+        near, far = (self.framing.near, self.framing.far) if bounded else (None, None)
         depths = [
             colormaps.apply_depth_colormap(
                 outputs[f"depth_{level}"], accumulation=outputs[f"accumulation_{level}"], near_plane=near, far_plane=far

@@ -1,14 +1,15 @@
 """Zip-NeRF-style model: proposal-network sampling over :class:`EUGenZipNeRFField`.
 
 It reuses nerfstudio's ``NerfactoModel`` (proposal sampler schedule, interlevel and distortion losses,
-rendering) and replaces its field, LPIPS-free metrics, and defaults for object scenes: white background,
-near 2 / far 6, no scene contraction, no camera optimiser, uniform initial proposal samples.
+rendering) and replaces its field and LPIPS-free metrics. Near/far, background, scene contraction and the
+initial proposal sampler come from the data unless given (:mod:`.framing`): for our object scenes white,
+near 2 / far 6, no contraction, uniform samples; for unbounded data nerfacto's settings. No camera optimiser.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Literal, Tuple, Type
+from typing import Dict, Literal, Optional, Tuple, Type
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ from nerfstudio.utils import colormaps
 
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
 from eugen_nerf.fields.zipnerf import COLOR_LAYERS, DENSITY_LAYERS, EUGenZipNeRFField
+from eugen_nerf.models.framing import FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics
 from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
@@ -55,11 +57,16 @@ class EUGenZipNeRFModelConfig(NerfactoModelConfig):
     _target: Type = field(default_factory=lambda: EUGenZipNeRFModel)
     eugen: ZipNeRFEUGenConfig = field(default_factory=ZipNeRFEUGenConfig)
     """EUGen layers: which ones, and their hyper-parameters."""
-    near_plane: float = 2.0
-    far_plane: float = 6.0
-    background_color: Literal["random", "last_sample", "black", "white"] = "white"
-    disable_scene_contraction: bool = True
-    proposal_initial_sampler: Literal["piecewise", "uniform"] = "uniform"
+    near_plane: Optional[float] = None
+    """Near plane; None: from the data (see eugen_nerf.scenes.framing)."""
+    far_plane: Optional[float] = None
+    """Far plane; None: from the data."""
+    background_color: Literal["auto", "random", "last_sample", "black", "white"] = "auto"
+    """Background; auto: from the data (the object scene's colour, else the ray's last sample)."""
+    disable_scene_contraction: Optional[bool] = None
+    """None: scene contraction for unbounded data only."""
+    proposal_initial_sampler: Literal["auto", "piecewise", "uniform"] = "auto"
+    """auto: uniform between the planes of an object scene, nerfacto's piecewise for unbounded data."""
     use_appearance_embedding: bool = False
     average_init_density: float = 0.01
     implementation: Literal["tcnn", "torch"] = field(default_factory=hash_implementation)
@@ -67,6 +74,7 @@ class EUGenZipNeRFModelConfig(NerfactoModelConfig):
     eval_num_rays_per_chunk: int = 4096
 
     def __post_init__(self) -> None:
+        check_planes(self.near_plane, self.far_plane)
         if self.use_appearance_embedding or self.predict_normals:
             raise ValueError("use-appearance-embedding and predict-normals are not supported by the EUGen Zip-NeRF field")
         for name in ("hidden_dim", "hidden_dim_color", "num_levels", "num_nerf_samples_per_ray"):
@@ -75,7 +83,7 @@ class EUGenZipNeRFModelConfig(NerfactoModelConfig):
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
 
 
-class EUGenZipNeRFModel(NerfactoModel):
+class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
     """nerfstudio's nerfacto model around :class:`EUGenZipNeRFField`."""
 
     config: EUGenZipNeRFModelConfig
@@ -83,7 +91,10 @@ class EUGenZipNeRFModel(NerfactoModel):
     def populate_modules(self) -> None:
         Model.populate_modules(self)  # NerfactoModel's own would build a stock field and LPIPS
         config = self.config
-        contraction = None if config.disable_scene_contraction else SceneContraction(order=float("inf"))
+        framing = self.data_framing(
+            config.near_plane, config.far_plane, config.background_color, config.disable_scene_contraction
+        )
+        contraction = SceneContraction(order=float("inf")) if framing.contraction else None
         self.field = EUGenZipNeRFField(
             self.scene_box.aabb,
             config.eugen,
@@ -124,6 +135,9 @@ class EUGenZipNeRFModel(NerfactoModel):
                 config.proposal_update_every,
             )
 
+        initial_sampler = config.proposal_initial_sampler
+        if initial_sampler == "auto":
+            initial_sampler = "piecewise" if framing.contraction else "uniform"
         self.proposal_sampler = ProposalNetworkSampler(
             num_nerf_samples_per_ray=config.num_nerf_samples_per_ray,
             num_proposal_samples_per_ray=config.num_proposal_samples_per_ray,
@@ -131,11 +145,11 @@ class EUGenZipNeRFModel(NerfactoModel):
             single_jitter=config.use_single_jitter,
             update_sched=update_schedule,
             initial_sampler=UniformSampler(single_jitter=config.use_single_jitter)
-            if config.proposal_initial_sampler == "uniform"
+            if initial_sampler == "uniform"
             else None,
         )
-        self.collider = NearFarCollider(near_plane=config.near_plane, far_plane=config.far_plane)
-        self.renderer_rgb = RGBRenderer(background_color=config.background_color)
+        self.collider = NearFarCollider(near_plane=framing.near, far_plane=framing.far)
+        self.renderer_rgb = RGBRenderer(background_color=framing.background)
         self.renderer_accumulation = AccumulationRenderer()
         self.renderer_depth = DepthRenderer(method="median")
         self.renderer_expected_depth = DepthRenderer(method="expected")

@@ -18,11 +18,13 @@ that a 64-pixel image still puts most pixels on the object."""
 
 @dataclass(frozen=True)
 class Intrinsics:
-    """Pinhole intrinsics with square pixels and the principal point at the image centre."""
+    """Pinhole intrinsics with square pixels and the principal point at the image centre, optionally with
+    OpenCV radial-tangential distortion ``(k1, k2, p1, p2)`` (nerfstudio's OPENCV camera model)."""
 
     width: int
     height: int
     camera_angle_x: float = DEFAULT_CAMERA_ANGLE_X
+    distortion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     @property
     def focal(self) -> float:
@@ -37,10 +39,31 @@ class Intrinsics:
         xs = (np.arange(self.width)[:, None] + offsets).ravel()
         ys = (np.arange(self.height)[:, None] + offsets).ravel()
         x, y = np.meshgrid(xs, ys)
-        return np.stack(
-            [(x - 0.5 * self.width) / self.focal, -(y - 0.5 * self.height) / self.focal, -np.ones_like(x)],
-            axis=-1,
-        )
+        x, y = (x - 0.5 * self.width) / self.focal, (y - 0.5 * self.height) / self.focal
+        u, v = undistort(x, y, self.distortion)
+        return np.stack([u, -v, -np.ones_like(x)], axis=-1)
+
+
+def distort(x: np.ndarray, y: np.ndarray, coeffs: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's radial-tangential model on normalised image coordinates (y down)."""
+    k1, k2, p1, p2 = coeffs
+    r2 = x * x + y * y
+    radial = 1.0 + k1 * r2 + k2 * r2 * r2
+    return (
+        x * radial + 2.0 * p1 * x * y + p2 * (r2 + 2.0 * x * x),
+        y * radial + p1 * (r2 + 2.0 * y * y) + 2.0 * p2 * x * y,
+    )
+
+
+def undistort(xd: np.ndarray, yd: np.ndarray, coeffs: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Invert :func:`distort` by fixed-point iteration (converges for mild distortion; exact for none)."""
+    if not any(coeffs):
+        return xd, yd
+    x, y = xd.copy(), yd.copy()
+    for _ in range(50):
+        dx, dy = distort(x, y, coeffs)
+        x, y = x - (dx - xd), y - (dy - yd)
+    return x, y
 
 
 def look_at(position: np.ndarray) -> np.ndarray:

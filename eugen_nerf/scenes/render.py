@@ -7,6 +7,7 @@ what a radiance field can represent; the background is composited to white.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 import open3d as o3d
@@ -46,8 +47,16 @@ def vertex_normals(mesh: Mesh) -> np.ndarray:
 class Renderer:
     """Renders views of one mesh; build once, call per camera."""
 
-    def __init__(self, mesh: Mesh, appearance: Appearance, shading: Shading = Shading()) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        appearance: Appearance,
+        shading: Shading = Shading(),
+        environment: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
+    ) -> None:
+        """``environment(origins, directions)`` colours the rays that miss the mesh (default: white)."""
         self.mesh = mesh
+        self.environment = environment
         self.appearance = appearance
         self.ambient = shading.ambient
         self.light = np.asarray(shading.light_direction, dtype=np.float64)
@@ -71,9 +80,11 @@ class Renderer:
         return record
 
     def shade(self, hits: dict) -> tuple[np.ndarray, np.ndarray]:
-        """Shaded colour on white and coverage for every ray."""
+        """Shaded colour on white (or the environment) and coverage for every ray."""
         hit = np.isfinite(hits["t_hit"])
         rgb = np.ones((len(hit), 3))
+        if self.environment is not None:
+            rgb[~hit] = self.environment(hits["origins"][~hit], hits["directions"][~hit])
         face_ids = hits["primitive_ids"][hit].astype(np.int64)
         uv = hits["primitive_uvs"][hit].astype(np.float64)
         barycentric = np.stack([1.0 - uv[:, 0] - uv[:, 1], uv[:, 0], uv[:, 1]], axis=1)

@@ -140,6 +140,7 @@ def check_frames(
     file_paths: list[str] = []
     size: tuple[int, int] | None = None
     depth_count = 0
+    positions = []
     for index, frame in enumerate(frames):
         where = f"{source}: frame {index}"
         if not isinstance(frame, dict) or not isinstance(frame.get("file_path"), str):
@@ -147,6 +148,7 @@ def check_frames(
         where = f"{source}: frame {index} ({frame['file_path']})"
         file_paths.append(clean(frame["file_path"]))
         check_rigid(frame.get("transform_matrix"), where)
+        positions.append(np.asarray(frame["transform_matrix"], dtype=np.float64)[:3, 3])
         shape = read_image_shape(root / (file_paths[-1] + image_suffix), where, "image")
         if "w" in meta or "w" in frame:
             expected = (int(intrinsic(meta, frame, "h", where)), int(intrinsic(meta, frame, "w", where)))
@@ -172,11 +174,58 @@ def check_frames(
                 raise SceneError(
                     f"{where}: alpha mask is {alpha_shape[1]}x{alpha_shape[0]}, image is {shape[1]}x{shape[0]}"
                 )
+    check_baseline(np.array(positions), source)
     if 0 < depth_count < len(frames):
         raise SceneError(
             f"{source}: only {depth_count} of {len(frames)} frames have a depth_file_path (all or none)"
         )
     return file_paths, size, depth_count > 0
+
+
+def check_baseline(positions: np.ndarray, source: Path) -> None:
+    """Cameras that all sit at one point see no parallax: no radiance field can be fitted from them."""
+    if len(positions) < 2:
+        return
+    spread = np.linalg.norm(positions - positions.mean(axis=0), axis=1).max()
+    if spread <= 1e-6 * (1.0 + np.abs(positions).max()):
+        where = ", ".join(f"{value:.3g}" for value in positions[0])
+        raise SceneError(
+            f"{source}: all {len(positions)} cameras are at one point ({where}): the poses are degenerate"
+        )
+
+
+def validate_blender(path: Path | str) -> SceneSummary:
+    """Raise :class:`SceneError` unless ``path`` is a Blender-synthetic dataset (transforms_<split>.json)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise SceneError(f"{root}: dataset folder does not exist")
+    sizes: dict[str, int] = {}
+    size: tuple[int, int] | None = None
+    for split in SPLITS:
+        source = root / f"transforms_{split}.json"
+        file_paths, split_size, _ = check_frames(root, load_json(source), source, image_suffix=".png")
+        if size is not None and split_size != size:
+            raise SceneError(f"{source}: images are {split_size}, transforms_train.json's are {size}")
+        size, sizes[split] = split_size, len(file_paths)
+    assert size is not None
+    return SceneSummary(root, size[1], size[0], sum(sizes.values()), sizes, False)
+
+
+def validate_data(path: Path | str, dataparser: Any) -> None:
+    """Validate ``path`` the way ``dataparser`` (a nerfstudio dataparser config) will read it.
+
+    nerfstudio-data (and ours): :func:`validate_scene`; blender-data: :func:`validate_blender`; any other
+    stock dataparser reads formats we do not check beyond the path existing.
+    """
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    if isinstance(dataparser, NerfstudioDataParserConfig):
+        validate_scene(path)
+    elif isinstance(dataparser, BlenderDataParserConfig):
+        validate_blender(path)
+    elif not Path(path).exists():
+        raise SceneError(f"{path}: dataset does not exist")
 
 
 def validate_scene(path: Path | str) -> SceneSummary:

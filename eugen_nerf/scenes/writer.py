@@ -62,6 +62,38 @@ def write_view(root: Path, stem: str, view: View) -> dict[str, str]:
     return entry
 
 
+def write_jpeg(root: Path, stem: str, rgb: np.ndarray, quality: int) -> dict[str, str]:
+    """Write one capture-style view as ``images/<stem>.jpg`` (no depth, no mask); returns the frame entry."""
+    entry = {"file_path": f"images/{stem}.jpg"}
+    (root / "images").mkdir(exist_ok=True)
+    iio.imwrite(root / entry["file_path"], to_uint8(rgb), quality=quality)
+    return entry
+
+
+def write_capture_transforms(
+    root: Path, intrinsics: Intrinsics, frames: Sequence[dict[str, Any]], splits: dict[str, Sequence[int]]
+) -> None:
+    """transforms.json as ns-process-data writes it (OPENCV with distortion), plus explicit split lists."""
+    k1, k2, p1, p2 = intrinsics.distortion
+    transforms: dict[str, Any] = {
+        "w": intrinsics.width,
+        "h": intrinsics.height,
+        "fl_x": intrinsics.focal,
+        "fl_y": intrinsics.focal,
+        "cx": 0.5 * intrinsics.width,
+        "cy": 0.5 * intrinsics.height,
+        "k1": k1,
+        "k2": k2,
+        "p1": p1,
+        "p2": p2,
+        "camera_model": "OPENCV",
+        "frames": list(frames),
+    }
+    for split in SPLITS:
+        transforms[f"{split}_filenames"] = [frames[i]["file_path"] for i in splits[split]]
+    write_json(root / "transforms.json", transforms)
+
+
 def pose_to_json(pose: np.ndarray) -> list[list[float]]:
     """Rounded so the JSON is short and stable; 1e-9 keeps the rotation orthonormal far below tolerance."""
     return (np.round(pose, 9) + 0.0).tolist()  # + 0.0 turns -0.0 into 0.0

@@ -1,0 +1,194 @@
+"""Every NeRF-family method on a canonical scene, its captured variant, and an unbounded scene (issue 16).
+
+For each method (eugen/dense x nerf/zipnerf/siren) the script trains, at the same steps and seed:
+
+- on the canonical object scene (``scenes/bunny64``, our frame, declared in scene.json) and on its captured
+  variant (``scenes/bunny64_captured``: the same cameras rotated, offset and scaled as COLMAP writes them,
+  OPENCV distortion applied to the images, JPEG). The frame must not matter: the goal is test PSNR equal
+  within 0.3 dB (``goal_frame_invariant_met``);
+- on the unbounded 360 scene (``scenes/bunny64_unbounded``), beside stock ``nerfacto`` at the same steps
+  and the same small sizes as our Zip-NeRF-style methods.
+
+Each run is evaluated on its test split from the saved checkpoint (``eugen_nerf.eval.runs.load_run``):
+PSNR/SSIM (LPIPS when its offline weights exist) averaged over the test views; the framing each run chose
+from its data is recorded. Writes ``benchmarks/datasets.json``.
+
+CPU example (the numbers in the shipped JSON): ``python scripts/bench_datasets.py --steps 300``; split
+across processes with ``--only`` and ``--output``, then ``--merge a.json b.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+
+from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
+from eugen_nerf.methods import siren as siren_methods
+from eugen_nerf.methods import zipnerf as zip_methods
+
+from nerfstudio.configs.method_configs import method_configs as stock_methods
+from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
+from nerfstudio.engine.trainer import TrainerConfig
+
+from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run
+from eugen_nerf.models.metrics import image_metrics
+from eugen_nerf.scenes.framing import FRAMING_KEY
+
+REPO = Path(__file__).resolve().parents[1]
+SCENES = {
+    "canonical": REPO / "scenes" / "bunny64",
+    "captured": REPO / "scenes" / "bunny64_captured",
+    "unbounded": REPO / "scenes" / "bunny64_unbounded",
+}
+GOAL_FRAME_PSNR_DB = 0.3
+METHODS = ["eugen-nerf", "dense-nerf", "eugen-zipnerf", "dense-zipnerf", "eugen-siren", "dense-siren"]
+
+
+def small(config: TrainerConfig) -> TrainerConfig:
+    """The README's small CPU configurations (as scripts/bench_methods.py), for any of our methods."""
+    config = copy.deepcopy(config)
+    model = config.pipeline.model
+    if hasattr(model, "num_coarse_samples"):  # NeRF and SIREN
+        config.pipeline.datamanager.train_num_rays_per_batch = 256
+        model.num_coarse_samples = model.num_importance_samples = 32
+        if "siren" not in config.method_name:
+            config.optimizers["fields"]["optimizer"].lr = 2e-3
+    else:  # Zip-NeRF-style and nerfacto
+        config.pipeline.datamanager.train_num_rays_per_batch = 512
+        model.num_proposal_samples_per_ray = (64, 32)
+        model.num_nerf_samples_per_ray = 32
+        model.max_res = 512
+        model.log2_hashmap_size = 16
+    return config
+
+
+def method_config(name: str) -> TrainerConfig:
+    specs = {
+        "eugen-nerf": nerf_methods.eugen_nerf, "dense-nerf": nerf_methods.dense_nerf,
+        "eugen-zipnerf": zip_methods.eugen_zipnerf, "dense-zipnerf": zip_methods.dense_zipnerf,
+        "eugen-siren": siren_methods.eugen_siren, "dense-siren": siren_methods.dense_siren,
+    }
+    if name in specs:
+        return small(specs[name].config)
+    config = small(stock_methods[name])  # stock nerfacto, on the plain datamanager (no worker processes)
+    parallel = config.pipeline.datamanager
+    config.pipeline.datamanager = VanillaDataManagerConfig(
+        **{f.name: getattr(parallel, f.name) for f in fields(VanillaDataManagerConfig) if f.name != "_target"}
+    )
+    config.machine.device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    config.mixed_precision = False
+    config.pipeline.model.implementation = "torch" if not torch.cuda.is_available() else "tcnn"
+    return config
+
+
+def train(config: TrainerConfig, scene: Path, steps: int, output_dir: Path) -> tuple[Path, float]:
+    """Train in-process; returns the saved config path and the seconds per iteration."""
+    config = copy.deepcopy(config)
+    config.data = None
+    config.pipeline.datamanager.data = scene
+    config.output_dir = output_dir
+    config.experiment_name = scene.name
+    config.timestamp = "bench"
+    config.max_num_iterations = steps
+    config.steps_per_save = steps
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    config.vis = "tensorboard"
+    config.save_config()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    start = time.perf_counter()
+    trainer.train()
+    return config.get_base_dir() / "config.yml", (time.perf_counter() - start) / steps
+
+
+def evaluate(config_path: Path) -> Dict[str, object]:
+    """Mean test metrics of a saved run, and the framing its datamanager chose from the data."""
+    run = load_run(config_path)
+    model, dataset = run.pipeline.model, run.pipeline.datamanager.eval_dataset
+    cameras = dataset.cameras.to(run.pipeline.device)
+    scores = []
+    with torch.no_grad():
+        for i in range(len(cameras)):
+            rgb = final_rgb(model.get_outputs_for_camera(cameras[i : i + 1]))
+            scores.append(image_metrics(ground_truth(run, i), rgb))
+    framing = run.pipeline.datamanager.train_dataset.metadata.get(FRAMING_KEY)
+    result: Dict[str, object] = {key: sum(s[key] for s in scores) / len(scores) for key in scores[0]}
+    result["test_views"] = len(scores)
+    result["framing"] = framing.describe() if framing is not None else "stock (nerfacto's own settings)"
+    return result
+
+
+def summarise(runs: Dict[str, Dict[str, Dict[str, object]]]) -> Dict[str, object]:
+    frame = {}
+    for method, scenes in runs.items():
+        if "canonical" in scenes and "captured" in scenes:
+            gap = scenes["captured"]["psnr"] - scenes["canonical"]["psnr"]
+            frame[method] = {"psnr_captured_minus_canonical_db": gap,
+                             "goal_frame_invariant_met": abs(gap) <= GOAL_FRAME_PSNR_DB}
+    unbounded = {}
+    reference = runs.get("nerfacto", {}).get("unbounded")
+    for method, scenes in runs.items():
+        if method != "nerfacto" and "unbounded" in scenes and reference is not None:
+            unbounded[method] = {"psnr_minus_nerfacto_db": scenes["unbounded"]["psnr"] - reference["psnr"]}
+    return {"frame_invariance": frame, "unbounded_vs_nerfacto": unbounded}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--only", nargs="*", default=METHODS + ["nerfacto"], help="methods to run")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "datasets.json")
+    parser.add_argument("--work-dir", type=Path, default=Path("outputs/bench_datasets"))
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--merge", nargs="*", type=Path, help="merge partial reports into --output and exit")
+    args = parser.parse_args()
+
+    if args.merge:
+        parts = [json.loads(path.read_text()) for path in args.merge]
+        runs = {m: r for part in parts for m, r in part["runs"].items()}
+        report = {**parts[0], "command": [part["command"] for part in parts], "runs": runs, **summarise(runs)}
+        args.output.write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(summarise(runs), indent=2))
+        return
+
+    torch.set_num_threads(args.threads)
+    runs: Dict[str, Dict[str, Dict[str, object]]] = {}
+    for method in args.only:
+        scenes: List[str] = ["unbounded"] if method == "nerfacto" else ["canonical", "captured", "unbounded"]
+        for scene in scenes:
+            torch.manual_seed(0)
+            config = method_config(method)
+            config_path, seconds = train(config, SCENES[scene], args.steps, args.work_dir / method)
+            result = {**evaluate(config_path), "seconds_per_step": seconds, "steps": args.steps}
+            runs.setdefault(method, {})[scene] = result
+            print(f"{method:14s} {scene:10s} PSNR {result['psnr']:.2f}  {result['framing']}", flush=True)
+            write_report(args, runs)  # after every run: an interrupted benchmark keeps what it measured
+    print(json.dumps(summarise(runs), indent=2))
+
+
+def write_report(args: argparse.Namespace, runs: Dict[str, Dict[str, Dict[str, object]]]) -> None:
+    report = {
+        "description": "test PSNR of each method on bunny64 vs its captured variant (same steps, seed); "
+        "unbounded scene vs stock nerfacto. CPU, small configurations, short runs.",
+        "command": " ".join(["python", "scripts/bench_datasets.py", *sys.argv[1:]]),
+        "platform": {"machine": platform.machine(), "torch": torch.__version__,
+                     "device": "cuda" if torch.cuda.is_available() else "cpu", "threads": args.threads},
+        "goal_frame_psnr_db": GOAL_FRAME_PSNR_DB,
+        "runs": runs,
+        **summarise(runs),
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
