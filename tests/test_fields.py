@@ -108,9 +108,9 @@ def test_coarse_and_fine_style_seeds_give_different_projections():
         (lambda: NeRFEUGenConfig(trunk_layers=(8,)), "eugen.trunk-layers: layer index 8 does not exist"),
         (lambda: NeRFEUGenConfig(head_layers=(-3,)), "eugen.head-layers: layer index -3 does not exist"),
         (lambda: ZipNeRFEUGenConfig(color_layers=(3,)), "eugen.color-layers: layer index 3 does not exist"),
-        (lambda: NeRFEUGenConfig(num_features=0), "eugen.num-features must be an integer >= 1, got 0"),
-        (lambda: EUGenConfig(num_features=-4), "eugen.num-features must be an integer >= 1, got -4"),
-        (lambda: EUGenConfig(degree=0), "eugen.degree must be an integer >= 1, got 0"),
+        (lambda: NeRFEUGenConfig(num_features=0), "eugen.num-features must be an integer in 1..4096, got 0"),
+        (lambda: EUGenConfig(num_features=-4), "eugen.num-features must be an integer in 1..4096, got -4"),
+        (lambda: EUGenConfig(degree=0), "eugen.degree must be an integer in 1..4, got 0"),
         (lambda: EUGenConfig(feature_map="tanh"), "eugen.feature-map must be one of"),
     ],
 )

@@ -61,8 +61,8 @@ def parse(args):
         (["eugen-nerf", "--data", "/nonexistent/scene"], "scene does not exist"),
         (["eugen-nerf", "--data", str(REPO)], "missing (a scene needs a transforms.json)"),
         (["eugen-nerf", "--pipeline.model.eugen.trunk-layers", "1", "9"], "eugen.trunk-layers: layer index 9 does not exist"),
-        (["eugen-zipnerf", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer >= 1, got 0"),
-        (["dense-nerf", "--pipeline.model.eugen.num-features", "-3"], "eugen.num-features must be an integer >= 1, got -3"),
+        (["eugen-zipnerf", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer in 1..4096, got 0"),
+        (["dense-nerf", "--pipeline.model.eugen.num-features", "-3"], "eugen.num-features must be an integer in 1..4096, got -3"),
     ],
 )
 def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, capsys):
