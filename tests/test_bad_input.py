@@ -71,6 +71,11 @@ def inputs(tmp_path_factory) -> Path:
 
     (rgbd("bad_json") / "transforms.json").write_text('{"frames": [')
 
+    meta = json.loads((shutil.copytree(SCENE, root / "one_point") / "transforms.json").read_text())
+    for frame in meta["frames"]:  # every camera at one point: no parallax
+        frame["transform_matrix"] = [[1, 0, 0, 0.5], [0, 1, 0, 0.5], [0, 0, 1, 0.5], [0, 0, 0, 1]]
+    (root / "one_point" / "transforms.json").write_text(json.dumps(meta))
+
     (root / "empty.ply").write_text("ply\nformat ascii 1.0\nelement vertex 0\nelement face 0\nend_header\n")
     (root / "text.png").write_text("this is not an image\n")
     iio.imwrite(root / "a.png", np.zeros((32, 32, 3), np.uint8))
@@ -142,6 +147,13 @@ def earlier_student(scratch: Path) -> None:
 
 
 ISDF = ["--evaluation.mesh-resolution", "16"]
+
+
+def NS_ZIP(scratch: Path) -> list[str]:  # noqa: N802 (reads as a constant prefix)
+    """``ns-train eugen-zipnerf`` on a shipped scene, its output folder in the case's scratch (never created)."""
+    return ["eugen-zipnerf", "--data", str(SCENE), "--output-dir", str(scratch / "o")]
+
+
 CASES = [
     # ---------------------------------------------------------------- eugen-isdf
     Case("isdf-missing-scene", lambda i, s: ["--data", str(s / "nowhere"), "--output", str(s / "out")],
@@ -177,6 +189,21 @@ CASES = [
          "eugen-scenes", lambda i, s: "depth_8bit/depth/frame_0000.png", code=1),
     Case("scenes-check-missing", lambda i, s: ["check", str(s / "nowhere")],
          "eugen-scenes", lambda i, s: f"{s / 'nowhere'}: scene does not exist", code=1),
+    Case("scenes-check-bad-json", lambda i, s: ["check", str(i / "bad_json")],
+         "eugen-scenes", lambda i, s: f"{i / 'bad_json' / 'transforms.json'}: unreadable JSON", code=1),
+    Case("scenes-check-deleted-depth-png", lambda i, s: ["check", str(i / "no_depth_png")],
+         "eugen-scenes", lambda i, s: "depth/frame_0003.png is missing", code=1),
+    Case("scenes-check-degenerate-poses", lambda i, s: ["check", str(i / "one_point")],
+         "eugen-scenes", lambda i, s: "all 28 cameras are at one point", code=1),
+    Case("scenes-trajectory-for-captured", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured",
+                                                         "--layout", "trajectory"],
+         "eugen-scenes", lambda i, s: "--layout trajectory is for --kind object", code=1),
+    Case("scenes-jpeg-quality-0", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "unbounded",
+                                                "--jpeg-quality", "0"],
+         "eugen-scenes", lambda i, s: "--jpeg-quality must be between 1 and 100", code=1),
+    Case("scenes-frame-scale-0", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured",
+                                               "--frame-scale", "0"],
+         "eugen-scenes", lambda i, s: "--frame-scale must be positive", code=1),
     # ---------------------------------------------------------------- eugen-fit-image
     Case("fit-image-missing-file", lambda i, s: ["--image", str(s / "missing.png"), "--output", str(s / "out")],
          "eugen-fit-image", lambda i, s: f"{s / 'missing.png'}: --image file is missing"),
@@ -214,6 +241,11 @@ CASES = [
          "eugen-distill", lambda i, s: "num-features must be an integer >= 1"),
     Case("distill-ridge-not-a-number", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--ridge", "abc"],
          "eugen-distill", lambda i, s: "ridge must be a number >= 0 or 'auto', got 'abc'"),
+    Case("distill-degree-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--degree", "0"],
+         "eugen-distill", lambda i, s: "degree must be an integer >= 1"),
+    Case("distill-scaling-unknown", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
+                                                  "--scaling", "log"],
+         "eugen-distill", lambda i, s: "argument --scaling: invalid choice: 'log'"),
     Case("distill-unknown-layer", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
                                                 "--layers", "field_coarse.trunk.layers.99"],
          "eugen-distill", lambda i, s: "field_coarse.trunk.layers.99"),
@@ -235,6 +267,33 @@ CASES = [
          "ns-train", lambda i, s: f"{s / 'nowhere'}: scene does not exist"),
     Case("ns-train-isdf-8bit-depth", lambda i, s: ["eugen-isdf", "--data", str(i / "depth_8bit"), "--output-dir", str(s / "o")],
          "ns-train", lambda i, s: "depth PNG must be single-channel 16-bit"),
+    Case("ns-train-degenerate-poses", lambda i, s: ["eugen-nerf", "--data", str(i / "one_point"), "--output-dir", str(s / "o")],
+         "ns-train", lambda i, s: "all 28 cameras are at one point"),
+    Case("ns-train-blender-missing", lambda i, s: ["dense-nerf", "--output-dir", str(s / "o"), "blender-data",
+                                                   "--data", str(s / "nowhere")],
+         "ns-train", lambda i, s: f"{s / 'nowhere'}: dataset folder does not exist"),
+    Case("ns-train-non-finite-choice", lambda i, s: [*NS_ZIP(s), "--on-non-finite", "ignore"],
+         "ns-train", lambda i, s: "invalid choice 'ignore' for argument '--on-non-finite'"),
+    # ---------------------------------------------------------------- ns-train: EUGen layer options (EUGenConfig)
+    Case("ns-train-layer-type-unknown", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "conv"],
+         "ns-train", lambda i, s: "invalid choice 'conv' for argument '--pipeline.model.eugen.layer-type'"),
+    Case("ns-train-snnk-with-sin", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "snnk",
+                                                 "--pipeline.model.eugen.feature-map", "sin"],
+         "ns-train", lambda i, s: "eugen.feature-map 'sin' is not supported by layer-type snnk"),
+    Case("ns-train-scaling-unknown", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.scaling", "log"],
+         "ns-train", lambda i, s: "invalid choice 'log' for argument '--pipeline.model.eugen.scaling'"),
+    Case("ns-train-degree-0", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "0"],
+         "ns-train", lambda i, s: "eugen.degree must be an integer in 1..4, got 0"),
+    Case("ns-train-degree-5", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "5"],
+         "ns-train", lambda i, s: "eugen.degree must be an integer in 1..4, got 5"),
+    Case("ns-train-num-features-0", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "0"],
+         "ns-train", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0"),
+    Case("ns-train-num-features-4097", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "4097"],
+         "ns-train", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 4097"),
+    Case("ns-train-num-features-not-int", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "many"],
+         "ns-train", lambda i, s: "--pipeline.model.eugen.num-features"),
+    Case("ns-train-eugen-layer-index", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.color-layers", "7"],
+         "ns-train", lambda i, s: "eugen.color-layers: layer index 7 does not exist"),
 ]
 
 
@@ -255,13 +314,15 @@ def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: P
     out = capsys.readouterr()
     text = out.out + out.err
     assert exit_info.value.code == case.code, text
-    flat = " ".join(text.split())
+    flat = " ".join(text.replace("│", " ").split())  # tyro wraps its messages in a box
     assert case.names(inputs, scratch) in flat, text
     assert "Traceback" not in text
     if case.script.startswith("eugen-"):  # ours: one error line, the last, starting with the command's name
         lines = [line for line in text.splitlines() if line.strip()]
         assert lines[-1].startswith(f"{case.script}: error: ") and case.names(inputs, scratch) in lines[-1], text
         assert sum("error" in line.lower() for line in lines) == 1, text
+    if case.script == "ns-train":
+        assert not (scratch / "o").exists(), "ns-train created its --output-dir despite bad input"
     assert read_tree(scratch) == before_scratch
     assert read_tree(inputs) == before_inputs
 
