@@ -172,6 +172,9 @@ def write_run_config(path: Path, data: Path) -> Path:
     config.pipeline.datamanager.data = data
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.dump(config))
+    # the shared run-directory check wants a checkpoint; check_same_scene reads only its name, never its bytes
+    (path.parent / "nerfstudio_models").mkdir(exist_ok=True)
+    (path.parent / "nerfstudio_models" / "step-000000001.ckpt").write_bytes(b"")
     return path
 
 

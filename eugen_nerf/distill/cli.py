@@ -5,7 +5,9 @@
     eugen-distill --teacher RUN --output-dir DIR --layers auto --psnr-budget 0.1
     torchrun --nproc-per-node 2 -m eugen_nerf.distill.cli --teacher RUN --output-dir DIR
 
-Exit status: 0 done, 2 bad input (nothing written), 3 stopped on ``--stop-after-batches`` (resumable).
+Exit status: 0 done, 2 bad input (nothing written) or a non-finite fit, 3 stopped on ``--stop-after-batches``
+(resumable), 130 Ctrl-C or SIGTERM (resumable; with ``--overwrite`` the previous run stays until the new one is
+complete).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, report
 from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, SCALINGS
 
 
@@ -102,8 +105,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         from eugen_nerf.distill.run import distill  # nerfstudio import is slow: after the argument checks
 
         distill(options, console)
-    except DistillError as err:
-        console.print(f"[bold red]eugen-distill: error:[/] {err}")
+    except (InputError, NumericalError) as err:
+        report("eugen-distill", err)
         return 2
     except DistillInterrupted as err:
         console.print(f"[yellow]eugen-distill: {err}[/]")
@@ -112,7 +115,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def entrypoint() -> None:
-    sys.exit(main())
+    with one_line_errors("eugen-distill"):  # Ctrl-C/SIGTERM: one line, the saved state resumes
+        code = main()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

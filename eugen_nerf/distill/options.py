@@ -7,13 +7,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, SCALINGS, EUGenSpec
 
 RIDGE_GRID = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2)
 """Ridge strengths (relative to the mean diagonal of the centred Gram matrix) tried by ``--ridge auto``."""
 
 
-class DistillError(ValueError):
+class DistillError(InputError):
     """Bad input to a distillation run; raised before anything is written."""
 
 

@@ -5,6 +5,9 @@
 * ``DIR/config.yml``, ``DIR/nerfstudio_models/step-N.ckpt``, ``DIR/distill_report.json``: each goes
   through a temporary file and a rename, and the checkpoint is renamed last, so a crash never leaves
   a directory that looks like a complete run.
+* ``--overwrite`` of a complete run works in the staging directory ``.DIR.partial`` beside it (state
+  included) and swaps it into place only when the new run is complete: until then the old run stays,
+  byte-identical, whatever interrupts the new one (Ctrl-C, SIGTERM, a crash); rerunning resumes.
 """
 
 from __future__ import annotations
@@ -20,27 +23,33 @@ import torch
 import yaml
 
 from eugen_nerf.distill.options import DistillError
+from eugen_nerf.inputs.outputs import staging_path, swap_into_place
 
 STATE_DIR = ".distill_state"
+
+
+def holds_run(run_dir: Path) -> bool:
+    return (run_dir / "config.yml").exists() or any((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
 
 
 def check_output_dir(run_dir: Path, overwrite: bool) -> None:
     """Refuse to write over a complete run unless ``overwrite`` (nothing is written here)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise DistillError(f"--output-dir {run_dir} exists and is not a directory")
-    complete = (run_dir / "config.yml").exists() or any((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
-    if complete and not overwrite:
+    if holds_run(run_dir) and not overwrite:
         raise DistillError(f"--output-dir {run_dir} already holds a run; pass --overwrite to replace it")
 
 
-def clear_output_dir(run_dir: Path) -> None:
-    """Remove a previous run's files (``--overwrite``), resumable state included."""
-    for name in ("config.yml", "distill_report.json", "nerfstudio_models", STATE_DIR):
-        path = run_dir / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+def work_dir(run_dir: Path) -> Path:
+    """Where the run writes: ``run_dir`` itself, or its staging directory when ``run_dir`` holds a complete
+    run that ``--overwrite`` replaces (see the module docstring)."""
+    return staging_path(run_dir) if holds_run(run_dir) else run_dir
+
+
+def publish_run(work: Path, run_dir: Path) -> None:
+    """Swap a complete staged run into place (a no-op when the run was written in place)."""
+    if work != run_dir:
+        swap_into_place(work, run_dir)
 
 
 def _save_atomic(obj, path: Path) -> None:
@@ -56,11 +65,21 @@ class StateStore:
         self.path = run_dir / STATE_DIR / f"rank-{rank}-of-{world_size}.pt"
         self.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
 
-    def load(self) -> Optional[dict]:
-        """The saved state, ``None`` when there is none; raise if it was made with other options."""
+    def load(self, discard_other: bool = False) -> Optional[dict]:
+        """The saved state, ``None`` when there is none; if it was made with other options, raise (or, with
+        ``discard_other``, i.e. ``--overwrite``, remove it and start over)."""
         if not self.path.exists():
             return None
-        state = torch.load(self.path, map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as err:  # a state file is replaced atomically, so this is outside damage
+            if not discard_other:
+                raise DistillError(f"{self.path}: unreadable resumable state ({err}); pass --overwrite to "
+                                   "start over") from None
+            state = {}
+        if state.get("fingerprint") != self.digest and discard_other:
+            self.remove()
+            return None
         if state.get("fingerprint") != self.digest:
             raise DistillError(
                 f"{self.path.parent} holds the state of a run with different options or teacher: rerun with "

@@ -40,8 +40,9 @@ from eugen_nerf.distill.options import DistillError, DistillInterrupted, Distill
 from eugen_nerf.distill.output import (
     StateStore,
     check_output_dir,
-    clear_output_dir,
     publish_checkpoint,
+    publish_run,
+    work_dir,
     stage_checkpoint,
     write_yaml_atomic,
 )
@@ -180,14 +181,14 @@ class Distillation:
     def prepare(self) -> None:
         """Convert the MLPs, keep dense copies as targets, and replay any saved state."""
         options, model = self.options, self.teacher.model
-        if options.overwrite and self.rank == 0:
-            clear_output_dir(options.output_dir)
-        options.output_dir.mkdir(parents=True, exist_ok=True)
+        self.work_dir = work_dir(options.output_dir)  # staged beside a complete run that --overwrite replaces
+        if self.rank == 0:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
         self.barrier()
         fingerprint = {**options.capture_fingerprint(), "teacher": str(self.teacher.checkpoint.resolve()),
                        "step": self.teacher.step, "world_size": self.world_size}
-        self.store = StateStore(options.output_dir, self.rank, self.world_size, fingerprint)
-        self.state = self.store.load() or {"stage": 0, "next_batch": 0, "equations": {}, "fits": {},
+        self.store = StateStore(self.work_dir, self.rank, self.world_size, fingerprint)
+        self.state = self.store.load(discard_other=options.overwrite) or {"stage": 0, "next_batch": 0, "equations": {}, "fits": {},
                                            "decisions": [], "teacher_rgb": {}}
         if self.state["stage"] or self.state["next_batch"]:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
@@ -308,17 +309,18 @@ class Distillation:
 
     def write(self, report: dict) -> None:
         options, teacher = self.options, self.teacher
-        run_dir = options.output_dir
+        work = self.work_dir
         step = teacher.step + options.finetune_steps
         with self.timer("build"):
-            config = student_trainer_config(teacher.config, run_dir, sorted(self.fits), options.spec)
-            partial = stage_checkpoint(run_dir, teacher.pipeline.state_dict(), step)
+            config = student_trainer_config(teacher.config, options.output_dir, sorted(self.fits), options.spec)
+            partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
         report["seconds"] = dict(self.timer.seconds)
-        write_yaml_atomic(config, run_dir / "config.yml")
-        write_json_atomic(run_dir / "distill_report.json", report)
-        report["checkpoint"] = str(publish_checkpoint(partial))
+        write_yaml_atomic(config, work / "config.yml")
+        write_json_atomic(work / "distill_report.json", report)
+        report["checkpoint"] = str(options.output_dir / "nerfstudio_models" / publish_checkpoint(partial).name)
         self.store.remove()
+        publish_run(work, options.output_dir)
 
 
 def distill(options: DistillOptions, console: Optional[Console] = None) -> DistillResult:

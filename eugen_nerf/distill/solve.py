@@ -16,6 +16,7 @@ from torch import Tensor
 
 from eugen_nerf.distill.capture import LayerEquations
 from eugen_nerf.layers import NormalEquations
+from eugen_nerf.inputs.numerics import check_finite
 
 
 @dataclass
@@ -62,6 +63,8 @@ def solve_layer(eq: LayerEquations, ridges: Sequence[float]) -> LayerFit:
         if best is None or score > best[0] or (math.isnan(best[0]) and not math.isnan(score)):
             best = (score, solution)
     score, solution = best
+    check_finite(solution.weight, f"layer {eq.ref.path}: fitted matrix A (ridge {solution.ridge:g})")
+    check_finite(solution.bias, f"layer {eq.ref.path}: fitted bias c (ridge {solution.ridge:g})")
     return LayerFit(
         path=eq.ref.path,
         weight=solution.weight,

@@ -242,6 +242,13 @@ class DistilledTrainerConfig(TrainerConfig):
     def get_base_dir(self) -> Path:
         return Path(self.run_dir)
 
+    def get_checkpoint_dir(self) -> Path:
+        # as SceneTrainerConfig: ns-eval/ns-viewer read this run's checkpoint through the shared check
+        from eugen_nerf.eval.checkpoints import install_checkpoint_checks
+
+        install_checkpoint_checks()
+        return super().get_checkpoint_dir()
+
 
 def student_trainer_config(
     teacher_config: TrainerConfig, run_dir: Path, layers: Sequence[str], spec: EUGenSpec

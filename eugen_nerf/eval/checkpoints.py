@@ -9,8 +9,15 @@ accepting these files.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import torch
+
+from eugen_nerf.inputs.errors import InputError
+
+_STEP = re.compile(r"step-(\d+)\.ckpt")
 
 
 def numpy_safe_globals() -> list:
@@ -29,3 +36,59 @@ def numpy_safe_globals() -> list:
 def allow_numpy_checkpoints() -> None:
     """Allow-list numpy scalars, arrays and dtypes for ``torch.load(weights_only=True)``. Idempotent."""
     torch.serialization.add_safe_globals(numpy_safe_globals())
+
+
+class CheckpointError(InputError):
+    """A checkpoint file that cannot be used (truncated, not a torch file, not a nerfstudio checkpoint)."""
+
+
+def load_checkpoint(path: Path) -> dict:
+    """The contents of a nerfstudio checkpoint on the CPU; :class:`CheckpointError` naming the file otherwise.
+
+    The one checkpoint reader of every command: ``eugen-eval``, ``eugen-distill``, ``eugen-viewer`` and, through
+    :func:`install_checkpoint_checks`, stock ``ns-eval``/``ns-render``/``ns-viewer``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file is missing")
+    allow_numpy_checkpoints()
+    try:
+        loaded = torch.load(path, map_location="cpu")
+    except Exception as err:  # truncated zip, foreign pickle, ...: torch raises many kinds
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint, truncated or corrupt ({reason})"
+        ) from None
+    if not isinstance(loaded, dict) or not isinstance(loaded.get("pipeline"), dict):
+        raise CheckpointError(f"{path}: not a nerfstudio checkpoint (no 'pipeline' state)")
+    return loaded
+
+
+def install_checkpoint_checks() -> None:
+    """Make nerfstudio's ``eval_load_checkpoint`` (behind ``ns-eval``, ``ns-render``, ``ns-viewer`` and
+    ``eval_setup``) read through :func:`load_checkpoint`, so a truncated file is one clear error. Idempotent."""
+    from nerfstudio.utils import eval_utils
+
+    if getattr(eval_utils.eval_load_checkpoint, "_eugen_nerf", False):
+        return
+
+    def eval_load_checkpoint(config, pipeline) -> tuple[Path, int]:
+        load_dir = Path(config.load_dir)
+        if config.load_step is None:
+            steps = sorted(
+                int(match.group(1))
+                for path in (load_dir.glob("step-*.ckpt") if load_dir.is_dir() else [])
+                if (match := _STEP.fullmatch(path.name))
+            )
+            if not steps:
+                raise CheckpointError(f"{load_dir}: no checkpoints (no step-*.ckpt)")
+            load_step = steps[-1]
+        else:
+            load_step = config.load_step
+        load_path = load_dir / f"step-{load_step:09d}.ckpt"
+        loaded = load_checkpoint(load_path)
+        pipeline.load_pipeline(loaded["pipeline"], loaded.get("step", load_step))
+        return load_path, load_step
+
+    eval_load_checkpoint._eugen_nerf = True  # type: ignore[attr-defined]
+    eval_utils.eval_load_checkpoint = eval_load_checkpoint

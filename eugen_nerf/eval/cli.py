@@ -14,17 +14,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Union
 
-import imageio.v3 as iio
 import numpy as np
 import torch
 import tyro
 from rich.console import Console
-from rich.markup import escape
 
 from eugen_nerf.eval.evaluate import EvalSettings, evaluate_config
 from eugen_nerf.eval.lpips_weights import LPIPSWeightsError, setup_lpips_weights, weights_path
 from eugen_nerf.eval.report import build_report, plot, print_table, write_json
 from eugen_nerf.eval.runs import EvalInputError
+from eugen_nerf.inputs.errors import one_line_errors
+from eugen_nerf.inputs.images import read_image_float
 
 CONSOLE = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes: keep the table whole
 
@@ -54,15 +54,8 @@ class Runs:
 
 def read_rgb(path: Path) -> torch.Tensor:
     """An image file as float RGB ``(H, W, 3)`` in [0, 1] (gray is repeated, alpha dropped)."""
-    if not path.is_file():
-        raise EvalInputError(f"{path}: no such image")
-    image = iio.imread(path)
-    if not np.issubdtype(image.dtype, np.integer):
-        raise EvalInputError(f"{path}: expected an 8- or 16-bit image, got {image.dtype}")
-    scaled = image.astype(np.float32) / np.iinfo(image.dtype).max
-    if scaled.ndim == 2:
-        scaled = np.repeat(scaled[..., None], 3, axis=-1)
-    return torch.from_numpy(np.ascontiguousarray(scaled[..., :3]))
+    image = read_image_float(path)
+    return torch.from_numpy(np.ascontiguousarray(np.repeat(image, 3, axis=-1) if image.shape[-1] == 1 else image))
 
 
 @dataclass
@@ -113,11 +106,8 @@ def entrypoint(args: list[str] | None = None) -> None:
         args = ["runs", *args]
     tyro.extras.set_accent_color("bright_yellow")
     command = tyro.cli(Commands, args=args, description=__doc__)
-    try:
+    with one_line_errors("eugen-eval", code=1, also=(LPIPSWeightsError,)):
         command.main()
-    except (EvalInputError, LPIPSWeightsError) as err:
-        CONSOLE.print(f"[bold red]error:[/bold red] {escape(str(err))}", soft_wrap=True, highlight=False)
-        raise SystemExit(1) from err
 
 
 if __name__ == "__main__":

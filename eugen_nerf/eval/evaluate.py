@@ -24,6 +24,7 @@ from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.runs import EvalInputError, Run, final_rgb, ground_truth, load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
 from eugen_nerf.eval.timing import benchmark, median_rate, render_and_score
+from eugen_nerf.inputs.numerics import check_finite
 
 
 @dataclass
@@ -91,6 +92,7 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
             return final_rgb(model.get_outputs_for_camera(cameras[views[i] : views[i] + 1]))
 
     def score(i: int, rgb: Tensor) -> dict[str, float]:
+        check_finite(rgb, f"{run.config_path}: render of test view {dataset.image_filenames[views[i]]}")
         pred, gt = rgb.clamp(0, 1), images[i]
         if pred.shape != gt.shape:
             raise EvalInputError(

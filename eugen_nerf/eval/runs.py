@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING
 import yaml
 from torch import Tensor
 
-from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
+from eugen_nerf.eval.checkpoints import _STEP, allow_numpy_checkpoints, install_checkpoint_checks
 from eugen_nerf.eval.lpips import install_offline_lpips
+from eugen_nerf.inputs.errors import InputError, one_line
 
 if TYPE_CHECKING:  # nerfstudio is imported where used: importing it is slow
     from nerfstudio.engine.trainer import TrainerConfig
     from nerfstudio.pipelines.base_pipeline import Pipeline
 
 
-class EvalInputError(ValueError):
-    """A run or scene that cannot be evaluated; the message names the offending file."""
+class EvalInputError(InputError):
+    """A run directory (or its scene) that cannot be used; the message names the offending file."""
 
 
 @dataclass
@@ -46,6 +47,54 @@ class Run:
     def scene(self) -> Path:
         datamanager = self.config.pipeline.datamanager
         return Path(datamanager.data or datamanager.dataparser.data)
+
+
+def find_config(path: Path) -> Path:
+    """``path`` itself when it is a file, else ``path/config.yml``; raise if neither is a run config."""
+    path = Path(path)
+    config_path = path if path.is_file() else path / "config.yml"
+    if not config_path.is_file():
+        raise EvalInputError(f"{path}: not a nerfstudio run directory (no config.yml)")
+    return config_path
+
+
+def latest_checkpoint(config_path: Path) -> Path:
+    """The highest-step ``nerfstudio_models/step-*.ckpt`` next to ``config_path``."""
+    directory = config_path.parent / "nerfstudio_models"
+    checkpoints = sorted(
+        (int(match.group(1)), path)
+        for path in directory.glob("step-*.ckpt")
+        if (match := _STEP.fullmatch(path.name))
+    )
+    if not checkpoints:
+        raise EvalInputError(
+            f"{config_path.parent}: not a nerfstudio run directory (no nerfstudio_models/step-*.ckpt)"
+        )
+    return checkpoints[-1][1]
+
+
+def read_config(config_path: Path, check_scene: bool = True) -> TrainerConfig:
+    """The ``TrainerConfig`` in ``config_path``, its method registered and (``check_scene``) its scene present."""
+    from nerfstudio.configs.method_configs import all_methods
+    from nerfstudio.engine.trainer import TrainerConfig
+
+    try:
+        config = yaml.load(Path(config_path).read_text(), Loader=yaml.Loader)
+    except (yaml.YAMLError, ImportError, AttributeError, TypeError, UnicodeDecodeError) as err:
+        raise EvalInputError(f"{config_path}: not a readable nerfstudio config ({one_line(err)})") from None
+    if not isinstance(config, TrainerConfig):
+        raise EvalInputError(f"{config_path}: not a nerfstudio TrainerConfig")
+    if config.method_name not in all_methods:
+        raise EvalInputError(f"{config_path}: method {config.method_name!r} is not registered with nerfstudio")
+    # as eval_setup: generic datamanager targets do not survive YAML
+    config.pipeline.datamanager._target = all_methods[config.method_name].pipeline.datamanager._target
+    data = config.pipeline.datamanager.data or config.pipeline.datamanager.dataparser.data
+    if check_scene and not Path(data).exists():
+        raise EvalInputError(
+            f"{config_path}: its scene {data} does not exist (relative paths are resolved against the "
+            "current directory: run from where the run was trained)"
+        )
+    return config
 
 
 def checkpoint_dir(config_path: Path) -> Path:
@@ -72,25 +121,15 @@ def _prepare_config(config: TrainerConfig, config_path: Path) -> TrainerConfig:
 
 def load_run(config_path: Path, eval_num_rays_per_chunk: int | None = None) -> Run:
     """Load a run for evaluation on its test split (images are read per view, on demand)."""
-    from nerfstudio.configs.method_configs import all_methods
-    from nerfstudio.engine.trainer import TrainerConfig
     from nerfstudio.utils.eval_utils import eval_setup
 
     config_path = Path(config_path)
     if not config_path.is_file():
         raise EvalInputError(f"{config_path}: no such run config")
-    try:
-        config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-    except yaml.YAMLError as err:
-        raise EvalInputError(f"{config_path}: not a nerfstudio config ({err})") from err
-    if not isinstance(config, TrainerConfig):
-        raise EvalInputError(f"{config_path}: not a nerfstudio TrainerConfig")
-    if config.method_name not in all_methods:
-        raise EvalInputError(
-            f"{config_path}: method {config.method_name!r} is not registered with nerfstudio"
-        )
+    read_config(config_path, check_scene=False)  # the scene is checked by _prepare_config, with its message
     allow_numpy_checkpoints()
     install_offline_lpips()
+    install_checkpoint_checks()
     config, pipeline, checkpoint, step = eval_setup(
         config_path,
         eval_num_rays_per_chunk=eval_num_rays_per_chunk,

@@ -7,6 +7,7 @@ Writes ``<output>/field.pt`` (field weights and config), ``mesh.ply`` (marching 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -20,7 +21,19 @@ from eugen_nerf.fields.isdf import ISDFField
 from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
 from eugen_nerf.isdf.frames import load_stream
 from eugen_nerf.isdf.trainer import StreamingConfig, StreamingTrainer, TrainingLog
-from eugen_nerf.scenes import SHIPPED_SCENES_DIR
+from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
+from eugen_nerf.inputs.options import (
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    check_options,
+    finite,
+    fraction,
+    integer_at_least,
+    non_negative,
+    positive,
+)
+from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
+from eugen_nerf.scenes import SHIPPED_SCENES_DIR, SceneError
 
 CONSOLE = Console()
 
@@ -32,6 +45,9 @@ class ISDFCommand:
     data: Path = SHIPPED_SCENES_DIR / "bunny_rgbd"
     """RGB-D scene folder (transforms.json with depth_file_path per frame, and a ground-truth mesh)."""
     output: Path = Path("outputs/isdf")
+    """Folder for field.pt, mesh.ply and metrics.json (written in a staging folder, swapped in when complete)."""
+    overwrite: bool = False
+    """Replace a run already in --output (it stays untouched until the new one is complete)."""
     layers: Literal["dense", "eugen"] = "eugen"
     """dense: iSDF's MLP; eugen: its hidden layers (--train.sdf.eugen.layers) are EUGen."""
     train: StreamingConfig = field(default_factory=StreamingConfig)
@@ -60,18 +76,59 @@ def inference_seconds(field: ISDFField, device: torch.device, num_points: int = 
         return benchmark(lambda: field(points), device, warmup=2, repeats=5).median
 
 
+OPTION_RULES = {
+    "train.frame_stride": POSITIVE_INT,
+    "train.steps_per_frame": POSITIVE_INT,
+    "train.rays_per_frame": POSITIVE_INT,
+    "train.lr": positive,
+    "train.weight_decay": non_negative,
+    "train.sampling.num_stratified": POSITIVE_INT,
+    "train.sampling.num_surface": NON_NEGATIVE_INT,
+    "train.sampling.surface_std": non_negative,
+    "train.sampling.near": non_negative,
+    "train.sampling.far": positive,
+    "train.keyframes.window_size": POSITIVE_INT,
+    "train.keyframes.pixel_ratio": fraction,
+    "train.keyframes.surface_threshold": positive,
+    "train.loss.trunc_distance": positive,
+    "evaluation.num_rays": POSITIVE_INT,
+    "evaluation.samples_per_ray": POSITIVE_INT,
+    "evaluation.mesh_resolution": integer_at_least(8),
+    "evaluation.num_mesh_points": POSITIVE_INT,
+    "evaluation.thresholds": finite,
+}
+"""Option values checked before anything is loaded (flags as typed: ``--train.frame-stride``)."""
+
+
+def check_command(command: ISDFCommand) -> None:
+    """Every option value, the output folder and the scene, before any training (nothing is written)."""
+    check_options(command, OPTION_RULES)
+    if command.train.sampling.far <= command.train.sampling.near:
+        raise InputError(f"--train.sampling.far ({command.train.sampling.far}) must exceed "
+                         f"--train.sampling.near ({command.train.sampling.near})")
+    refuse_existing(command.output, command.overwrite, "--output", "an eugen-isdf run")
+
+
 def run(command: ISDFCommand, progress: bool = True) -> dict[str, float]:
+    check_command(command)
     device = resolve_device(command.device)
     scene, frames = load_stream(command.data)
     if scene.mesh_path is None:
-        raise ValueError(f"{command.data}: the scene has no ground-truth mesh (scene.json 'ground_truth_mesh')")
+        raise SceneError(f"{command.data}: the scene has no ground-truth mesh (scene.json 'ground_truth_mesh')")
     config = with_layers(command.train, command.layers)
     trainer = StreamingTrainer(config, scene, frames, device)
     log: TrainingLog = trainer.run(progress=progress)
     field = trainer.field.eval()
+    with staged_directory(command.output) as staging:
+        metrics = write_results(command, config, scene, frames, field, log, device, staging)
+    return metrics
+
+
+def write_results(command, config, scene, frames, field, log, device, staging: Path) -> dict[str, float]:
+    """Evaluate the trained field and write its files into ``staging`` (swapped in by the caller)."""
     metrics = evaluate_field(
         lambda points: field(points), scene.mesh_path, frames, scene.intrinsics, scene.height, scene.width,
-        command.evaluation, device, export_to=command.output / "mesh.ply",
+        command.evaluation, device, export_to=staging / "mesh.ply",
     )
     metrics.update(
         train_seconds=log.train_seconds,
@@ -82,15 +139,18 @@ def run(command: ISDFCommand, progress: bool = True) -> dict[str, float]:
         inference_seconds_64k_points=inference_seconds(field, device),
         num_parameters=sum(p.numel() for p in field.parameters()),
     )
-    command.output.mkdir(parents=True, exist_ok=True)
-    torch.save({"field": field.state_dict(), "field_config": asdict(config.sdf)}, command.output / "field.pt")
-    (command.output / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    for name in ("sdf_error", "chamfer"):
+        if isinstance(metrics.get(name), float) and not math.isfinite(metrics[name]):
+            raise NumericalError(f"evaluation: metric '{name}' is {metrics[name]} (the field gives non-finite SDF)")
+    torch.save({"field": field.state_dict(), "field_config": asdict(config.sdf)}, staging / "field.pt")
+    (staging / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 
 
 def entrypoint() -> None:
     command = tyro.cli(ISDFCommand)
-    metrics = run(command)
+    with one_line_errors("eugen-isdf"):
+        metrics = run(command)
     for name, value in metrics.items():
         CONSOLE.print(f"{name:32s} {value:.5g}" if isinstance(value, float) else f"{name:32s} {value}")
     CONSOLE.print(f"wrote {command.output}/mesh.ply, metrics.json, field.pt")

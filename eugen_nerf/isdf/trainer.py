@@ -22,6 +22,7 @@ from torch import Tensor
 
 from eugen_nerf.eval.timing import synchronize
 from eugen_nerf.fields.isdf import ISDFField, ISDFFieldConfig
+from eugen_nerf.inputs.errors import NumericalError
 from eugen_nerf.isdf.frames import DepthFrame
 from eugen_nerf.isdf.keyframes import KeyframeBuffer, KeyframeConfig
 from eugen_nerf.isdf.losses import ISDFLossConfig, isdf_losses
@@ -79,6 +80,7 @@ class StreamingTrainer:
         self.directions = camera_directions(torch.from_numpy(scene.intrinsics), scene.height, scene.width)
         self.buffer = KeyframeBuffer(config.keyframes)
         self.generator = torch.Generator().manual_seed(config.seed)
+        self.steps_done = 0
 
     def rays(self, indices: Sequence[int]) -> RayBatch:
         rays = frame_rays([self.frames[i] for i in indices], self.directions, self.config.rays_per_frame, self.generator)
@@ -94,6 +96,13 @@ class StreamingTrainer:
         sdf, gradient = self.field.sdf_and_gradient(points, create_graph=True)
         losses = isdf_losses(sdf[..., 0], gradient, bounds, self.config.loss)
         per_sample = losses["sdf"] + losses["eikonal"]
+        for name, value in losses.items():
+            if not bool(torch.isfinite(value).all()):
+                raise NumericalError(
+                    f"step {self.steps_done}: iSDF loss '{name}' is non-finite (window frames {list(window)}); "
+                    "stopped before the optimiser step"
+                )
+        self.steps_done += 1
         self.optimizer.zero_grad(set_to_none=True)
         per_sample.mean().backward()
         self.optimizer.step()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Literal, Optional, Type
 
 import torch
 
@@ -13,6 +13,8 @@ from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.models.base_model import ModelConfig
 from nerfstudio.pipelines.base_pipeline import VanillaPipelineConfig
 
+from eugen_nerf.eval.checkpoints import install_checkpoint_checks
+from eugen_nerf.methods.trainer import SceneTrainer
 from eugen_nerf.scenes import dataparser_config
 from eugen_nerf.scenes.datamanager import FramingDataManagerConfig
 from eugen_nerf.scenes.validate import validate_data
@@ -29,7 +31,13 @@ class SceneTrainerConfig(TrainerConfig):
     the command line is parsed.
 
     tyro reports a ``ValueError`` raised here as a one-line error, before any output folder or model exists.
+    Training runs :class:`~eugen_nerf.methods.trainer.SceneTrainer` (non-finite losses stop or skip,
+    checkpoints are written atomically).
     """
+
+    _target: Type = field(default_factory=lambda: SceneTrainer)
+    on_non_finite: Literal["abort", "skip"] = "abort"
+    """A non-finite loss: abort with a message naming the step (default), or skip that step."""
 
     def __post_init__(self) -> None:
         datamanager = self.pipeline.datamanager
@@ -38,6 +46,12 @@ class SceneTrainerConfig(TrainerConfig):
         data = self.data or datamanager.data or getattr(dataparser, "data", None)
         if data is not None and Path(data) != Path():
             validate_data(data, dataparser)
+
+    def get_checkpoint_dir(self) -> Path:
+        # eval_setup (ns-eval, ns-render, ns-viewer) asks for this right before it loads the checkpoint:
+        # from here on nerfstudio reads checkpoints through our check (a truncated file is one clear line).
+        install_checkpoint_checks()
+        return super().get_checkpoint_dir()
 
 
 def object_method_config(

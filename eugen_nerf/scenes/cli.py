@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -11,10 +10,11 @@ import tyro
 from rich.console import Console
 from rich.table import Table
 
+from eugen_nerf.inputs.errors import one_line_errors
 from eugen_nerf.scenes.appearance import PHOTOS
 from eugen_nerf.scenes.generate import SceneConfig, generate_scene
 from eugen_nerf.scenes.meshes import BUNDLED_MESHES, bundled_mesh_dir
-from eugen_nerf.scenes.validate import SceneError, validate_scene
+from eugen_nerf.scenes.validate import validate_scene
 
 CONSOLE = Console()
 
@@ -63,11 +63,9 @@ Commands = (
 def entrypoint() -> None:
     """Console script: bad scenes and refused overwrites end with a one-line message and exit code 1."""
     command = tyro.cli(Commands, description="Render, check and list the synthetic EUGen-NeRF scenes.")
-    try:
+    # SIGINT/SIGTERM unwind too: the render's staging folder is removed, an earlier scene stays as it was
+    with one_line_errors("eugen-scenes", code=1, also=(FileExistsError, FileNotFoundError, ValueError)):
         command.main()
-    except (SceneError, FileExistsError, FileNotFoundError, ValueError) as error:
-        CONSOLE.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
-        sys.exit(1)
 
 
 if __name__ == "__main__":

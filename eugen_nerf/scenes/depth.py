@@ -31,6 +31,7 @@ def read_depth(path: Path) -> np.ndarray:
     if path.suffix == ".npy":
         return np.load(path).astype(np.float32)
     raw = iio.imread(path)
-    if raw.ndim != 2 or not np.issubdtype(raw.dtype, np.integer):
-        raise ValueError(f"{path}: depth PNG must be single-channel integer, got {raw.dtype} {raw.shape}")
+    if raw.ndim != 2 or raw.dtype != np.uint16:
+        # an 8-bit PNG holds at most 255 mm: a depth map re-saved as 8-bit is clipped garbage, not depth
+        raise ValueError(f"{path}: depth PNG must be single-channel 16-bit (millimetres), got {raw.dtype} {raw.shape}")
     return raw.astype(np.float32) * DEPTH_UNIT_SCALE_FACTOR

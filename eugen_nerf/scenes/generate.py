@@ -262,13 +262,14 @@ def generate_scene(config: SceneConfig) -> Path:
         raise ValueError("every split needs at least one view")
     if config.radius <= 1.0:
         raise ValueError("--radius must exceed 1 (the object fills the unit sphere)")
-
     if config.kind != "object" and config.layout == "trajectory":
         raise ValueError("--layout trajectory is for --kind object (an RGB-D stream)")
     if not 1 <= config.jpeg_quality <= 100:
         raise ValueError("--jpeg-quality must be between 1 and 100")
     if config.frame_scale <= 0:
         raise ValueError("--frame-scale must be positive")
+    if config.output.exists() and not config.overwrite:  # before the (slow) mesh load and render
+        raise FileExistsError(f"--output {config.output} already exists; pass --overwrite to replace it")
 
     mesh_path, bundled = resolve_mesh(config.mesh)
     up_axis = config.up_axis or (bundled.up_axis if bundled else "y")

@@ -14,6 +14,9 @@ from typing import Literal
 import imageio.v3 as iio
 import numpy as np
 
+from eugen_nerf.inputs.errors import one_line
+from eugen_nerf.scenes.validate import SceneError
+
 UpAxis = Literal["x", "y", "z"]
 
 
@@ -76,12 +79,17 @@ def load_mesh(path: Path) -> Mesh:
     import pymeshlab
 
     meshset = pymeshlab.MeshSet()
-    meshset.load_new_mesh(str(path))
+    try:
+        meshset.load_new_mesh(str(path))
+    except Exception as error:  # pymeshlab's own exception type, for empty, truncated or foreign files
+        raise SceneError(f"--mesh {path}: unreadable mesh file ({one_line(error)})") from None
     mesh = meshset.current_mesh()
     vertices = np.asarray(mesh.vertex_matrix(), dtype=np.float64)
     faces = np.asarray(mesh.face_matrix(), dtype=np.int64)
-    if len(faces) == 0:
-        raise ValueError(f"Mesh {path} has no faces")
+    if len(vertices) == 0 or len(faces) == 0:
+        raise SceneError(f"--mesh {path}: the mesh has {len(vertices)} vertices and {len(faces)} faces")
+    if not np.all(np.isfinite(vertices)):
+        raise SceneError(f"--mesh {path}: vertex positions contain NaN or infinite values")
     vertex_colors = np.asarray(mesh.vertex_color_matrix())[:, :3] if mesh.has_vertex_color() else None
     wedge_uvs = texture = None
     textures = list(mesh.textures()) if mesh.has_wedge_tex_coord() else []

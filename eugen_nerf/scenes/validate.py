@@ -15,13 +15,14 @@ from typing import Any
 import imageio.v3 as iio
 import numpy as np
 
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.scenes.depth import read_depth
 
 SPLITS = ("train", "val", "test")
 RIGID_TOLERANCE = 1e-4
 
 
-class SceneError(ValueError):
+class SceneError(InputError):
     """A scene folder that loaders must not use; the message names the offending file or frame."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import imageio.v3 as iio
 import numpy as np
 
+from eugen_nerf.inputs.outputs import swap_into_place
 from eugen_nerf.scenes.cameras import Intrinsics
 from eugen_nerf.scenes.depth import write_depth
 from eugen_nerf.scenes.render import View
@@ -27,18 +28,12 @@ from eugen_nerf.scenes.validate import SPLITS
 def atomic_output(target: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder that replaces ``target`` only if the body finishes without error."""
     if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} already exists; pass --overwrite to replace it")
+        raise FileExistsError(f"--output {target} already exists; pass --overwrite to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
         yield staging
-        if target.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            target.rename(trash / target.name)
-            staging.rename(target)
-            shutil.rmtree(trash)
-        else:
-            staging.rename(target)
+        swap_into_place(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging)

@@ -11,6 +11,7 @@ CPU fits it in minutes; ``--size 256`` is the paper's setting.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +28,10 @@ from torch import Tensor
 from eugen_nerf.eval.metrics import psnr
 from eugen_nerf.eval.timing import synchronize
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_param_groups
+from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
+from eugen_nerf.inputs.numerics import check_finite
+from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive
+from eugen_nerf.inputs.outputs import atomic_write_bytes
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
 
@@ -107,6 +112,9 @@ def fit(
             start = time.perf_counter()
             prediction = model(coords)
             loss = torch.mean((prediction - values) ** 2)
+            if not bool(torch.isfinite(loss)):
+                raise NumericalError(f"step {step}: the image-fit loss is {float(loss)} (non-finite); "
+                                     "stopped before the optimiser step (lower --lr)")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -136,18 +144,31 @@ def save_png(path: Path, image: np.ndarray) -> None:
     iio.imwrite(path, pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
 
 
+OPTION_RULES = {
+    "size": POSITIVE_INT, "width": POSITIVE_INT, "hidden_layers": POSITIVE_INT, "steps": POSITIVE_INT,
+    "log_every": POSITIVE_INT, "lr": positive, "eugen.num_features": POSITIVE_INT, "eugen.degree": POSITIVE_INT,
+    "eugen.frequency": positive, "eugen.projection_lr_scale": positive,
+}
+
+
 def main(config: FitImageConfig) -> FitResult:
+    check_options(config, OPTION_RULES)
+    if config.output.exists() and not config.output.is_dir():
+        raise InputError(f"--output {config.output} exists and is not a directory")
     device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available() else
                           "cpu" if config.device == "auto" else config.device)
     target = torch.from_numpy(load_image(config.image, config.size)).to(device)
     model = build_siren(config, out_dim=target.shape[-1]).to(device)
     CONSOLE.print(f"SIREN ({config.layers}) {model.layers}  {sum(p.numel() for p in model.parameters()):,} parameters")
     result = fit(model, target, config.steps, config.lr, config.log_every, config.eugen)
+    check_finite(torch.from_numpy(result.reconstruction), "the fitted image (eval-mode network)")
     config.output.mkdir(parents=True, exist_ok=True)
-    save_png(config.output / "reconstruction.png", result.reconstruction)
+    partial = config.output / f".reconstruction.{os.getpid()}.partial.png"
+    save_png(partial, result.reconstruction)
+    partial.replace(config.output / "reconstruction.png")
     summary = {key: value for key, value in asdict(result).items() if key != "reconstruction"}
     summary["config"] = json.loads(json.dumps(asdict(config), default=str))
-    (config.output / "history.json").write_text(json.dumps(summary, indent=2))
+    atomic_write_bytes(config.output / "history.json", json.dumps(summary, indent=2).encode())
     CONSOLE.print(
         f"final PSNR {result.final_psnr:.2f} dB, {result.pixels_per_second:,.0f} pixels/s "
         f"({result.train_seconds:.1f} s for {config.steps} steps); wrote {config.output / 'reconstruction.png'}"
@@ -156,4 +177,6 @@ def main(config: FitImageConfig) -> FitResult:
 
 
 def entrypoint() -> None:
-    main(tyro.cli(FitImageConfig))
+    config = tyro.cli(FitImageConfig)
+    with one_line_errors("eugen-fit-image"):
+        main(config)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import imageio.v3 as iio
 import numpy as np
 import torch
 from skimage import data as skimage_data
 from skimage.transform import resize
 from torch import Tensor
+
+from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.images import read_image_float
+
+SKIMAGE_IMAGES = ("astronaut", "brick", "camera", "cat", "checkerboard", "chelsea", "clock", "coffee", "coins",
+                  "grass", "gravel", "horse", "moon", "page", "rocket", "text")
+"""``skimage.data`` images accepted by name (functions of ``skimage.data`` that need no download)."""
 
 
 def load_image(name: str, size: int) -> np.ndarray:
@@ -18,17 +24,14 @@ def load_image(name: str, size: int) -> np.ndarray:
     Returns ``(size, size, C)`` float32 (``C`` = 1 for greyscale, 3 for colour).
     """
     path = Path(name)
-    if path.suffix and path.is_file():
-        image = iio.imread(path)
-    elif hasattr(skimage_data, name):
-        image = getattr(skimage_data, name)()
+    if path.suffix or path.exists():  # a file name: read (and checked) by the shared image reader
+        image = read_image_float(path, "--image")
+    elif name in SKIMAGE_IMAGES:
+        image = np.asarray(getattr(skimage_data, name)(), dtype=np.float32)
+        image = image / 255.0 if image.max() > 1.0 else image
+        image = image[..., None] if image.ndim == 2 else image[..., :3]
     else:
-        raise ValueError(f"image {name!r} is neither an image file nor a skimage.data image (e.g. 'camera')")
-    image = np.asarray(image, dtype=np.float32)
-    image = image / 255.0 if image.max() > 1.0 else image
-    if image.ndim == 2:
-        image = image[..., None]
-    image = image[..., :3]
+        raise InputError(f"--image {name!r} is neither an image file nor a skimage.data image (e.g. 'camera')")
     return resize(image, (size, size, image.shape[-1]), anti_aliasing=True).astype(np.float32)
 
 

@@ -17,10 +17,11 @@ import viser
 
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from eugen_nerf.inputs.errors import one_line_errors
+from eugen_nerf.inputs.options import POSITIVE_INT, check_options, integer_at_least
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
     Run,
-    SceneMismatchError,
     ViewScores,
     c2w_to_viser,
     check_same_scene,
@@ -172,6 +173,7 @@ class EUGenViewer:
     """Height in pixels of each rendered panel (the width follows the browser window); keep it small on CPU."""
 
     def main(self) -> None:
+        check_options(self, {"port": integer_at_least(0), "render_height": POSITIVE_INT})
         check_same_scene(self.left, self.right)
         runs = [Run.load(self.left), Run.load(self.right)]
         server = viser.ViserServer(host=self.host, port=self.port)
@@ -190,13 +192,9 @@ class EUGenViewer:
 def entrypoint() -> None:
     """Console script: tyro parses the options (``--help`` explains each), errors end in one line."""
     options = tyro.cli(EUGenViewer)
-    try:
+    # Ctrl-C while the runs load, before the viewer's own handler is installed: one line, exit 130
+    with one_line_errors("eugen-viewer", code=2, also=(FileNotFoundError,)):
         options.main()
-    except (SceneMismatchError, FileNotFoundError) as error:
-        CONSOLE.print(f"[bold red]eugen-viewer: error:[/bold red] {error}")
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:  # Ctrl-C while the runs load, before the viewer's own handler is installed
-        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

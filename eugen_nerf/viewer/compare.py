@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import viser.transforms as vtf
-import yaml
 from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
 
@@ -23,11 +22,13 @@ from nerfstudio.models.base_model import ModelConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 from nerfstudio.viewer.utils import CameraState, get_camera
 
+from eugen_nerf.inputs.errors import InputError
+
 VISER_SCALE = 10.0
 """Viser world units per scene unit, as in nerfstudio's viewer (``VISER_NERFSTUDIO_SCALE_RATIO``)."""
 
 
-class SceneMismatchError(ValueError):
+class SceneMismatchError(InputError):
     """The two runs were trained on different scenes, so neither their images nor their PSNRs compare."""
 
 
@@ -53,7 +54,14 @@ def check_same_scene(left: Path, right: Path) -> Path:
 
     Only the configs are read, so a mismatch is reported before any model is built.
     """
-    scenes = [scene_data_path(yaml.load(path.read_text(), Loader=yaml.Loader)) for path in (left, right)]
+    from eugen_nerf.eval.runs import find_config, latest_checkpoint, read_config
+
+    for option, path in (("--left", left), ("--right", right)):  # the shared run-directory checks
+        try:
+            latest_checkpoint(find_config(path))
+        except InputError as err:
+            raise InputError(f"{option}: {err}") from None
+    scenes = [scene_data_path(read_config(find_config(path))) for path in (left, right)]
     if scene_fingerprint(scenes[0]) != scene_fingerprint(scenes[1]):
         raise SceneMismatchError(
             f"the runs are of different scenes: --left {left} was trained on {scenes[0]}, "
@@ -76,7 +84,11 @@ class Run:
         import eugen_nerf.methods  # noqa: F401  (allow_numpy_checkpoints, install_offline_lpips)
         from nerfstudio.utils.eval_utils import eval_setup
 
-        config, pipeline, _, step = eval_setup(config_path, test_mode="test")
+        from eugen_nerf.eval.checkpoints import install_checkpoint_checks
+        from eugen_nerf.eval.runs import find_config
+
+        install_checkpoint_checks()
+        config, pipeline, _, step = eval_setup(find_config(config_path), test_mode="test")
         # a distilled student keeps its teacher's method name, and its model config holds the teacher's
         kind = "student of " if isinstance(getattr(config.pipeline.model, "teacher", None), ModelConfig) else ""
         return cls(config_path, f"{kind}{config.method_name} @ step {step}", pipeline)

@@ -1,0 +1,89 @@
+"""Output directories written so that bad input, a crash, Ctrl-C or SIGTERM never lose an earlier result.
+
+A command that writes a directory of results works in a hidden staging directory beside it and swaps it
+into place only when it is complete (:func:`staged_directory`); an existing result is refused unless the
+user asks to overwrite it (:func:`refuse_existing`), and even then stays on disk, byte-identical, until the
+new one is complete. Files are written through a temporary name and renamed (:func:`atomic_write_bytes`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from eugen_nerf.inputs.errors import InputError
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def refuse_existing(target: Path, overwrite: bool, option: str = "--output", what: str = "a result") -> None:
+    """:class:`InputError` when ``target`` exists (as ``what``) and ``overwrite`` is not set."""
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{option} {target} exists and is not a directory")
+    if target.exists() and any(target.iterdir()) and not overwrite:
+        raise InputError(f"{option} {target} already holds {what}; pass --overwrite to replace it")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return result == 0
+
+
+def swap_into_place(staging: Path, target: Path) -> None:
+    """Make the complete ``staging`` directory ``target``; a previous ``target`` is removed only afterwards.
+
+    Where the OS swaps two directories in one step, ``target`` is never absent; elsewhere it is renamed
+    aside first, so at every moment either the old or the new complete directory exists.
+    """
+    if not target.exists():
+        staging.rename(target)
+        return
+    if not _exchange(staging, target):
+        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        target.rename(trash / target.name)
+        staging.rename(target)
+        staging = trash
+    shutil.rmtree(staging)
+
+
+def staging_path(target: Path) -> Path:
+    """The fixed staging directory of ``target`` (fixed so that an interrupted run can resume from it)."""
+    return target.parent / f".{target.name}.partial"
+
+
+@contextmanager
+def staged_directory(target: Path, keep_on_error: bool = False) -> Iterator[Path]:
+    """Yield a staging directory that becomes ``target`` only when the block completes.
+
+    On an error (or Ctrl-C/SIGTERM) the staging directory is removed, unless ``keep_on_error`` (it then
+    holds resumable state); ``target`` is untouched either way.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_path(target)
+    staging.mkdir(exist_ok=keep_on_error)
+    try:
+        yield staging
+        swap_into_place(staging, target)
+    finally:
+        if staging.exists() and not keep_on_error:
+            shutil.rmtree(staging)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)

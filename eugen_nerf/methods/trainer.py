@@ -1,0 +1,80 @@
+"""nerfstudio's ``Trainer`` with what a user who presses Ctrl-C or hits a NaN needs.
+
+* A non-finite loss stops training before the optimiser step with one line naming the step and the loss
+  (``--on-non-finite skip`` skips that step instead; the parameters are never updated from a NaN).
+* Checkpoints are written under a temporary name and renamed, so an interrupted save (SIGINT, SIGTERM, a
+  full disk) never leaves a ``step-*.ckpt`` that looks complete and is not; the previous one stays.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+from nerfstudio.engine.trainer import Trainer
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from eugen_nerf.inputs.numerics import check_losses, non_finite_loss
+
+
+class SceneTrainer(Trainer):
+    """``Trainer`` with non-finite-loss checks and atomic checkpoints (see the module docstring)."""
+
+    def train_iteration(self, step: int):
+        """nerfstudio 1.1.5's ``train_iteration``, with the loss checked before the backward pass and step."""
+        groups = self.optimizers.parameters.keys()
+        self.optimizers.zero_grad_some([g for g in groups if step % self.gradient_accumulation_steps[g] == 0])
+        device_type = self.device.split(":")[0]
+        device_type = "cpu" if device_type == "mps" else device_type
+        with torch.autocast(device_type=device_type, enabled=self.mixed_precision):
+            _, loss_dict, metrics_dict = self.pipeline.get_train_loss_dict(step=step)
+            loss = functools.reduce(torch.add, loss_dict.values())
+        bad = check_losses(loss_dict, step)
+        if bad is not None:
+            if getattr(self.config, "on_non_finite", "abort") != "skip":
+                raise non_finite_loss(bad, loss_dict[bad], step)
+            CONSOLE.print(f"step {step}: loss '{bad}' is non-finite; step skipped (--on-non-finite skip)")
+            self.optimizers.zero_grad_all()
+            return loss.detach().nan_to_num(), {}, {}
+        self.grad_scaler.scale(loss).backward()  # type: ignore[union-attr]
+        needs_step = [g for g in groups if step % self.gradient_accumulation_steps[g] == self.gradient_accumulation_steps[g] - 1]
+        self.optimizers.optimizer_scaler_step_some(self.grad_scaler, needs_step)
+        if self.config.log_gradients:
+            total = 0
+            for tag, value in self.pipeline.model.named_parameters():
+                if value.grad is not None:
+                    grad = value.grad.norm()
+                    metrics_dict[f"Gradients/{tag}"] = grad
+                    total += grad
+            metrics_dict["Gradients/Total"] = total
+        scale = self.grad_scaler.get_scale()
+        self.grad_scaler.update()
+        if scale <= self.grad_scaler.get_scale():
+            self.optimizers.scheduler_step_all(step)
+        return loss, loss_dict, metrics_dict
+
+    def save_checkpoint(self, step: int) -> None:
+        """nerfstudio's checkpoint, written under a temporary name and renamed into place."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        path = self.checkpoint_dir / f"step-{step:09d}.ckpt"
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        pipeline = self.pipeline.module if hasattr(self.pipeline, "module") else self.pipeline
+        try:
+            torch.save(
+                {
+                    "step": step,
+                    "pipeline": pipeline.state_dict(),
+                    "optimizers": {k: v.state_dict() for k, v in self.optimizers.optimizers.items()},
+                    "schedulers": {k: v.state_dict() for k, v in self.optimizers.schedulers.items()},
+                    "scalers": self.grad_scaler.state_dict(),
+                },
+                partial,
+            )
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
+        if self.config.save_only_latest_checkpoint:
+            for other in self.checkpoint_dir.glob("*.ckpt"):
+                if other != path:
+                    other.unlink()

@@ -1,0 +1,367 @@
+"""A catalogue of bad input across every command: each case gives one clear line and loses nothing.
+
+Every case asserts (1) the exit status, (2) that the message names the file, frame or option at fault,
+(3) that there is no traceback, and (4) that nothing was written: the whole scratch folder (inputs and any
+earlier output) is byte-identical afterwards. The console scripts run in-process through their entry
+functions (cheap); ``ns-train`` and ``ns-eval`` run as real subprocesses, the only way to see that stock
+nerfstudio commands print no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RGBD = REPO / "scenes" / "bunny_rgbd"
+SCENE = REPO / "scenes" / "bunny32"
+TEACHER = REPO / "teachers" / "bunny64" / "dense-nerf" / "shipped"
+BIN = Path(sys.executable).parent
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()} | {
+        str(p.relative_to(root)) + "/": b"" for p in sorted(root.rglob("*")) if p.is_dir()
+    }
+
+
+# --------------------------------------------------------------------------- inputs, made once per module
+RUN = Path("bunny64", "dense-nerf", "shipped")
+"""Where a copied run lies under its output_dir, as nerfstudio lays runs out (ns-eval finds it there)."""
+
+
+def copy_run(root: Path, name: str) -> Path:
+    """A copy of the shipped teacher at ``root/name/RUN`` whose config's output_dir is ``root/name``."""
+    run = shutil.copytree(TEACHER, root / name / RUN)
+    config = (run / "config.yml").read_text()
+    marker = "output_dir: !!python/object/apply:pathlib.PosixPath\n- teachers\n"
+    assert marker in config
+    (run / "config.yml").write_text(config.replace(marker, marker.replace("teachers", str(root / name))))
+    return run
+
+
+def run_dir(inputs: Path, name: str) -> Path:
+    return inputs / name / RUN
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """Broken copies of shipped scenes and runs, and broken files, shared read-only by the cases."""
+    root = tmp_path_factory.mktemp("inputs")
+    rgbd = lambda name: shutil.copytree(RGBD, root / name)  # noqa: E731
+
+    (rgbd("no_depth_png") / "depth" / "frame_0003.png").unlink()
+
+    meta = json.loads((rgbd("no_depth_key") / "transforms.json").read_text())
+    del meta["frames"][5]["depth_file_path"]
+    (root / "no_depth_key" / "transforms.json").write_text(json.dumps(meta))
+
+    for png in (rgbd("depth_8bit") / "depth").glob("*.png"):
+        iio.imwrite(png, np.clip(iio.imread(png), 0, 255).astype(np.uint8))
+
+    (rgbd("bad_json") / "transforms.json").write_text('{"frames": [')
+
+    meta = json.loads((shutil.copytree(SCENE, root / "one_point") / "transforms.json").read_text())
+    for frame in meta["frames"]:  # every camera at one point: no parallax
+        frame["transform_matrix"] = [[1, 0, 0, 0.5], [0, 1, 0, 0.5], [0, 0, 1, 0.5], [0, 0, 0, 1]]
+    (root / "one_point" / "transforms.json").write_text(json.dumps(meta))
+
+    (root / "empty.ply").write_text("ply\nformat ascii 1.0\nelement vertex 0\nelement face 0\nend_header\n")
+    (root / "text.png").write_text("this is not an image\n")
+    iio.imwrite(root / "a.png", np.zeros((32, 32, 3), np.uint8))
+
+    run = copy_run(root, "run_truncated")
+    (checkpoint,) = (run / "nerfstudio_models").glob("step-*.ckpt")
+    checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 3])
+    shutil.rmtree(copy_run(root, "run_no_ckpt") / "nerfstudio_models")
+    (root / "run_garbage").mkdir()
+    (root / "run_garbage" / "config.yml").write_text("::: not yaml [\n")
+    return root
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch) -> Path:
+    """The case's folder; commands run from the repository (the shipped runs name their scene relatively)."""
+    monkeypatch.chdir(REPO)
+    return tmp_path
+
+
+@dataclass
+class Case:
+    """One bad invocation: how to run it, what the message must name, the expected exit status."""
+
+    id: str
+    run: Callable[[Path, Path], list[str]]
+    """``(inputs, scratch) -> argv`` of the console script ``script``."""
+    script: str
+    names: Callable[[Path, Path], str]
+    """``(inputs, scratch) -> text`` the message must contain (a path, a frame, an option)."""
+    code: int = 2
+    prepare: Callable[[Path], None] | None = None
+    """Puts an earlier result in the scratch folder, which must stay byte-identical."""
+
+
+def entry(script: str) -> Callable[[], None]:
+    if script == "eugen-isdf":
+        from eugen_nerf.isdf.cli import entrypoint
+    elif script == "eugen-scenes":
+        from eugen_nerf.scenes.cli import entrypoint
+    elif script == "eugen-fit-image":
+        from eugen_nerf.siren.fit_image import entrypoint
+    elif script == "eugen-eval":
+        from eugen_nerf.eval.cli import entrypoint
+    elif script == "eugen-distill":
+        from eugen_nerf.distill.cli import entrypoint
+    elif script == "eugen-viewer":
+        from eugen_nerf.viewer.cli import entrypoint
+    elif script == "ns-train":
+        from nerfstudio.scripts.train import entrypoint
+    else:
+        raise AssertionError(script)
+    return entrypoint
+
+
+def earlier_isdf_run(scratch: Path) -> None:
+    (scratch / "out").mkdir()
+    for name, data in (("field.pt", b"weights"), ("metrics.json", b'{"sdf_error": 0.07}'), ("mesh.ply", b"ply")):
+        (scratch / "out" / name).write_bytes(data)
+
+
+def earlier_scene(scratch: Path) -> None:
+    (scratch / "out").mkdir()
+    (scratch / "out" / "transforms.json").write_text('{"frames": []}')
+
+
+def earlier_student(scratch: Path) -> None:
+    shutil.copytree(TEACHER, scratch / "out")
+
+
+ISDF = ["--evaluation.mesh-resolution", "16"]
+
+
+def NS_ZIP(scratch: Path) -> list[str]:  # noqa: N802 (reads as a constant prefix)
+    """``ns-train eugen-zipnerf`` on a shipped scene, its output folder in the case's scratch (never created)."""
+    return ["eugen-zipnerf", "--data", str(SCENE), "--output-dir", str(scratch / "o")]
+
+
+CASES = [
+    # ---------------------------------------------------------------- eugen-isdf
+    Case("isdf-missing-scene", lambda i, s: ["--data", str(s / "nowhere"), "--output", str(s / "out")],
+         "eugen-isdf", lambda i, s: str(s / "nowhere")),
+    Case("isdf-deleted-depth-png", lambda i, s: ["--data", str(i / "no_depth_png"), "--output", str(s / "out")],
+         "eugen-isdf", lambda i, s: "depth/frame_0003.png"),
+    Case("isdf-frame-without-depth", lambda i, s: ["--data", str(i / "no_depth_key"), "--output", str(s / "out")],
+         "eugen-isdf", lambda i, s: "frame 5"),
+    Case("isdf-8bit-depth", lambda i, s: ["--data", str(i / "depth_8bit"), "--output", str(s / "out")],
+         "eugen-isdf", lambda i, s: "depth/frame_0000.png: depth PNG must be single-channel 16-bit"),
+    Case("isdf-bad-json", lambda i, s: ["--data", str(i / "bad_json"), "--output", str(s / "out")],
+         "eugen-isdf", lambda i, s: str(i / "bad_json" / "transforms.json")),
+    Case("isdf-frame-stride-0", lambda i, s: ["--output", str(s / "out"), "--train.frame-stride", "0"],
+         "eugen-isdf", lambda i, s: "--train.frame-stride must be an integer >= 1"),
+    Case("isdf-negative-lr", lambda i, s: ["--output", str(s / "out"), "--train.lr", "-1"],
+         "eugen-isdf", lambda i, s: "--train.lr must be > 0"),
+    Case("isdf-mesh-resolution-2", lambda i, s: ["--output", str(s / "out"), "--evaluation.mesh-resolution", "2"],
+         "eugen-isdf", lambda i, s: "--evaluation.mesh-resolution"),
+    Case("isdf-far-before-near", lambda i, s: ["--output", str(s / "out"), "--train.sampling.far", "1"],
+         "eugen-isdf", lambda i, s: "--train.sampling.far"),
+    Case("isdf-output-holds-a-run", lambda i, s: ["--output", str(s / "out"), *ISDF],
+         "eugen-isdf", lambda i, s: f"--output {s / 'out'} already holds an eugen-isdf run", prepare=earlier_isdf_run),
+    # ---------------------------------------------------------------- eugen-scenes
+    Case("scenes-mesh-without-vertices", lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(i / "empty.ply")],
+         "eugen-scenes", lambda i, s: f"--mesh {i / 'empty.ply'}", code=1),
+    Case("scenes-missing-mesh", lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(s / "no.obj")],
+         "eugen-scenes", lambda i, s: str(s / "no.obj"), code=1),
+    Case("scenes-output-exists", lambda i, s: ["render", "--output", str(s / "out"), "--width", "8", "--height", "8"],
+         "eugen-scenes", lambda i, s: f"--output {s / 'out'} already exists", code=1, prepare=earlier_scene),
+    Case("scenes-width-0", lambda i, s: ["render", "--output", str(s / "out"), "--width", "0"],
+         "eugen-scenes", lambda i, s: "--width must be at least 1", code=1),
+    Case("scenes-check-8bit-depth", lambda i, s: ["check", str(i / "depth_8bit")],
+         "eugen-scenes", lambda i, s: "depth_8bit/depth/frame_0000.png", code=1),
+    Case("scenes-check-missing", lambda i, s: ["check", str(s / "nowhere")],
+         "eugen-scenes", lambda i, s: f"{s / 'nowhere'}: scene does not exist", code=1),
+    Case("scenes-check-bad-json", lambda i, s: ["check", str(i / "bad_json")],
+         "eugen-scenes", lambda i, s: f"{i / 'bad_json' / 'transforms.json'}: unreadable JSON", code=1),
+    Case("scenes-check-deleted-depth-png", lambda i, s: ["check", str(i / "no_depth_png")],
+         "eugen-scenes", lambda i, s: "depth/frame_0003.png is missing", code=1),
+    Case("scenes-check-degenerate-poses", lambda i, s: ["check", str(i / "one_point")],
+         "eugen-scenes", lambda i, s: "all 28 cameras are at one point", code=1),
+    Case("scenes-trajectory-for-captured", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured",
+                                                         "--layout", "trajectory"],
+         "eugen-scenes", lambda i, s: "--layout trajectory is for --kind object", code=1),
+    Case("scenes-jpeg-quality-0", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "unbounded",
+                                                "--jpeg-quality", "0"],
+         "eugen-scenes", lambda i, s: "--jpeg-quality must be between 1 and 100", code=1),
+    Case("scenes-frame-scale-0", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured",
+                                               "--frame-scale", "0"],
+         "eugen-scenes", lambda i, s: "--frame-scale must be positive", code=1),
+    # ---------------------------------------------------------------- eugen-fit-image
+    Case("fit-image-missing-file", lambda i, s: ["--image", str(s / "missing.png"), "--output", str(s / "out")],
+         "eugen-fit-image", lambda i, s: f"{s / 'missing.png'}: --image file is missing"),
+    Case("fit-image-text-file", lambda i, s: ["--image", str(i / "text.png"), "--output", str(s / "out")],
+         "eugen-fit-image", lambda i, s: f"{i / 'text.png'}: --image file is unreadable"),
+    Case("fit-image-unknown-name", lambda i, s: ["--image", "cameraman", "--output", str(s / "out")],
+         "eugen-fit-image", lambda i, s: "--image 'cameraman'"),
+    Case("fit-image-size-0", lambda i, s: ["--size", "0", "--output", str(s / "out")],
+         "eugen-fit-image", lambda i, s: "--size must be an integer >= 1"),
+    Case("fit-image-steps-0", lambda i, s: ["--steps", "0", "--output", str(s / "out")],
+         "eugen-fit-image", lambda i, s: "--steps must be an integer >= 1"),
+    Case("fit-image-nan-lr", lambda i, s: ["--lr", "nan", "--output", str(s / "out")],
+         "eugen-fit-image", lambda i, s: "--lr must be a finite number"),
+    # ---------------------------------------------------------------- eugen-eval
+    Case("eval-missing-config", lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
+         "eugen-eval", lambda i, s: f"{s / 'none.yml'}: no such run config", code=1),
+    Case("eval-garbage-config", lambda i, s: ["--load-config", str(i / "run_garbage" / "config.yml"), "--output", str(s / "r.json")],
+         "eugen-eval", lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a nerfstudio TrainerConfig", code=1),
+    Case("eval-no-checkpoints", lambda i, s: ["--load-config", str(run_dir(i, "run_no_ckpt") / "config.yml"), "--output", str(s / "r.json")],
+         "eugen-eval", lambda i, s: "shipped/config.yml: no checkpoints", code=1),
+    Case("eval-truncated-checkpoint",
+         lambda i, s: ["--load-config", str(run_dir(i, "run_truncated") / "config.yml"), "--output", str(s / "r.json")],
+         "eugen-eval", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint", code=1),
+    Case("eval-lpips-text-image", lambda i, s: ["lpips", str(i / "a.png"), str(i / "text.png")],
+         "eugen-eval", lambda i, s: f"{i / 'text.png'}: image file is unreadable", code=1),
+    # ---------------------------------------------------------------- eugen-distill
+    Case("distill-missing-teacher", lambda i, s: ["--teacher", str(s / "none"), "--output-dir", str(s / "out")],
+         "eugen-distill", lambda i, s: f"{s / 'none'}: not a nerfstudio run directory"),
+    Case("distill-truncated-checkpoint",
+         lambda i, s: ["--teacher", str(run_dir(i, "run_truncated")), "--output-dir", str(s / "out")],
+         "eugen-distill", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
+    Case("distill-output-holds-a-run", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out")],
+         "eugen-distill", lambda i, s: f"--output-dir {s / 'out'} already holds a run", prepare=earlier_student),
+    Case("distill-num-features-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--num-features", "0"],
+         "eugen-distill", lambda i, s: "num-features must be an integer >= 1"),
+    Case("distill-ridge-not-a-number", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--ridge", "abc"],
+         "eugen-distill", lambda i, s: "ridge must be a number >= 0 or 'auto', got 'abc'"),
+    Case("distill-degree-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--degree", "0"],
+         "eugen-distill", lambda i, s: "degree must be an integer >= 1"),
+    Case("distill-scaling-unknown", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
+                                                  "--scaling", "log"],
+         "eugen-distill", lambda i, s: "argument --scaling: invalid choice: 'log'"),
+    Case("distill-unknown-layer", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
+                                                "--layers", "field_coarse.trunk.layers.99"],
+         "eugen-distill", lambda i, s: "field_coarse.trunk.layers.99"),
+    # ---------------------------------------------------------------- eugen-viewer
+    Case("viewer-missing-left", lambda i, s: ["--left", str(s / "none.yml"), "--right", str(TEACHER / "config.yml")],
+         "eugen-viewer", lambda i, s: f"--left: {s / 'none.yml'}: not a nerfstudio run directory"),
+    Case("viewer-right-without-checkpoints",
+         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(run_dir(i, "run_no_ckpt") / "config.yml")],
+         "eugen-viewer", lambda i, s: "--right: " + str(run_dir(i, "run_no_ckpt"))),
+    Case("viewer-truncated-checkpoint",
+         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(run_dir(i, "run_truncated") / "config.yml"),
+                       "--port", "0"],
+         "eugen-viewer", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
+    Case("viewer-render-height-0",
+         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(TEACHER / "config.yml"), "--render-height", "0"],
+         "eugen-viewer", lambda i, s: "--render-height must be an integer >= 1"),
+    # ---------------------------------------------------------------- ns-train, parsed in-process (tyro)
+    Case("ns-train-missing-scene", lambda i, s: ["dense-nerf", "--data", str(s / "nowhere"), "--output-dir", str(s / "o")],
+         "ns-train", lambda i, s: f"{s / 'nowhere'}: scene does not exist"),
+    Case("ns-train-isdf-8bit-depth", lambda i, s: ["eugen-isdf", "--data", str(i / "depth_8bit"), "--output-dir", str(s / "o")],
+         "ns-train", lambda i, s: "depth PNG must be single-channel 16-bit"),
+    Case("ns-train-degenerate-poses", lambda i, s: ["eugen-nerf", "--data", str(i / "one_point"), "--output-dir", str(s / "o")],
+         "ns-train", lambda i, s: "all 28 cameras are at one point"),
+    Case("ns-train-blender-missing", lambda i, s: ["dense-nerf", "--output-dir", str(s / "o"), "blender-data",
+                                                   "--data", str(s / "nowhere")],
+         "ns-train", lambda i, s: f"{s / 'nowhere'}: dataset folder does not exist"),
+    Case("ns-train-non-finite-choice", lambda i, s: [*NS_ZIP(s), "--on-non-finite", "ignore"],
+         "ns-train", lambda i, s: "invalid choice 'ignore' for argument '--on-non-finite'"),
+    # ---------------------------------------------------------------- ns-train: EUGen layer options (EUGenConfig)
+    Case("ns-train-layer-type-unknown", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "conv"],
+         "ns-train", lambda i, s: "invalid choice 'conv' for argument '--pipeline.model.eugen.layer-type'"),
+    Case("ns-train-snnk-with-sin", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "snnk",
+                                                 "--pipeline.model.eugen.feature-map", "sin"],
+         "ns-train", lambda i, s: "eugen.feature-map 'sin' is not supported by layer-type snnk"),
+    Case("ns-train-scaling-unknown", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.scaling", "log"],
+         "ns-train", lambda i, s: "invalid choice 'log' for argument '--pipeline.model.eugen.scaling'"),
+    Case("ns-train-degree-0", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "0"],
+         "ns-train", lambda i, s: "eugen.degree must be an integer in 1..4, got 0"),
+    Case("ns-train-degree-5", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "5"],
+         "ns-train", lambda i, s: "eugen.degree must be an integer in 1..4, got 5"),
+    Case("ns-train-num-features-0", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "0"],
+         "ns-train", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0"),
+    Case("ns-train-num-features-4097", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "4097"],
+         "ns-train", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 4097"),
+    Case("ns-train-num-features-not-int", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "many"],
+         "ns-train", lambda i, s: "--pipeline.model.eugen.num-features"),
+    Case("ns-train-eugen-layer-index", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.color-layers", "7"],
+         "ns-train", lambda i, s: "eugen.color-layers: layer index 7 does not exist"),
+]
+
+
+def _no_server(*args, **kwargs):
+    raise AssertionError("eugen-viewer started serving despite bad input")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: Path, scratch: Path, monkeypatch, capsys):
+    if case.prepare is not None:
+        case.prepare(scratch)
+    before_scratch, before_inputs = read_tree(scratch), read_tree(inputs)
+    monkeypatch.setattr(sys, "argv", [case.script, *case.run(inputs, scratch)])
+    if case.script == "eugen-viewer":  # bad input must stop it before it serves (else it would serve forever)
+        monkeypatch.setattr("eugen_nerf.viewer.cli.viser.ViserServer", _no_server)
+    with pytest.raises(SystemExit) as exit_info:
+        entry(case.script)()
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert exit_info.value.code == case.code, text
+    flat = " ".join(text.replace("│", " ").split())  # tyro wraps its messages in a box
+    assert case.names(inputs, scratch) in flat, text
+    assert "Traceback" not in text
+    if case.script.startswith("eugen-"):  # ours: one error line, the last, starting with the command's name
+        lines = [line for line in text.splitlines() if line.strip()]
+        assert lines[-1].startswith(f"{case.script}: error: ") and case.names(inputs, scratch) in lines[-1], text
+        assert sum("error" in line.lower() for line in lines) == 1, text
+    if case.script == "ns-train":
+        assert not (scratch / "o").exists(), "ns-train created its --output-dir despite bad input"
+    assert read_tree(scratch) == before_scratch
+    assert read_tree(inputs) == before_inputs
+
+
+def test_catalogue_covers_every_command():
+    assert len(CASES) >= 30
+    assert {case.script for case in CASES} == {
+        "eugen-isdf", "eugen-scenes", "eugen-fit-image", "eugen-eval", "eugen-distill", "eugen-viewer", "ns-train"
+    }
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_ns_eval_on_a_truncated_checkpoint_is_one_line(inputs: Path, tmp_path: Path):
+    """Stock ``ns-eval`` (a subprocess: its own exception handling) on our run with a truncated checkpoint."""
+    before = read_tree(inputs)
+    result = run([str(BIN / "ns-eval"), "--load-config", str(run_dir(inputs, "run_truncated") / "config.yml"),
+                  "--output-path", str(tmp_path / "eval.json")], cwd=REPO)
+    text = result.stdout + result.stderr
+    assert result.returncode == 1, text
+    assert "Traceback" not in text
+    assert "step-000004999.ckpt: not a readable checkpoint, truncated or corrupt" in " ".join(text.split())
+    assert not (tmp_path / "eval.json").exists()
+    assert read_tree(inputs) == before
+
+
+def test_ns_train_non_finite_loss_stops_naming_the_step(tmp_path: Path):
+    """A learning rate that overflows the weights: ns-train stops at the step, before the optimiser uses a NaN."""
+    result = run([str(BIN / "ns-train"), "dense-nerf", "--data", str(SCENE), "--output-dir", str(tmp_path / "out"),
+                  "--max-num-iterations", "30", "--vis", "tensorboard", "--optimizers.fields.optimizer.lr", "1e30",
+                  "--pipeline.datamanager.train-num-rays-per-batch", "64", "--pipeline.model.num-coarse-samples", "8",
+                  "--pipeline.model.num-importance-samples", "8", "--pipeline.model.trunk-width", "16",
+                  "--pipeline.model.head-width", "8"], cwd=tmp_path)
+    text = result.stdout + result.stderr
+    assert result.returncode == 1, text[-3000:]
+    assert "Traceback" not in text
+    assert "is nan (non-finite); stopped before the optimiser step" in " ".join(text.split()), text[-3000:]
+    assert "step " in text
+    assert not list((tmp_path / "out").rglob("*.ckpt"))
