@@ -3,7 +3,11 @@
 * A non-finite loss stops training before the optimiser step with one line naming the step and the loss
   (``--on-non-finite skip`` skips that step instead; the parameters are never updated from a NaN).
 * Checkpoints are written under a temporary name and renamed, so an interrupted save (SIGINT, SIGTERM, a
-  full disk) never leaves a ``step-*.ckpt`` that looks complete and is not; the previous one stays.
+  full disk) never leaves a ``step-*.ckpt`` that looks complete and is not; the previous one stays. The
+  temporary file lies beside ``nerfstudio_models``, not in it: nerfstudio takes every name there for a
+  checkpoint (``--load-dir`` would fail on a leftover of a SIGKILL).
+* Ctrl-C or SIGTERM ends training with one line naming the last complete checkpoint and exit status 130
+  (stock nerfstudio prints a traceback and exits 0 on Ctrl-C, and SIGTERM killed it mid-save).
 """
 
 from __future__ import annotations
@@ -15,11 +19,24 @@ import torch
 from nerfstudio.engine.trainer import Trainer
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from eugen_nerf.inputs.errors import INTERRUPTED_EXIT, sigterm_as_interrupt
 from eugen_nerf.inputs.numerics import check_losses, non_finite_loss
 
 
 class SceneTrainer(Trainer):
     """``Trainer`` with non-finite-loss checks and atomic checkpoints (see the module docstring)."""
+
+    def train(self) -> None:
+        """nerfstudio's training loop; Ctrl-C or SIGTERM stops it with one line and exit status 130."""
+        try:
+            with sigterm_as_interrupt():  # SIGTERM unwinds like Ctrl-C: an unfinished save removes its file
+                super().train()
+        except KeyboardInterrupt as error:
+            steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
+            kept = (f"the last complete checkpoint is {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
+                    if steps else "no checkpoint was written")
+            print(f"ns-train: interrupted ({str(error) or 'SIGINT'}) at step {self.step}; {kept}", flush=True)
+            raise SystemExit(INTERRUPTED_EXIT) from None
 
     def train_iteration(self, step: int):
         """nerfstudio 1.1.5's ``train_iteration``, with the loss checked before the backward pass and step."""
@@ -58,7 +75,7 @@ class SceneTrainer(Trainer):
         """nerfstudio's checkpoint, written under a temporary name and renamed into place."""
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         path = self.checkpoint_dir / f"step-{step:09d}.ckpt"
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial = self.checkpoint_dir.parent / f".{path.name}.{os.getpid()}.partial"  # same file system
         pipeline = self.pipeline.module if hasattr(self.pipeline, "module") else self.pipeline
         try:
             torch.save(
