@@ -41,17 +41,22 @@ def finetune(model, rays: RaySet, ray_indices: Tensor, teacher_rgb: Tensor, step
     generator = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
+    # In train mode nerfstudio's samplers jitter with the global generator: seed it from ``seed``, in a fork that
+    # leaves the caller's state alone, so that the student depends on the options only (bit-identical reruns).
+    forked = [torch.device(device)] if torch.device(device).type == "cuda" else []
     try:
-        for _ in tqdm(range(steps), desc="fine-tune", disable=not show_progress, leave=False):
-            pick = torch.randint(len(ray_indices), (min(batch_rays, len(ray_indices)),), generator=generator)
-            outputs = model(rays.rays[ray_indices[pick]].to(device))
-            target = teacher_rgb[pick].to(device)
-            outputs_seen = {id(outputs[key]): outputs[key] for key in TRAINED_KEYS if key in outputs}
-            loss = sum(torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values())
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            losses.append(float(loss))
+        with torch.random.fork_rng(devices=forked):
+            torch.manual_seed(seed)
+            for _ in tqdm(range(steps), desc="fine-tune", disable=not show_progress, leave=False):
+                pick = torch.randint(len(ray_indices), (min(batch_rays, len(ray_indices)),), generator=generator)
+                outputs = model(rays.rays[ray_indices[pick]].to(device))
+                target = teacher_rgb[pick].to(device)
+                outputs_seen = {id(outputs[key]): outputs[key] for key in TRAINED_KEYS if key in outputs}
+                loss = sum(torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values())
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss))
     finally:
         model.eval()
         for p, flag in frozen.items():
