@@ -156,3 +156,21 @@ def test_interrupted_distill_overwrite_keeps_the_previous_run_and_resumes(signum
     assert not staging.exists()
     assert (out / "config.yml").exists() and "distill_report.json" in os.listdir(out)
     assert_checkpoints_complete(out / "nerfstudio_models")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, seed", [(signal.SIGINT, 37), (signal.SIGTERM, 38)], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_evaluation_keeps_the_previous_report(signum: int, seed: int, tmp_path: Path):
+    report = tmp_path / "report.json"
+    report.write_text('{"previous": "report"}\n')
+    log = tmp_path / "eugen-eval.log"
+    paper = REPO / "teachers" / "bunny64" / "dense-nerf" / "paper"  # slow to render: the signal lands mid-evaluation
+    process = start([str(BIN / "eugen-eval"), "--load-config", str(paper / "config.yml"), "--output", str(report),
+                     "--plots", str(tmp_path / "plots")], REPO, log)
+    wait_for(lambda: "Framing from the data" in log.read_text(), process, log)
+    interrupt(process, signum, random.Random(seed).uniform(0.5, 3.0), log)
+    text = log.read_text()
+    assert process.returncode == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert report.read_text() == '{"previous": "report"}\n'  # never half of a new report
+    assert not [p for p in tmp_path.rglob("*partial*")], list(tmp_path.rglob("*"))

@@ -43,6 +43,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from eugen_nerf.inputs.outputs import atomic_write_bytes
+
 SCHEMA_VERSION = 1
 
 _STAT = {
@@ -178,9 +180,10 @@ def build_report(
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:
-    """Write strict JSON (``allow_nan=False``: every number in a report is finite)."""
+    """Write strict JSON (``allow_nan=False``: every number in a report is finite), atomically: an interrupted
+    evaluation leaves the previous report, never half of a new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    atomic_write_bytes(path, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
 
 
 def _stat_cell(stat: dict[str, Any] | None, digits: int) -> str:
