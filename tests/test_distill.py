@@ -295,3 +295,47 @@ def test_student_fused_form_renders_the_unfused_image_and_switching_loses_nothin
     first, unfused, again = render(True), render(False), render(True)
     torch.testing.assert_close(first, unfused, rtol=1e-5, atol=1e-5)
     assert torch.equal(first, again)
+
+
+def test_novel_cameras_lie_between_the_training_ones_and_are_seeded(dense_teacher):
+    from eugen_nerf.distill.sampling import novel_cameras
+    from eugen_nerf.distill.teacher import load_teacher
+
+    cameras = load_teacher(dense_teacher, "cpu").pipeline.datamanager.train_dataset.cameras
+    novel, picks = novel_cameras(cameras, 6, seed=4)
+    again, picks_again = novel_cameras(cameras, 6, seed=4)
+    assert torch.equal(novel.camera_to_worlds, again.camera_to_worlds) and torch.equal(picks, picks_again)
+    centres = cameras.camera_to_worlds[:, :, 3]
+    spacing = torch.cdist(centres, centres).fill_diagonal_(float("inf")).min(dim=1).values.median()
+    source = cameras.camera_to_worlds[picks]
+    moved = (novel.camera_to_worlds[:, :, 3] - source[:, :, 3]).norm(dim=-1)
+    assert (moved <= 0.5 * spacing + 1e-6).all() and (moved > 0).any()
+    rotation = novel.camera_to_worlds[:, :, :3]
+    assert torch.allclose(rotation @ rotation.transpose(1, 2), torch.eye(3).expand(6, 3, 3), atol=1e-5)
+    turned = torch.einsum("nij,nij->n", rotation, source[:, :, :3]).sub(1).div(2).clamp(-1, 1).acos()
+    assert (turned <= torch.deg2rad(torch.tensor(4.0)) + 1e-4).all()
+
+
+@pytest.mark.parametrize("parameters", ["all", "eugen"])
+def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result, parameters):
+    from eugen_nerf.distill.finetune import finetune
+    from eugen_nerf.distill.sampling import novel_rays
+
+    result, _ = dense_result
+    model = copy.deepcopy(result.teacher.model)
+    cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
+    rays = novel_rays(cameras, 2, 0.25, seed=0)
+    targets = torch.rand(len(rays), 3)
+    density_before = model.field_fine.density_head.weight.detach().clone()
+    eugen = next(m for m in model.modules() if isinstance(m, EUGenLinear))
+    eugen_before = eugen.weight.detach().clone()
+    losses = finetune(model, rays, targets, steps=2, lr=1e-2, batch_rays=32, seed=0, device=torch.device("cpu"),
+                      parameters=parameters, show_progress=False)
+    assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+    assert not torch.equal(eugen.weight, eugen_before)
+    assert torch.equal(model.field_fine.density_head.weight, density_before) == (parameters == "eugen")
+    from eugen_nerf.distill.finetune import field_parameters
+
+    trained = {id(p) for p in field_parameters(model)}
+    fields = {id(p) for field in (model.field_coarse, model.field_fine) for p in field.parameters()}
+    assert trained == fields  # the fields and their heads, nothing else (no metric network)

@@ -217,3 +217,54 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
         y = mlp(x)
     assert torch.allclose(y, mlp.forward_unfused(x), atol=1e-5)
     assert not mlp.compile_fused
+
+
+def test_weighted_fit_recovers_the_weighted_least_squares_solution():
+    generator = torch.Generator().manual_seed(0)
+    f = torch.randn(400, 6, dtype=torch.float64, generator=generator)
+    y = torch.randn(400, 2, dtype=torch.float64, generator=generator)
+    w = torch.rand(400, dtype=torch.float64, generator=generator) * 3
+    equations = NormalEquations(6, 2)
+    equations.update(f[:150], y[:150], w[:150])
+    equations.update(f[150:], y[150:], w[150:])
+    solution = equations.solve(ridge=0.0)
+    design = torch.cat([f, torch.ones(400, 1, dtype=torch.float64)], 1) * w.sqrt()[:, None]
+    reference = torch.linalg.lstsq(design, y * w.sqrt()[:, None]).solution
+    assert torch.allclose(solution.weight.T, reference[:-1], atol=1e-9)
+    assert torch.allclose(solution.bias, reference[-1], atol=1e-9)
+    # and the unweighted solution differs: the weights did something
+    plain = NormalEquations(6, 2)
+    plain.update(f, y)
+    assert not torch.allclose(plain.solve(0.0).weight, solution.weight, atol=1e-3)
+
+
+def test_integer_weights_equal_repeated_rows():
+    f, y = torch.randn(50, 4, dtype=torch.float64), torch.randn(50, 1, dtype=torch.float64)
+    weighted, repeated = NormalEquations(4, 1), NormalEquations(4, 1)
+    weighted.update(f, y, torch.full((50,), 3.0))
+    repeated.update(f.repeat(3, 1), y.repeat(3, 1))
+    for key in NormalEquations.STATE_KEYS:
+        assert torch.allclose(getattr(weighted, key), getattr(repeated, key)), key
+
+
+@pytest.mark.parametrize("bad", [torch.tensor([1.0, -1.0, 1.0]), torch.tensor([1.0, float("nan"), 1.0]), torch.ones(2)])
+def test_bad_weights_are_rejected(bad):
+    with pytest.raises(ValueError, match="weights"):
+        NormalEquations(2, 1).update(torch.randn(3, 2), torch.randn(3, 1), bad)
+
+
+def test_standardised_ridge_shrinks_features_alike_whatever_their_scale():
+    generator = torch.Generator().manual_seed(1)
+    f = torch.randn(300, 5, dtype=torch.float64, generator=generator)
+    y = f @ torch.randn(5, 1, dtype=torch.float64, generator=generator) + 0.1 * torch.randn(300, 1, dtype=torch.float64)
+    scaled = f.clone()
+    scaled[:, 0] *= 1000.0  # one feature order a thousand times larger than the others
+    predictions = {}
+    for standardise in (True, False):
+        for name, features in (("f", f), ("scaled", scaled)):
+            equations = NormalEquations(5, 1)
+            equations.update(features, y)
+            solution = equations.solve(ridge=0.1, standardise=standardise)
+            predictions[standardise, name] = features @ solution.weight.T + solution.bias
+    assert torch.allclose(predictions[True, "f"], predictions[True, "scaled"], atol=1e-9)
+    assert not torch.allclose(predictions[False, "f"], predictions[False, "scaled"], atol=1e-3)

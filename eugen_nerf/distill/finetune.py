@@ -1,22 +1,27 @@
-"""Optional short fine-tune of the student's EUGen layers on the teacher's rendered colours.
+"""Optional fine-tune of the student on the teacher's rendered colours: no ground truth needed.
 
-Only the EUGen layers' ``A``, ``c`` (and ``G`` when trainable) are trained, with Adam, on random
-batches of the distillation's own rays; the targets are the teacher's colours recorded while those
-rays were first rendered, so no ground-truth image is needed.
+The teacher is an unlimited supervisor: its colours of the distillation's own rays (recorded while they
+were first rendered) and of rays from novel cameras near the training ones (rendered by an untouched copy
+of the teacher) are the targets. By default every parameter of the student's fields is trained (the dense
+layers and the density head adapt to the EUGen layers' inputs, which the closed form cannot do for layers it
+did not replace); ``parameters="eugen"`` trains only the EUGen layers' ``A``, ``c`` (and trainable ``G``).
+Adam with a cosine-decayed learning rate.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Literal
 
 import torch
+from nerfstudio.cameras.rays import RayBundle
 from torch import Tensor
 from tqdm import tqdm
 
-from eugen_nerf.distill.sampling import RaySet
 from eugen_nerf.layers import EUGenLinear
 
 TRAINED_KEYS = ("rgb", "rgb_coarse", "rgb_fine")
+FinetuneParameters = Literal["all", "eugen"]
+FINETUNE_PARAMETERS = ("all", "eugen")
 
 
 def eugen_parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
@@ -24,20 +29,27 @@ def eugen_parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
     return [p for m in model.modules() if isinstance(m, EUGenLinear) for p in m.parameters(recurse=False)]
 
 
-def finetune(model, rays: RaySet, ray_indices: Tensor, teacher_rgb: Tensor, steps: int, lr: float,
-             batch_rays: int, seed: int, device: torch.device, show_progress: bool = True) -> List[float]:
-    """Train the EUGen layers for ``steps`` Adam steps; return the per-step losses.
+def field_parameters(model) -> List[torch.nn.Parameter]:
+    """Every parameter the model's own training optimises (its param groups), camera optimisation excepted:
+    the fields, their heads and proposal networks, never metric networks such as LPIPS."""
+    groups = model.get_param_groups()
+    return [p for name, params in groups.items() if name != "camera_opt" for p in params]
 
-    ``teacher_rgb[j]`` is the teacher's colour of ray ``ray_indices[j]`` of ``rays``.
-    """
-    params = eugen_parameters(model)
+
+def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, batch_rays: int, seed: int,
+             device: torch.device, parameters: FinetuneParameters = "all", show_progress: bool = True) -> List[float]:
+    """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``;
+    return the per-step losses."""
+    params = eugen_parameters(model) if parameters == "eugen" else field_parameters(model)
     if not params:
-        raise ValueError("the student has no EUGen layer to fine-tune")
+        raise ValueError("the student has no EUGen layer to fine-tune" if parameters == "eugen"
+                         else "the student has no trainable field parameter")
     frozen = {p: p.requires_grad for p in model.parameters()}
     model.requires_grad_(False)
     for p in params:
         p.requires_grad_(True)
     optimizer = torch.optim.Adam(params, lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(steps, 1), eta_min=lr * 0.01)
     generator = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
@@ -48,14 +60,15 @@ def finetune(model, rays: RaySet, ray_indices: Tensor, teacher_rgb: Tensor, step
         with torch.random.fork_rng(devices=forked):
             torch.manual_seed(seed)
             for _ in tqdm(range(steps), desc="fine-tune", disable=not show_progress, leave=False):
-                pick = torch.randint(len(ray_indices), (min(batch_rays, len(ray_indices)),), generator=generator)
-                outputs = model(rays.rays[ray_indices[pick]].to(device))
-                target = teacher_rgb[pick].to(device)
+                pick = torch.randint(len(rays), (min(batch_rays, len(rays)),), generator=generator)
+                outputs = model(rays[pick].to(device))
+                target = targets[pick].to(device)
                 outputs_seen = {id(outputs[key]): outputs[key] for key in TRAINED_KEYS if key in outputs}
                 loss = sum(torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values())
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
+                schedule.step()
                 losses.append(float(loss))
     finally:
         model.eval()

@@ -47,7 +47,7 @@ from eugen_nerf.distill.output import (
     write_yaml_atomic,
 )
 from eugen_nerf.distill.report import evaluate, print_report, view_psnr, write_json_atomic
-from eugen_nerf.distill.sampling import RaySet, batch_generator, sample_rays
+from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
 from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.distill.solve import LayerFit, solve_layer
 from eugen_nerf.distill.student import (
@@ -192,6 +192,8 @@ class Distillation:
                                            "decisions": [], "teacher_rgb": {}}
         if self.state["stage"] or self.state["next_batch"]:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
+        # an untouched teacher renders the fine-tune's novel views (the model itself becomes the student)
+        self.teacher_model = copy.deepcopy(model) if options.finetune_steps and options.finetune_novel_views else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
         self.dense = {ref.path: self.mlps[ref.mlp_path].layers[ref.index] for ref in self.refs}
@@ -291,15 +293,31 @@ class Distillation:
         if not self.fits:
             self.say("no layer was replaced: nothing to fine-tune")
             return []
+        options = self.options
         rgb = self.state["teacher_rgb"]
         batches = sorted(rgb)
         ray_indices = torch.cat([
             torch.arange(b * self.rays.batch_rays, b * self.rays.batch_rays + rgb[b].shape[0]) for b in batches
         ])
+        rays, targets = self.rays.rays[ray_indices], torch.cat([rgb[b] for b in batches])
         with self.timer("finetune"):
-            return finetune(self.teacher.model, self.rays, ray_indices, torch.cat([rgb[b] for b in batches]),
-                            self.options.finetune_steps, self.options.finetune_lr, self.options.finetune_rays,
-                            self.options.seed, self.device)
+            if options.finetune_novel_views:
+                novel, novel_rgb = self.novel_targets()
+                rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
+            return finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
+                            options.finetune_rays, options.seed, self.device, options.finetune_parameters)
+
+    def novel_targets(self):
+        """Rays of ``finetune_novel_views`` cameras near the training ones and the teacher's colours of them."""
+        options = self.options
+        cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
+        rays = novel_rays(cameras, options.finetune_novel_views, options.resolution_scale, options.seed)
+        colours = []
+        with torch.no_grad():
+            for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
+                colours.append(final_rgb(self.teacher_model(rays[start:start + options.batch_rays].to(self.device)))
+                               .float().cpu())
+        return rays, torch.cat(colours)
 
     def evaluate(self, label: str) -> Optional[dict]:
         if not self.options.evaluate:

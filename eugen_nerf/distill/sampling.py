@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import List
+from typing import List, Tuple
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
@@ -71,3 +71,60 @@ def sample_rays(cameras: Cameras, image_fraction: float, resolution_scale: float
 def batch_generator(seed: int, batch_index: int) -> torch.Generator:
     """The generator of every random draw made while batch ``batch_index`` renders."""
     return torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
+
+
+def novel_cameras(cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0) -> Tuple[Cameras, torch.Tensor]:
+    """``count`` cameras near the training ones and the training camera each came from, seeded: a random training camera each, moved by up to
+    half the median spacing of the training cameras and turned by up to ``max_angle_deg``.
+
+    The teacher renders them for the fine-tune: views between the training ones, where a student that
+    only matched the training rays would show what it never saw. Works for any camera layout (orbits,
+    forward-facing captures, walks) because the moves are relative to the cameras' own spacing.
+    """
+    generator = torch.Generator().manual_seed(seed * 7919 + 17)
+    picks = torch.randint(len(cameras), (count,), generator=generator)
+    novel = copy.deepcopy(cameras[picks])
+    c2w = novel.camera_to_worlds.clone()  # (count, 3, 4)
+    centres = cameras.camera_to_worlds[:, :, 3]
+    spacing = torch.cdist(centres, centres)
+    spacing.fill_diagonal_(float("inf"))
+    step = float(spacing.min(dim=1).values.median()) if len(cameras) > 1 else 0.0
+    direction = torch.nn.functional.normalize(torch.randn(count, 3, generator=generator), dim=-1)
+    c2w[:, :, 3] += direction * step * 0.5 * torch.rand(count, 1, generator=generator)
+    axis = torch.nn.functional.normalize(torch.randn(count, 3, generator=generator), dim=-1)
+    angle = math.radians(max_angle_deg) * torch.rand(count, generator=generator)
+    c2w[:, :, :3] = _rotation(axis, angle) @ c2w[:, :, :3]
+    novel.camera_to_worlds = c2w
+    return novel, picks
+
+
+def _rotation(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rodrigues: rotation matrices ``(n, 3, 3)`` about unit ``axis`` ``(n, 3)`` by ``angle`` ``(n,)``."""
+    x, y, z = axis.unbind(-1)
+    zero = torch.zeros_like(x)
+    k = torch.stack([zero, -z, y, z, zero, -x, -y, x, zero], dim=-1).reshape(-1, 3, 3)
+    s, c = angle.sin()[:, None, None], angle.cos()[:, None, None]
+    return torch.eye(3).expand_as(k) + s * k + (1 - c) * (k @ k)
+
+
+def novel_rays(cameras: Cameras, count: int, resolution_scale: float, seed: int) -> RayBundle:
+    """Every pixel ray of :func:`novel_cameras`; ``camera_indices`` name the training camera each was moved
+    from (appearance embeddings look them up)."""
+    novel, picks = novel_cameras(cameras, count, seed)
+    rays = camera_rays(novel, list(range(count)), resolution_scale)
+    rays.camera_indices = picks[rays.camera_indices.reshape(-1)].reshape(rays.camera_indices.shape)
+    return rays
+
+
+def cat_rays(first: RayBundle, second: RayBundle) -> RayBundle:
+    """The rays of ``first`` then those of ``second`` (flat bundles)."""
+    return RayBundle(
+        origins=torch.cat([first.origins, second.origins]),
+        directions=torch.cat([first.directions, second.directions]),
+        pixel_area=torch.cat([first.pixel_area, second.pixel_area]),
+        camera_indices=torch.cat([first.camera_indices, second.camera_indices]),
+        nears=None if first.nears is None else torch.cat([first.nears, second.nears]),
+        fars=None if first.fars is None else torch.cat([first.fars, second.fars]),
+        metadata={key: torch.cat([value, second.metadata[key]]) for key, value in first.metadata.items()},
+        times=None if first.times is None else torch.cat([first.times, second.times]),
+    )

@@ -26,6 +26,7 @@ from nerfstudio.models.base_model import Model, ModelConfig
 from torch import nn
 
 from eugen_nerf.distill.options import DistillError
+from eugen_nerf.extensions import extend_model
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
 
 KEYWORDS = ("hidden", "auto")
@@ -220,11 +221,9 @@ class StudentModelConfig(ModelConfig):
 
     def setup(self, **kwargs) -> Model:
         self.teacher.eval_num_rays_per_chunk = self.eval_num_rays_per_chunk
-        from eugen_nerf.viewer.controls import add_eugen_viewer_controls  # viewer sits above distill
-
         model = self.teacher.setup(**kwargs)
         apply_student(model, self.layers, self.eugen)
-        add_eugen_viewer_controls(model)  # after the swap: populate_modules saw only dense layers
+        extend_model(model)  # after the swap (viewer controls): populate_modules saw only dense layers
         return model
 
 

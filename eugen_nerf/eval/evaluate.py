@@ -144,54 +144,12 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
 
 
 def is_sdf_run(run: Run) -> bool:
-    """iSDF runs (an SDF field, no colour): scored on geometry instead of images."""
-    from eugen_nerf.models.isdf import ISDFModel
+    """Runs whose model scores itself on geometry (iSDF: an SDF field, no colour) instead of images.
 
-    return isinstance(run.pipeline.model, ISDFModel)
-
-
-def evaluate_geometry(run: Run, settings: EvalSettings) -> dict[str, object]:
-    """SDF error, Chamfer and F-score of an iSDF run against its scene's ground-truth mesh.
-
-    The same evaluation as ``eugen-isdf`` (``eugen_nerf.isdf.evaluate``): one value per run, reported in
-    the ``{mean, std, per_view}`` form of the other metrics with a single entry; Chamfer and F-score are
-    null, with ``mesh_reason``, when the field has no surface to mesh yet. Speed: SDF queries per second
-    and depth-render FPS on the test cameras.
+    Such a model has an ``evaluate_geometry(scene, cameras, settings)`` method; looking for it (rather than for
+    the iSDF model class) keeps this module free of imports from the layers above it.
     """
-    from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
-    from eugen_nerf.isdf.frames import load_stream
-
-    model, device = run.pipeline.model, run.pipeline.device
-    scene, frames = load_stream(run.scene)
-    config = EvaluationConfig()
-    field = model.field.eval()
-    with torch.no_grad():
-        values = evaluate_field(field, scene.mesh_path, frames, scene.intrinsics, scene.height, scene.width,
-                                config, torch.device(device), mesh_optional=True)
-    mesh_reason = values["mesh_reason"]
-    threshold = config.thresholds[0]
-    points = torch.rand(settings.field_points, 3, device=device) * 2 - 1
-    with torch.no_grad():
-        field_time = benchmark(lambda: field(points), device, settings.warmup, settings.repeats)
-    cameras = run.pipeline.datamanager.eval_dataset.cameras.to(device)
-    views = list(range(len(cameras)))[: settings.max_views]
-    render_time = benchmark(lambda: [model.get_outputs_for_camera(cameras[i : i + 1]) for i in views], device,
-                            settings.warmup, settings.repeats)
-    return {
-        "metrics": {
-            "sdf_error": stats([values["sdf_error"]]),
-            "chamfer": stats([values["chamfer"]]) if mesh_reason is None else None,
-            "f_score": stats([values[f"f_score@{threshold:g}"]]) if mesh_reason is None else None,
-            "f_score_threshold": threshold,
-            "mesh_reason": mesh_reason,
-        },
-        "speed": {
-            "render_fps": len(views) / render_time.median,
-            "field_points_per_second": settings.field_points / field_time.median,
-            "field_module": "field",
-            "resolution": [int(cameras[0].width), int(cameras[0].height)],
-        },
-    }
+    return callable(getattr(run.pipeline.model, "evaluate_geometry", None))
 
 
 def evaluate_config(
@@ -210,7 +168,8 @@ def evaluate_config(
         "scene": str(run.scene),
         "step": run.step,
         "checkpoint": str(run.checkpoint),
-        **(evaluate_geometry(run, settings) if is_sdf_run(run) else evaluate_images(run, settings, error_dir)),
+        **(run.pipeline.model.evaluate_geometry(
+            run.scene, run.pipeline.datamanager.eval_dataset.cameras, settings) if is_sdf_run(run) else evaluate_images(run, settings, error_dir)),
     }
     entry["size"] = {
         "parameters": count_parameters(run.pipeline.model),

@@ -23,8 +23,10 @@ import open3d as o3d
 import torch
 from torch import Tensor
 
+from eugen_nerf.eval.evaluate import EvalSettings, stats
 from eugen_nerf.eval.metrics import chamfer_and_f_scores, sdf_error
-from eugen_nerf.isdf.frames import DepthFrame
+from eugen_nerf.eval.timing import benchmark
+from eugen_nerf.isdf.frames import DepthFrame, load_stream
 from eugen_nerf.isdf.mesh import SDFFunction, export_mesh, extract_mesh
 from eugen_nerf.isdf.sampling import camera_directions, frame_rays
 
@@ -127,3 +129,43 @@ def evaluate_field(sdf: SDFFunction, mesh_path: Path, frames: Sequence[DepthFram
         export_mesh(mesh, export_to)
     metrics.update(evaluate_mesh(mesh, ground_truth, config))
     return {**metrics, "mesh_reason": None} if mesh_optional else metrics
+
+
+def evaluate_geometry_run(model, device, scene_dir: Path, cameras, settings: EvalSettings) -> dict[str, object]:
+    """SDF error, Chamfer and F-score of an iSDF run against its scene's ground-truth mesh (``eugen-eval``).
+
+    The same evaluation as ``eugen-isdf`` (:func:`evaluate_field`): one value per run, reported in
+    the ``{mean, std, per_view}`` form of the other metrics with a single entry; Chamfer and F-score are
+    null, with ``mesh_reason``, when the field has no surface to mesh yet. Speed: SDF queries per second
+    and depth-render FPS on the test cameras.
+    """
+    scene, frames = load_stream(scene_dir)
+    config = EvaluationConfig()
+    field = model.field.eval()
+    with torch.no_grad():
+        values = evaluate_field(field, scene.mesh_path, frames, scene.intrinsics, scene.height, scene.width,
+                                config, torch.device(device), mesh_optional=True)
+    mesh_reason = values["mesh_reason"]
+    threshold = config.thresholds[0]
+    points = torch.rand(settings.field_points, 3, device=device) * 2 - 1
+    with torch.no_grad():
+        field_time = benchmark(lambda: field(points), device, settings.warmup, settings.repeats)
+    cameras = cameras.to(device)
+    views = list(range(len(cameras)))[: settings.max_views]
+    render_time = benchmark(lambda: [model.get_outputs_for_camera(cameras[i : i + 1]) for i in views], device,
+                            settings.warmup, settings.repeats)
+    return {
+        "metrics": {
+            "sdf_error": stats([values["sdf_error"]]),
+            "chamfer": stats([values["chamfer"]]) if mesh_reason is None else None,
+            "f_score": stats([values[f"f_score@{threshold:g}"]]) if mesh_reason is None else None,
+            "f_score_threshold": threshold,
+            "mesh_reason": mesh_reason,
+        },
+        "speed": {
+            "render_fps": len(views) / render_time.median,
+            "field_points_per_second": settings.field_points / field_time.median,
+            "field_module": "field",
+            "resolution": [int(cameras[0].width), int(cameras[0].height)],
+        },
+    }

@@ -46,8 +46,12 @@ class NormalEquations:
         self.count = torch.zeros((), device=device, dtype=dtype)
 
     @torch.no_grad()
-    def update(self, features: torch.Tensor, targets: torch.Tensor) -> None:
-        """Add a batch: ``features`` ``(N, M)``, ``targets`` ``(N, out)``; leading dims are flattened."""
+    def update(self, features: torch.Tensor, targets: torch.Tensor, weights: Optional[torch.Tensor] = None) -> None:
+        """Add a batch: ``features`` ``(N, M)``, ``targets`` ``(N, out)``; leading dims are flattened.
+
+        ``weights`` ``(N,)`` (>= 0) weigh each row's squared error: the solve then minimises
+        ``Σ w ‖y - (Aᵀf + c)‖²`` and ``count`` is the total weight.
+        """
         features = features.reshape(-1, features.shape[-1])
         targets = targets.reshape(-1, targets.shape[-1])
         if features.shape[1] != self.num_features:
@@ -60,12 +64,22 @@ class NormalEquations:
         _require_finite("targets", targets)
         f = features.to(self.gram)
         y = targets.to(self.gram)
-        self.gram.addmm_(f.T, f)
-        self.cross.addmm_(f.T, y)
-        self.feature_sum += f.sum(0)
-        self.target_sum += y.sum(0)
-        self.target_sq_sum += y.square().sum(0)
-        self.count += f.shape[0]
+        if weights is None:
+            wf, count = f, f.shape[0]
+        else:
+            w = weights.reshape(-1).to(self.gram)
+            if w.shape[0] != f.shape[0]:
+                raise ValueError(f"weights must have one entry per row: {w.shape[0]} != {f.shape[0]}")
+            _require_finite("weights", w)
+            if (w < 0).any():
+                raise ValueError("weights must be >= 0")
+            wf, count = f * w[:, None], w.sum()
+        self.gram.addmm_(wf.T, f)
+        self.cross.addmm_(wf.T, y)
+        self.feature_sum += wf.sum(0)
+        self.target_sum += (y if weights is None else y * w[:, None]).sum(0)
+        self.target_sq_sum += (y.square() if weights is None else y.square() * w[:, None]).sum(0)
+        self.count += count
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
         return {key: getattr(self, key).clone() for key in self.STATE_KEYS}
@@ -97,18 +111,24 @@ class NormalEquations:
         cross = self.cross - n * torch.outer(mean_f, mean_y)
         return gram, cross, mean_f, mean_y
 
-    def solve(self, ridge: float = 1e-6) -> RidgeSolution:
-        """Ridge solution; ``ridge`` is relative to the mean diagonal of the centred Gram matrix.
+    def solve(self, ridge: float = 1e-6, standardise: bool = True) -> RidgeSolution:
+        """Ridge solution; ``ridge`` is relative to the centred Gram matrix's diagonal.
 
-        Cholesky with growing jitter; ``lstsq`` as the last resort for a singular system.
+        ``standardise``: each feature's penalty is ``ridge`` times its own variance (the ridge of the fit on
+        standardised features), so feature orders of very different scale are shrunk alike; otherwise one
+        penalty, ``ridge`` times the mean variance, for all. Cholesky with growing jitter; ``lstsq`` as the
+        last resort for a singular system.
         """
         if ridge < 0:
             raise ValueError(f"ridge must be >= 0, got {ridge}")
-        if self.count < 1:
-            raise ValueError("no samples accumulated: call update() before solve()")
+        if self.count <= 0:
+            raise ValueError("no samples (or zero total weight) accumulated: call update() before solve()")
         gram, cross, mean_f, mean_y = self._centred()
-        scale = gram.diagonal().mean().clamp_min(torch.finfo(gram.dtype).tiny)
-        eye = torch.eye(self.num_features, dtype=gram.dtype, device=gram.device)
+        tiny = torch.finfo(gram.dtype).tiny
+        mean_variance = gram.diagonal().mean().clamp_min(tiny)
+        scale = 1.0 if standardise else mean_variance
+        eye = (torch.diag(gram.diagonal().clamp_min(mean_variance * 1e-12)) if standardise
+               else torch.eye(self.num_features, dtype=gram.dtype, device=gram.device))
         weight_t = None
         for jitter in (0.0, 1e-12, 1e-10, 1e-8):
             factor, info = torch.linalg.cholesky_ex(gram + (ridge + jitter) * scale * eye)

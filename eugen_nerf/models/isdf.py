@@ -23,12 +23,12 @@ from nerfstudio.utils import colormaps
 from torch import Tensor
 from torch.nn import Parameter
 
+from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.isdf import ISDFField, ISDFFieldConfig
 from eugen_nerf.isdf.losses import ISDFLossConfig, isdf_losses
 from eugen_nerf.isdf.sampling import RayBatch, SamplingConfig, pc_bounds, sample_distances, sample_points
 from eugen_nerf.models.framing import FramedModelMixin
 from eugen_nerf.scenes.datamanager import FramingMixin
-from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
 
 @dataclass
@@ -66,7 +66,13 @@ class ISDFModel(FramedModelMixin, Model):
         super().populate_modules()  # the near/far collider; no LPIPS (the base Model builds none)
         self.field = ISDFField(self.config.sdf)
         self.generator = torch.Generator().manual_seed(0)
-        add_eugen_viewer_controls(self)  # "EUGen fused inference" in ns-viewer
+        extend_model(self)  # the viewer's "EUGen fused inference" (eugen_nerf.extensions)
+
+    def evaluate_geometry(self, scene, cameras, settings) -> dict:
+        """``eugen-eval``'s report for this run: geometry against the scene's mesh, SDF and render speed."""
+        from eugen_nerf.isdf.evaluate import evaluate_geometry_run  # open3d: only when evaluating
+
+        return evaluate_geometry_run(self, self.device, scene, cameras, settings)
 
     def get_param_groups(self) -> dict[str, list[Parameter]]:
         return {"fields": list(self.field.parameters())}

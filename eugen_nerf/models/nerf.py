@@ -26,11 +26,11 @@ from nerfstudio.model_components.scene_colliders import NearFarCollider
 from nerfstudio.models.vanilla_nerf import NeRFModel, VanillaModelConfig
 from nerfstudio.utils import colormaps
 
+from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
 from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics, psnr
-from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
 FINE_SEED_OFFSET = 1000
 """The fine field draws its projections from ``seed + 1000`` so the two fields' features are independent."""
@@ -110,7 +110,7 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
         self.renderer_accumulation = AccumulationRenderer()
         self.renderer_depth = DepthRenderer()
         self.rgb_loss = MSELoss()
-        add_eugen_viewer_controls(self)  # "EUGen fused inference" in ns-viewer
+        extend_model(self)  # the viewer's "EUGen fused inference" (eugen_nerf.extensions)
 
     def _make_field(self, eugen: NeRFEUGenConfig) -> EUGenNeRFField:
         return EUGenNeRFField(

@@ -27,11 +27,11 @@ from nerfstudio.models.base_model import Model
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
 from nerfstudio.utils import colormaps
 
+from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
 from eugen_nerf.fields.zipnerf import COLOR_LAYERS, DENSITY_LAYERS, EUGenZipNeRFField
 from eugen_nerf.models.framing import FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics
-from eugen_nerf.viewer.controls import add_eugen_viewer_controls
 
 
 @dataclass
@@ -165,7 +165,7 @@ class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
         self.rgb_loss = MSELoss()
         self.psnr = PeakSignalNoiseRatio(data_range=1.0)  # training-batch PSNR, used by NerfactoModel
         self.step = 0
-        add_eugen_viewer_controls(self)  # "EUGen fused inference" in ns-viewer
+        extend_model(self)  # the viewer's "EUGen fused inference" (eugen_nerf.extensions)
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]

@@ -81,12 +81,14 @@ class Run:
     @classmethod
     def load(cls, config_path: Path) -> Run:
         """Load with nerfstudio's ``eval_setup`` after making checkpoints and LPIPS load offline."""
-        import eugen_nerf.methods  # noqa: F401  (allow_numpy_checkpoints, install_offline_lpips)
         from nerfstudio.utils.eval_utils import eval_setup
 
-        from eugen_nerf.eval.checkpoints import install_checkpoint_checks
+        from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints, install_checkpoint_checks
+        from eugen_nerf.eval.lpips import install_offline_lpips
         from eugen_nerf.eval.runs import find_config
 
+        install_offline_lpips()
+        allow_numpy_checkpoints()
         install_checkpoint_checks()
         config, pipeline, _, step = eval_setup(find_config(config_path), test_mode="test")
         # a distilled student keeps its teacher's method name, and its model config holds the teacher's

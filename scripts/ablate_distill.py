@@ -1,0 +1,228 @@
+#!/usr/bin/env python
+"""Ablation of the closed-form distillation's choices on a NeRF teacher's fine field, offline.
+
+Renders a seeded set of training rays once with the teacher, keeps the fine field's inputs (encoded
+positions and directions, sample spacings), and then, for each variant, fits the chosen trunk layers
+sequentially (each on the student's own inputs) and volume-renders the kept samples with the student.
+The score is the PSNR of those renders against the teacher's own renders on **whole held-out cameras**
+(a fifth of the cameras; never fitted). Sample positions stay the teacher's, so the coarse field plays
+no part: this isolates what each choice does to the fitted layers.
+
+Variants (each one change from the baseline, ``relu`` map, m = 64, k = 2, layers 2, 3, 5, 6, unweighted):
+feature map; pair weights (transmittance ``T`` of the teacher, rendering weight ``T·α``); refitting the
+dense layers after the replaced ones and the density head in closed form (pre-activation targets, the
+density floored at -8); one ridge for all features vs a ridge per feature variance; more features; other
+layer sets; and per-layer refinement of ``G`` and ``A`` by gradient descent on the same layer loss.
+
+    python scripts/ablate_distill.py                       # paper-sized teacher, ~15 min on 2 cores
+    python scripts/ablate_distill.py --quick               # three variants, small sample
+Writes ``benchmarks/distill_ablation.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from eugen_nerf.distill.capture import trace
+from eugen_nerf.distill.sampling import sample_rays
+from eugen_nerf.distill.student import LayerRef, install_layer, make_eugen_layer
+from eugen_nerf.distill.teacher import load_teacher
+from eugen_nerf.layers import EUGenLinear, EUGenSpec, NormalEquations
+
+ROOT = Path(__file__).resolve().parents[1]
+RIDGES = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
+BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
+            refine_steps=0)
+VARIANTS = {
+    "baseline (relu, m=64, k=2, layers 2,3,5,6)": {},
+    "feature map identity": dict(feature_map="identity"),
+    "weights: teacher transmittance T": dict(weight="T"),
+    "weights: teacher rendering weight T*alpha": dict(weight="Talpha"),
+    "refit downstream (layers 4, 7, density head, colour layer 0)": dict(refit=(4, 7, "density", "colour")),
+    "weights T + refit downstream": dict(weight="T", refit=(4, 7, "density", "colour")),
+    "one ridge for all features (not standardised)": dict(standardise=False),
+    "m=128 (k*m = 256, as wide as the layer)": dict(m=128),
+    "refine G and A per layer (300 Adam steps)": dict(refine_steps=300),
+    "layers 5, 6 only": dict(layers=(5, 6)),
+    "layers 6, 7 only": dict(layers=(6, 7)),
+}
+QUICK = ("baseline (relu, m=64, k=2, layers 2,3,5,6)", "feature map identity", "weights: teacher transmittance T")
+
+
+def capture(teacher, image_fraction: float, resolution_scale: float, seed: int) -> dict:
+    """The fine field's inputs for every sample of the chosen rays, and the teacher's rendered colours."""
+    model = teacher.model
+    field = model.field_fine
+    cameras = teacher.pipeline.datamanager.train_dataset.cameras
+    rays = sample_rays(cameras, image_fraction, resolution_scale, 1024, seed)
+    kept: list = []
+    original = field.forward
+
+    def forward(ray_samples, *args, **kwargs):  # nerfstudio calls field.forward directly: no module hook fires
+        kept.append(dict(x=field.position_encoding(ray_samples.frustums.get_positions()),
+                         d=field.direction_encoding(ray_samples.frustums.directions), delta=ray_samples.deltas))
+        return original(ray_samples, *args, **kwargs)
+
+    field.forward = forward
+    try:
+        with torch.no_grad():
+            for b in range(rays.num_batches):
+                model(rays.batch(b, teacher.pipeline.device))
+    finally:
+        del field.forward
+    data = {key: torch.cat([k[key] for k in kept]) for key in kept[0]}
+    data["camera"] = rays.rays.camera_indices.reshape(-1)
+    return data
+
+
+def composite(field, data: dict, background: float) -> tuple:
+    """Volume-render the kept samples with ``field``: colours, weights ``T·α`` and transmittance ``T``."""
+    features = field.trunk(data["x"])
+    density = torch.nn.functional.softplus(field.density_head(features))
+    colour = field.color_head(torch.cat([data["d"], features], -1))
+    alpha = 1 - torch.exp(-density * data["delta"])
+    transmittance = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1 - alpha[:, :-1] + 1e-10], 1), 1)
+    weights = alpha * transmittance
+    return (weights * colour).sum(1) + (1 - weights.sum(1)) * background, weights, transmittance
+
+
+def best_solve(train: NormalEquations, heldout: NormalEquations, standardise: bool):
+    best = None
+    for ridge in RIDGES:
+        solution = train.solve(ridge, standardise=standardise)
+        per_output = heldout.r2(solution.weight, solution.bias)
+        total = heldout.target_sq_sum - heldout.target_sum.square() / heldout.count
+        score = float(1 - ((1 - per_output) * total).sum() / total.sum())
+        if best is None or score > best[0]:
+            best = (score, solution)
+    return best
+
+
+def fit_rows(inputs, targets, weights, train_rows, held_rows, standardise):
+    train, held = NormalEquations(inputs.shape[-1], targets.shape[-1]), NormalEquations(inputs.shape[-1], targets.shape[-1])
+    train.update(inputs[train_rows], targets[train_rows], weights[train_rows])
+    held.update(inputs[held_rows], targets[held_rows], weights[held_rows])
+    return best_solve(train, held, standardise)
+
+
+def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int) -> EUGenLinear:
+    """The paper's refinement: ``G`` and ``A`` trained on the same weighted layer loss, from the closed form."""
+    trainable = EUGenLinear(layer.in_features, layer.out_features, layer.num_features, layer.degree,
+                            feature_map=layer.feature_map, trainable_projections=True, seed=layer.seed,
+                            scaling=layer.scaling)
+    trainable.load_state_dict({**layer.state_dict(), "projections": layer.projections}, strict=False)
+    optimizer = torch.optim.Adam(trainable.parameters(), lr=1e-3)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        pick = torch.randint(inputs.shape[0], (4096,), generator=generator)
+        loss = (weights[pick, None] * (trainable(inputs[pick]) - targets[pick]) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    return trainable.requires_grad_(False)
+
+
+@torch.no_grad()
+def run_variant(teacher_field, data, reference, held_cameras, background, pair_fraction, seed, **v) -> dict:
+    start = time.perf_counter()
+    rays, samples = data["x"].shape[:2]
+    held_ray = torch.isin(data["camera"], held_cameras)
+    keep = torch.rand(rays, samples, generator=torch.Generator().manual_seed(seed + 1)) < pair_fraction
+    train_rows, held_rows = keep & ~held_ray[:, None], keep & held_ray[:, None]
+    _, render_weight, transmittance = reference
+    weights = {"none": torch.ones(rays, samples), "T": transmittance[..., 0], "Talpha": render_weight[..., 0]}[v["weight"]]
+    weights = weights / weights[train_rows].mean()
+    student = copy.deepcopy(teacher_field)
+    spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed)
+    teacher_in, teacher_out = trace(teacher_field.trunk, data["x"], 7)
+    fits = []
+    for index in v["layers"]:
+        layer = make_eugen_layer(student.trunk, LayerRef("trunk", index), spec)
+        student_in, _ = trace(student.trunk, data["x"], index)
+        features = layer.features(student_in[index])
+        score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])
+        layer.weight.copy_(solution.weight)
+        layer.bias.copy_(solution.bias)
+        if v["refine_steps"]:
+            with torch.enable_grad():
+                layer = refine(layer, student_in[index][train_rows], teacher_out[index][train_rows],
+                               weights[train_rows], v["refine_steps"], seed)
+        install_layer(student.trunk, index, layer)
+        fits.append({"layer": index, "r2_heldout": score, "ridge": solution.ridge})
+    for target in v["refit"]:
+        if target == "density":  # the density head's pre-activation, floored where it renders the same
+            inputs = student.trunk(data["x"])
+            goal = teacher_field.density_head(teacher_out[7]).clamp_min(-8.0)
+            module = student.density_head
+        elif target == "colour":  # the colour head's first layer, weighted by where colour is seen
+            inputs = torch.cat([data["d"], student.trunk(data["x"])], -1)
+            goal = teacher_field.color_head.layers[0](torch.cat([data["d"], teacher_out[7]], -1))
+            module = student.color_head.layers[0]
+        else:  # a dense trunk layer after a replaced one: its pre-activation from the student's inputs
+            inputs = trace(student.trunk, data["x"], target)[0][target]
+            goal = teacher_field.trunk.layers[target](teacher_in[target])
+            module = student.trunk.layers[target]
+        row_weights = render_weight[..., 0] / render_weight[..., 0][train_rows].mean() if target == "colour" else weights
+        score, solution = fit_rows(inputs, goal, row_weights, train_rows, held_rows, v["standardise"])
+        module.weight.copy_(solution.weight)
+        module.bias.copy_(solution.bias)
+        fits.append({"layer": str(target), "r2_heldout": score, "ridge": solution.ridge})
+    student.eval()
+    rgb, _, _ = composite(student, {k: t[held_ray] for k, t in data.items() if k != "camera"}, background)
+    mse = (rgb - reference[0][held_ray]).square().mean()
+    return {"psnr_vs_teacher_heldout_cameras": float(-10 * torch.log10(mse)), "fits": fits,
+            "seconds": time.perf_counter() - start, "options": {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()}}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--teacher", type=Path, default=Path("teachers/bunny64/dense-nerf/paper"))
+    p.add_argument("--image-fraction", type=float, default=0.25)
+    p.add_argument("--resolution-scale", type=float, default=0.5)
+    p.add_argument("--pair-fraction", type=float, default=0.25)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="three variants on 1/10 of the images at 1/4 resolution")
+    p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "distill_ablation.json")
+    args = p.parse_args()
+    if args.quick:
+        args.image_fraction, args.resolution_scale = 0.1, 0.25
+    teacher = load_teacher(args.teacher, "cpu")
+    field = copy.deepcopy(teacher.model.field_fine).eval()
+    if not hasattr(field, "trunk") or len(field.trunk.layers) != 8:
+        raise SystemExit(f"ablate_distill: {args.teacher} is not a NeRF teacher with an 8-layer trunk")
+    colour = teacher.model.renderer_rgb.background_color
+    if not isinstance(colour, torch.Tensor) and colour not in ("white", "black"):
+        raise SystemExit(f"ablate_distill: needs a constant background, the teacher has {colour!r}")
+    background = float(colour.reshape(-1)[0]) if isinstance(colour, torch.Tensor) else float(colour == "white")
+    data = capture(teacher, args.image_fraction, args.resolution_scale, args.seed)
+    with torch.no_grad():
+        reference = composite(field, data, background)
+    cameras = data["camera"].unique()
+    held_cameras = cameras[torch.randperm(len(cameras), generator=torch.Generator().manual_seed(args.seed))[
+        : max(1, len(cameras) // 5)]]
+    results = {}
+    for name in (QUICK if args.quick else VARIANTS):
+        results[name] = run_variant(field, data, reference, held_cameras, background, args.pair_fraction, args.seed,
+                                    **{**BASE, **VARIANTS[name]})
+        print(f"{results[name]['psnr_vs_teacher_heldout_cameras']:6.2f} dB  {name}  "
+              f"({results[name]['seconds']:.0f} s)", flush=True)
+    out = {"machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads()},
+           "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+           "held_out_cameras": held_cameras.tolist(), "variants": results}
+    if not args.quick or args.output != p.get_default("output"):
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
