@@ -228,6 +228,8 @@ def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
         (["--layers", "field_coarse.trunk.layers.9"], "does not exist in the teacher model"),
         (["--layers", "field_coarse.trunk"], "is a EUGenMLP, not a linear layer"),
         (["--layers", "field_coarse.density_head"], "is a Linear outside any supported MLP"),
+        (["--refine-steps", "-1"], "refine-steps must be an integer >= 0"),
+        (["--finetune-novel-views", "-2"], "finetune-novel-views must be an integer >= 0"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, capsys, flags, message):
@@ -339,3 +341,66 @@ def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result
     trained = {id(p) for p in field_parameters(model)}
     fields = {id(p) for field in (model.field_coarse, model.field_fine) for p in field.parameters()}
     assert trained == fields  # the fields and their heads, nothing else (no metric network)
+
+
+@pytest.fixture(scope="module")
+def nerfacto_teacher(tmp_path_factory) -> Path:
+    from nerfstudio.configs.method_configs import method_configs
+
+    from eugen_nerf.scenes import dataparser_config
+
+    config = copy.deepcopy(method_configs["nerfacto"])
+    config.pipeline.datamanager.dataparser = dataparser_config(data=SCENE)
+    config.pipeline.datamanager.data = SCENE
+    config.pipeline.model.eval_num_rays_per_chunk = 512
+    config.pipeline.model.implementation = "torch"
+    return train(config, tmp_path_factory.mktemp("nerfacto"), iterations=5)
+
+
+@pytest.mark.slow
+def test_stock_nerfacto_teacher_distills_with_the_same_report(nerfacto_teacher, tmp_path):
+    result = distill(options(nerfacto_teacher, tmp_path / "run", layers=("hidden",), num_features=64,
+                             finetune_steps=2, finetune_rays=64, finetune_novel_views=1))
+    report = result.report
+    assert result.fits and all(path.startswith(("field.", "proposal_networks.")) for path in result.fits), result.fits
+    assert {"teacher", "student_closed_form", "student"} <= set(report)
+    for key in ("psnr", "ssim", "fps", "parameters"):
+        assert report["student"][key] > 0 and report["teacher"][key] > 0
+    assert (tmp_path / "run" / "config.yml").is_file()
+
+
+def test_refinement_keeps_or_improves_each_layer_and_the_student_loads_strictly(dense_teacher, tmp_path):
+    from eugen_nerf.distill.teacher import load_teacher
+
+    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8, refine_steps=30,
+                             refine_rows=2048))
+    assert result.fits
+    for fit in result.fits.values():
+        assert fit.projections is not None and fit.r2_heldout_closed_form is not None
+        assert fit.r2_heldout >= fit.r2_heldout_closed_form
+    assert any(fit.r2_heldout > fit.r2_heldout_closed_form for fit in result.fits.values()), \
+        "30 steps from the closed form improved no layer: the refinement does nothing"
+    student = load_teacher(tmp_path / "run", "cpu").model  # strict: every key, the refined G included
+    for path, fit in result.fits.items():
+        layer = student.get_submodule(path)
+        assert layer.trainable_projections
+        torch.testing.assert_close(layer.projections.detach(), fit.projections.to(layer.projections))
+
+
+@pytest.mark.slow
+def test_interrupted_refined_run_resumes_to_the_same_solution(dense_teacher, tmp_path):
+    refine = dict(evaluate=False, num_features=8, refine_steps=10, refine_rows=2048)
+    reference = distill(options(dense_teacher, tmp_path / "reference", **refine))
+    with pytest.raises(DistillInterrupted):
+        distill(options(dense_teacher, tmp_path / "resumed", stop_after_batches=4, **refine))
+    resumed = distill(options(dense_teacher, tmp_path / "resumed", **refine))
+    for path, fit in reference.fits.items():
+        for key in ("weight", "bias", "projections"):
+            torch.testing.assert_close(getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-6, atol=1e-7)
+
+
+def test_refinement_under_torchrun_is_refused_before_anything_is_written(dense_teacher, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DistillError, match="refine-steps runs in one process"):
+        distill(options(dense_teacher, tmp_path / "run", refine_steps=5))
+    assert not (tmp_path / "run").exists()

@@ -22,6 +22,7 @@ ALLOWED = {
     "distill": {"layers", "inputs", "eval", "extensions"},
     "viewer": {"layers", "inputs", "eval"},
     "models": {"layers", "inputs", "eval", "scenes", "fields", "isdf", "extensions"},
+    "bench": {"inputs"},
     "methods": {"layers", "inputs", "eval", "scenes", "fields", "isdf", "siren", "models", "extensions"},
 }
 

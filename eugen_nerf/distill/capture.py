@@ -16,7 +16,7 @@ is ``O(M²)`` per layer whatever the number of rays.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -27,26 +27,65 @@ from eugen_nerf.layers import EUGenLinear, EUGenMLP, NormalEquations
 
 
 @dataclass
+class RowStore:
+    """The first ``capacity`` (input, target) rows of a layer, kept for the refinement (which needs rows,
+    not statistics)."""
+
+    capacity: int
+    inputs: List[Tensor] = field(default_factory=list)
+    targets: List[Tensor] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(t.shape[0] for t in self.inputs)
+
+    def add(self, inputs: Tensor, targets: Tensor) -> None:
+        room = self.capacity - self.count
+        if room > 0 and inputs.shape[0]:
+            self.inputs.append(inputs[:room].float().cpu())
+            self.targets.append(targets[:room].float().cpu())
+
+    def tensors(self) -> Tuple[Tensor, Tensor]:
+        return torch.cat(self.inputs), torch.cat(self.targets)
+
+    def state_dict(self) -> Dict[str, List[Tensor]]:
+        return {"inputs": list(self.inputs), "targets": list(self.targets)}
+
+    def load_state_dict(self, state: Dict[str, List[Tensor]]) -> None:
+        self.inputs, self.targets = list(state["inputs"]), list(state["targets"])
+
+
+@dataclass
 class LayerEquations:
-    """The EUGen layer being fitted for ``ref`` and its training / held-out statistics."""
+    """The EUGen layer being fitted for ``ref``, its training / held-out statistics and, when the run
+    refines, the rows the refinement trains on (``rows``) and measures on (``heldout_rows``)."""
 
     ref: LayerRef
     layer: EUGenLinear
     train: NormalEquations
     heldout: NormalEquations
+    rows: Optional[RowStore] = None
+    heldout_rows: Optional[RowStore] = None
 
     @classmethod
-    def create(cls, ref: LayerRef, layer: EUGenLinear) -> "LayerEquations":
+    def create(cls, ref: LayerRef, layer: EUGenLinear, refine_rows: int = 0) -> "LayerEquations":
         device = layer.weight.device
         make = lambda: NormalEquations(layer.feature_dim, layer.out_features, device=device)
-        return cls(ref, layer, make(), make())
+        stores = (RowStore(refine_rows), RowStore(max(1, refine_rows // 8))) if refine_rows else (None, None)
+        return cls(ref, layer, make(), make(), *stores)
 
-    def state_dict(self) -> Dict[str, Dict[str, Tensor]]:
-        return {"train": self.train.state_dict(), "heldout": self.heldout.state_dict()}
+    def state_dict(self) -> Dict[str, dict]:
+        state: Dict[str, dict] = {"train": self.train.state_dict(), "heldout": self.heldout.state_dict()}
+        if self.rows is not None:
+            state.update(rows=self.rows.state_dict(), heldout_rows=self.heldout_rows.state_dict())
+        return state
 
-    def load_state_dict(self, state: Dict[str, Dict[str, Tensor]]) -> None:
+    def load_state_dict(self, state: Dict[str, dict]) -> None:
         self.train.load_state_dict(state["train"])
         self.heldout.load_state_dict(state["heldout"])
+        if self.rows is not None:
+            self.rows.load_state_dict(state["rows"])
+            self.heldout_rows.load_state_dict(state["heldout_rows"])
 
     def all_reduce(self) -> None:
         self.train.all_reduce()
@@ -133,3 +172,6 @@ class Capture:
             target = teacher_out[eq.ref.index]
             eq.train.update(features[~held], target[~held])
             eq.heldout.update(features[held], target[held])
+            if eq.rows is not None:
+                eq.rows.add(student_in[eq.ref.index][~held], target[~held])
+                eq.heldout_rows.add(student_in[eq.ref.index][held], target[held])

@@ -71,6 +71,10 @@ def parser() -> argparse.ArgumentParser:
                    help="all: every field parameter, density head included; eugen: the EUGen layers only")
     p.add_argument("--finetune-novel-views", type=int, default=8,
                    help="cameras near the training ones rendered by the teacher as extra targets (0: none)")
+    p.add_argument("--refine-steps", type=int, default=0,
+                   help="the paper's refinement: Adam steps per layer on G and A after the closed form (0: none)")
+    p.add_argument("--refine-rows", type=int, default=65536, help="captured rows per layer used by the refinement")
+    p.add_argument("--refine-lr", type=float, default=1e-3, help="Adam learning rate of the refinement")
     p.add_argument("--batch-rays", type=int, default=1024, help="rays per rendered batch")
     p.add_argument("--eval-views", type=int, default=None, help="test views in the report (default: all)")
     p.add_argument("--fps-repeats", type=int, default=3, help="timed renders per test view")

@@ -69,6 +69,14 @@ class DistillOptions:
     """``all``: every field parameter (density head included); ``eugen``: only the EUGen layers."""
     finetune_novel_views: int = 8
     """Cameras near the training ones that the teacher renders as extra fine-tune targets (0: none)."""
+    refine_steps: int = 0
+    """The paper's refinement: Adam steps per layer on ``G`` and ``A`` (from the closed form) on the same layer
+    loss, over up to ``refine_rows`` captured (input, target) rows; 0: the closed form alone. The student's
+    projections are then stored in its checkpoint (trainable ``G``)."""
+    refine_rows: int = 65536
+    """Training rows kept per layer for the refinement (the first ones captured; 1/8 as many held out)."""
+    refine_lr: float = 1e-3
+    """Adam learning rate of the refinement at its start (cosine-decayed)."""
     batch_rays: int = 1024
     """Rays per rendered batch (the unit of progress, of resumption and of the split across processes)."""
     eval_views: Optional[int] = None
@@ -91,7 +99,8 @@ class DistillOptions:
                 raise DistillError(f"{name.replace('_', '-')} must be in (0, 1], got {value!r}")
         if not 0 < self.heldout_fraction < 1:
             raise DistillError(f"heldout-fraction must be in (0, 1), got {self.heldout_fraction!r}")
-        for name in ("num_features", "degree", "batch_rays", "finetune_rays", "fps_repeats", "auto_views"):
+        for name in ("num_features", "degree", "batch_rays", "finetune_rays", "fps_repeats", "auto_views",
+                     "refine_rows"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
@@ -100,6 +109,10 @@ class DistillOptions:
         if isinstance(self.finetune_novel_views, bool) or not isinstance(self.finetune_novel_views, int) \
                 or self.finetune_novel_views < 0:
             raise DistillError(f"finetune-novel-views must be an integer >= 0, got {self.finetune_novel_views!r}")
+        if isinstance(self.refine_steps, bool) or not isinstance(self.refine_steps, int) or self.refine_steps < 0:
+            raise DistillError(f"refine-steps must be an integer >= 0, got {self.refine_steps!r}")
+        if not math.isfinite(self.refine_lr) or self.refine_lr <= 0:
+            raise DistillError(f"refine-lr must be a number > 0, got {self.refine_lr!r}")
         if self.finetune_steps < 0:
             raise DistillError(f"finetune-steps must be >= 0, got {self.finetune_steps}")
         if self.feature_map not in FEATURE_MAPS:
@@ -135,6 +148,7 @@ class DistillOptions:
             num_features=self.num_features, degree=self.degree, use_norm=self.use_norm,
             feature_map=self.feature_map, projection=self.projection, seed=self.seed,  # type: ignore[arg-type]
             scaling=self.scaling,  # type: ignore[arg-type]
+            trainable_projections=self.refine_steps > 0,  # refined G lives in the checkpoint
         )
 
     @property
@@ -145,6 +159,6 @@ class DistillOptions:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
         keys = ("layers", "num_features", "degree", "feature_map", "projection", "use_norm", "scaling", "seed",
                 "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
-                "psnr_budget", "auto_views", "batch_rays")
+                "psnr_budget", "auto_views", "batch_rays", "refine_steps", "refine_rows", "refine_lr")
         values = asdict(self)
         return {key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys}

@@ -49,11 +49,12 @@ from eugen_nerf.distill.output import (
 from eugen_nerf.distill.report import evaluate, print_report, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
 from eugen_nerf.eval.runs import final_rgb
-from eugen_nerf.distill.solve import LayerFit, solve_layer
+from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
     convert_mlps,
     install_layer,
+    layer_seed,
     list_layers,
     make_eugen_layer,
     resolve_layers,
@@ -77,7 +78,7 @@ class DistillResult:
 @dataclass
 class StageTimer:
     seconds: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("load", "capture", "solve", "build", "finetune", "evaluate"), 0.0))
+        ("load", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0))
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -162,6 +163,9 @@ class Distillation:
     def load(self) -> None:
         options = self.options
         check_output_dir(options.output_dir, options.overwrite)
+        if options.refine_steps and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise DistillError("--refine-steps runs in one process (its rows are not shared across processes): "
+                               "run without torchrun, or with --refine-steps 0")
         self.rank, self.world_size, self.device = setup_distributed(options.device)
         with self.timer("load"):
             self.teacher = load_teacher(options.teacher, str(self.device))
@@ -209,6 +213,8 @@ class Distillation:
         with torch.no_grad():
             layer.weight.copy_(fit.weight)
             layer.bias.copy_(fit.bias)
+            if fit.projections is not None:
+                layer.projections.copy_(fit.projections)
         install_layer(mlp, ref.index, layer)
 
     # ------------------------------------------------------------------ capture and solve
@@ -244,23 +250,30 @@ class Distillation:
         for s, stage in enumerate(stages):
             if s < self.state["stage"]:
                 continue
-            equations = [LayerEquations.create(ref, make_eugen_layer(self.mlps[ref.mlp_path], ref, options.spec))
+            equations = [LayerEquations.create(ref, make_eugen_layer(self.mlps[ref.mlp_path], ref, options.spec),
+                                               options.refine_rows if options.refine_steps else 0)
                          for ref in stage]
             for eq in equations:
                 if eq.ref.path in self.state["equations"]:
                     eq.load_state_dict(self.state["equations"][eq.ref.path])
             with self.timer("capture"):
                 self.capture(s, equations)
-            with self.timer("solve"), torch.no_grad():
-                for eq in equations:
+            for eq in equations:
+                with self.timer("solve"), torch.no_grad():
                     if self.world_size > 1:
                         eq.all_reduce()
                     fit = solve_layer(eq, options.ridges)
-                    self.statistics[eq.ref.path] = eq.state_dict()
-                    self.fits[fit.path] = fit
-                    self.install(eq.ref, fit)
+                if options.refine_steps:
+                    with self.timer("refine"):
+                        fit = refine_layer(eq, fit, options.refine_steps, options.refine_lr,
+                                           layer_seed(options.spec, eq.ref.path))
+                self.statistics[eq.ref.path] = {k: v for k, v in eq.state_dict().items() if "rows" not in k}
+                self.fits[fit.path] = fit
+                self.install(eq.ref, fit)
             for fit in (self.fits[eq.ref.path] for eq in equations):
-                self.say(f"  {fit.path}: R² held-out {fit.r2_heldout:.5f} (ridge {fit.ridge:.0e}, "
+                refined = "" if fit.r2_heldout_closed_form is None else \
+                    f" (closed form {fit.r2_heldout_closed_form:.5f}, refined)"
+                self.say(f"  {fit.path}: R² held-out {fit.r2_heldout:.5f}{refined} (ridge {fit.ridge:.0e}, "
                          f"{fit.pairs_train:,d} + {fit.pairs_heldout:,d} pairs)")
             if options.auto:
                 self.decide(stage[0])

@@ -1,0 +1,103 @@
+"""``eugen-bench``: the protocol is checked before anything runs, the README's generated tables equal what
+the JSON says, and a suite's --quick mode runs end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eugen_nerf.bench.protocol import load_protocol
+from eugen_nerf.bench.tables import MARKER, Tables
+from eugen_nerf.inputs.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_tables_match_the_benchmark_json():
+    tables = Tables(ROOT / "configs/bench/tables.yaml", ROOT)
+    names = tables.names_in(ROOT / "README.md")
+    assert set(names) == set(tables.tables), "every spec'd table is in the README and every marked one is spec'd"
+    assert tables.update(ROOT / "README.md", check=True) == [], "run `eugen-bench --tables`"
+
+
+def test_a_changed_figure_makes_the_readme_stale(tmp_path):
+    for name in ("configs", "benchmarks"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("*.png"))
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    report = json.loads((tmp_path / "benchmarks/distill_paper.json").read_text())
+    report["measured"]["fps_ratio"] += 1.0
+    (tmp_path / "benchmarks/distill_paper.json").write_text(json.dumps(report))
+    tables = Tables(tmp_path / "configs/bench/tables.yaml", tmp_path)
+    assert tables.update(tmp_path / "README.md", check=True) == ["distill-goals"]
+    tables.update(tmp_path / "README.md")
+    assert f"{report['measured']['fps_ratio']:.2f}×" in (tmp_path / "README.md").read_text()
+    assert Tables(tmp_path / "configs/bench/tables.yaml", tmp_path).update(tmp_path / "README.md", check=True) == []
+
+
+def test_both_protocols_load_and_name_existing_scripts_and_paths():
+    for device in ("cpu", "cuda"):
+        protocol = load_protocol(ROOT / f"configs/bench/{device}.yaml", ROOT)
+        assert protocol.device == device and protocol.suites
+        for suite in protocol.suites.values():
+            assert suite.script.is_file() and suite.outputs
+            assert any("{quick_dir}" in a for a in suite.quick_args), f"{suite.name}: --quick must not write benchmarks/"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["suites"]["layers"].pop("args"), "missing the key(s) args"),
+    (lambda s: s["suites"]["inference"].update(needs=["scenes/no-such-scene"]), "needs scenes/no-such-scene"),
+    (lambda s: s["suites"]["layers"].update(script="scripts/no_such.py"), "does not exist"),
+    (lambda s: s.update(device="tpu"), "device must be"),
+])
+def test_bad_protocol_is_one_clear_error(tmp_path, edit, message):
+    protocol = yaml.safe_load((ROOT / "configs/bench/cpu.yaml").read_text())
+    edit(protocol)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(protocol))
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_protocol(path, ROOT)
+
+
+def run_bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eugen_nerf.bench.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    result = run_bench("no-such-suite", "--quick", "--quick-dir", str(tmp_path / "q"))
+    assert result.returncode == 2
+    assert result.stdout.strip().splitlines() == [
+        f"eugen-bench: error: unknown suite(s) 'no-such-suite' in {ROOT / 'configs/bench/cpu.yaml'}; known: "
+        + ", ".join(load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT).suites)]
+    assert not (tmp_path / "q").exists()
+    import torch
+
+    if not torch.cuda.is_available():
+        result = run_bench("--device", "cuda")
+        assert result.returncode == 2 and "no CUDA device" in result.stdout
+
+
+def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
+    before = (ROOT / "README.md").read_text(), (ROOT / "benchmarks/layers.json").read_text()
+    result = run_bench("layers", "--quick", "--quick-dir", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads((tmp_path / "layers.json").read_text())
+    assert rows
+    assert ((ROOT / "README.md").read_text(), (ROOT / "benchmarks/layers.json").read_text()) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", list(load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT).suites))
+def test_every_suite_has_a_quick_mode_that_runs(suite, tmp_path):
+    result = run_bench(suite, "--quick", "--quick-dir", str(tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    named = [a.format(quick_dir=tmp_path) for a in load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT)
+             .suites[suite].quick_args if a.startswith("{quick_dir}/") and a.endswith(".json")]
+    written = [Path(p) for p in named] or list(tmp_path.glob("*.json"))
+    assert written and all(p.is_file() and json.loads(p.read_text()) for p in written), (named, list(tmp_path.iterdir()))
