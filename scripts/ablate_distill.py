@@ -31,13 +31,14 @@ from pathlib import Path
 import torch
 
 from eugen_nerf.distill.capture import trace
+from eugen_nerf.distill.options import RIDGE_GRID
 from eugen_nerf.distill.sampling import sample_rays
+from eugen_nerf.distill.solve import pooled_r2
 from eugen_nerf.distill.student import LayerRef, install_layer, make_eugen_layer
 from eugen_nerf.distill.teacher import load_teacher
 from eugen_nerf.layers import EUGenLinear, EUGenSpec, NormalEquations
 
 ROOT = Path(__file__).resolve().parents[1]
-RIDGES = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
 BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
             refine_steps=0)
 VARIANTS = {
@@ -94,15 +95,9 @@ def composite(field, data: dict, background: float) -> tuple:
 
 
 def best_solve(train: NormalEquations, heldout: NormalEquations, standardise: bool):
-    best = None
-    for ridge in RIDGES:
-        solution = train.solve(ridge, standardise=standardise)
-        per_output = heldout.r2(solution.weight, solution.bias)
-        total = heldout.target_sq_sum - heldout.target_sum.square() / heldout.count
-        score = float(1 - ((1 - per_output) * total).sum() / total.sum())
-        if best is None or score > best[0]:
-            best = (score, solution)
-    return best
+    """``eugen-distill``'s ridge selection (its grid, pooled held-out R²), with the standardisation as a choice."""
+    solutions = [train.solve(ridge, standardise=standardise) for ridge in RIDGE_GRID]
+    return max(((pooled_r2(heldout, s.weight, s.bias), s) for s in solutions), key=lambda pair: pair[0])
 
 
 def fit_rows(inputs, targets, weights, train_rows, held_rows, standardise):
