@@ -35,7 +35,7 @@ ROOT = Path.cwd()
 class BenchArgs:
     """Run benchmark suites (all when none is named) and regenerate the README's results tables."""
 
-    suites: Annotated[List[str], tyro.conf.Positional] = field(default_factory=list)
+    suites: Annotated[List[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(default_factory=list)
     """Suite names from the protocol (see --list)."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Which protocol: configs/bench/cpu.yaml or configs/bench/cuda.yaml."""
@@ -96,7 +96,7 @@ def run(args: BenchArgs) -> int:
 
 def entrypoint() -> None:
     with one_line_errors("eugen-bench"):
-        args = tyro.cli(BenchArgs, description=__doc__)
+        args = tyro.cli(BenchArgs, prog="eugen-bench", description=__doc__)
         try:
             code = run(args)
         except InputError as err:
