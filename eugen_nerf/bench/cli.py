@@ -62,8 +62,8 @@ def run(args: BenchArgs) -> int:
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device is available here (use --device cpu)")
+    tables = Tables(root / args.table_spec, root)  # a broken table spec fails before hours of measuring
     if args.tables:
-        tables = Tables(root / args.table_spec, root)
         stale = tables.update(root / args.readme, check=args.check)
         if args.check:
             print("README tables match the JSON" if not stale else f"README tables differ from the JSON: {stale}")
@@ -77,7 +77,6 @@ def run(args: BenchArgs) -> int:
             print(f"{suite.name:18s} {suite.script.relative_to(root)}  ->  {', '.join(map(str, suite.outputs))}"
                   f"\n{'':18s} {suite.description}")
         return 0
-    Tables(root / args.table_spec, root)  # a broken table spec fails before hours of measuring
     for suite in suites:
         flags = [a.format(quick_dir=args.quick_dir) for a in (suite.quick_args if args.quick else suite.args)]
         if args.quick:
@@ -89,7 +88,7 @@ def run(args: BenchArgs) -> int:
             print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); the README was not touched", flush=True)
             return code
     if not args.quick:
-        Tables(root / args.table_spec, root).update(root / args.readme)
+        tables.update(root / args.readme)
         print(f"regenerated the tables in {args.readme}")
     return 0
 

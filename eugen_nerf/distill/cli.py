@@ -21,7 +21,7 @@ from typing import List, Optional
 from rich.console import Console
 from rich.table import Table
 
-from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.options import FINETUNE_PARAMETERS, DistillError, DistillInterrupted, DistillOptions
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, report
 from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, SCALINGS
 
@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--finetune-lr", type=float, default=1e-3,
                    help="Adam learning rate of the fine-tune at its start (cosine-decayed)")
     p.add_argument("--finetune-rays", type=int, default=256, help="rays per fine-tune step")
-    p.add_argument("--finetune-parameters", choices=("all", "eugen"), default="all",
+    p.add_argument("--finetune-parameters", choices=FINETUNE_PARAMETERS, default="all",
                    help="all: every field parameter, density head included; eugen: the EUGen layers only")
     p.add_argument("--finetune-novel-views", type=int, default=8,
                    help="cameras near the training ones rendered by the teacher as extra targets (0: none)")

@@ -10,7 +10,7 @@ Adam with a cosine-decayed learning rate.
 
 from __future__ import annotations
 
-from typing import List, Literal
+from typing import List
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -20,8 +20,6 @@ from tqdm import tqdm
 from eugen_nerf.layers import EUGenLinear
 
 TRAINED_KEYS = ("rgb", "rgb_coarse", "rgb_fine")
-FinetuneParameters = Literal["all", "eugen"]
-FINETUNE_PARAMETERS = ("all", "eugen")
 
 
 def eugen_parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
@@ -37,9 +35,9 @@ def field_parameters(model) -> List[torch.nn.Parameter]:
 
 
 def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, batch_rays: int, seed: int,
-             device: torch.device, parameters: FinetuneParameters = "all", show_progress: bool = True) -> List[float]:
+             device: torch.device, parameters: str = "all", show_progress: bool = True) -> List[float]:
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``;
-    return the per-step losses."""
+    return the per-step losses. ``parameters``: one of :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`."""
     params = eugen_parameters(model) if parameters == "eugen" else field_parameters(model)
     if not params:
         raise ValueError("the student has no EUGen layer to fine-tune" if parameters == "eugen"

@@ -14,6 +14,10 @@ RIDGE_GRID = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
 """Ridge strengths (relative to the mean diagonal of the centred Gram matrix) tried by ``--ridge auto``."""
 
 
+FINETUNE_PARAMETERS = ("all", "eugen")
+"""What the fine-tune trains: every field parameter, or only the EUGen layers."""
+
+
 class DistillError(InputError):
     """Bad input to a distillation run; raised before anything is written."""
 
@@ -104,13 +108,13 @@ class DistillOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
-        if self.finetune_parameters not in ("all", "eugen"):
-            raise DistillError(f"finetune-parameters must be 'all' or 'eugen', got {self.finetune_parameters!r}")
-        if isinstance(self.finetune_novel_views, bool) or not isinstance(self.finetune_novel_views, int) \
-                or self.finetune_novel_views < 0:
-            raise DistillError(f"finetune-novel-views must be an integer >= 0, got {self.finetune_novel_views!r}")
-        if isinstance(self.refine_steps, bool) or not isinstance(self.refine_steps, int) or self.refine_steps < 0:
-            raise DistillError(f"refine-steps must be an integer >= 0, got {self.refine_steps!r}")
+        for name in ("finetune_novel_views", "refine_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
+        if self.finetune_parameters not in FINETUNE_PARAMETERS:
+            raise DistillError(f"finetune-parameters must be one of {FINETUNE_PARAMETERS}, "
+                               f"got {self.finetune_parameters!r}")
         if not math.isfinite(self.refine_lr) or self.refine_lr <= 0:
             raise DistillError(f"refine-lr must be a number > 0, got {self.refine_lr!r}")
         if self.finetune_steps < 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import List, Tuple
 
 import torch
@@ -74,8 +74,9 @@ def batch_generator(seed: int, batch_index: int) -> torch.Generator:
 
 
 def novel_cameras(cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0) -> Tuple[Cameras, torch.Tensor]:
-    """``count`` cameras near the training ones and the training camera each came from, seeded: a random training camera each, moved by up to
-    half the median spacing of the training cameras and turned by up to ``max_angle_deg``.
+    """``count`` cameras near the training ones, and the training camera each came from (seeded): a random
+    training camera each, moved by up to half the median spacing of the training cameras and turned by up
+    to ``max_angle_deg``.
 
     The teacher renders them for the fine-tune: views between the training ones, where a student that
     only matched the training rays would show what it never saw. Works for any camera layout (orbits,
@@ -117,14 +118,11 @@ def novel_rays(cameras: Cameras, count: int, resolution_scale: float, seed: int)
 
 
 def cat_rays(first: RayBundle, second: RayBundle) -> RayBundle:
-    """The rays of ``first`` then those of ``second`` (flat bundles)."""
-    return RayBundle(
-        origins=torch.cat([first.origins, second.origins]),
-        directions=torch.cat([first.directions, second.directions]),
-        pixel_area=torch.cat([first.pixel_area, second.pixel_area]),
-        camera_indices=torch.cat([first.camera_indices, second.camera_indices]),
-        nears=None if first.nears is None else torch.cat([first.nears, second.nears]),
-        fars=None if first.fars is None else torch.cat([first.fars, second.fars]),
-        metadata={key: torch.cat([value, second.metadata[key]]) for key, value in first.metadata.items()},
-        times=None if first.times is None else torch.cat([first.times, second.times]),
-    )
+    """The rays of ``first`` then those of ``second`` (flat bundles; every field, metadata included)."""
+
+    def cat(a, b):
+        if isinstance(a, dict):
+            return {key: torch.cat([value, b[key]]) for key, value in a.items()}
+        return None if a is None else torch.cat([a, b])
+
+    return RayBundle(**{f.name: cat(getattr(first, f.name), getattr(second, f.name)) for f in fields(RayBundle)})

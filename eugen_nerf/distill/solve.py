@@ -8,6 +8,7 @@ R² is meaningless for outputs that barely vary (dead ReLU units), the pooled on
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence
@@ -96,8 +97,6 @@ def refine_layer(eq: LayerEquations, fit: LayerFit, steps: int, lr: float, seed:
     """Train ``G``, ``A`` and ``c`` of the layer from the closed-form solution for ``steps`` Adam steps on the
     kept rows (mean squared error, cosine-decayed ``lr``); keep the result only if the held-out rows fit
     better than they did in closed form."""
-    import copy
-
     inputs, targets = eq.rows.tensors()
     held_inputs, held_targets = eq.heldout_rows.tensors()
     layer = copy.deepcopy(eq.layer).float().cpu().train()

@@ -131,7 +131,7 @@ def evaluate_field(sdf: SDFFunction, mesh_path: Path, frames: Sequence[DepthFram
     return {**metrics, "mesh_reason": None} if mesh_optional else metrics
 
 
-def evaluate_geometry_run(model, device, scene_dir: Path, cameras, settings: EvalSettings) -> dict[str, object]:
+def evaluate_geometry_run(model, scene_dir: Path, cameras, settings: EvalSettings) -> dict[str, object]:
     """SDF error, Chamfer and F-score of an iSDF run against its scene's ground-truth mesh (``eugen-eval``).
 
     The same evaluation as ``eugen-isdf`` (:func:`evaluate_field`): one value per run, reported in
@@ -139,6 +139,7 @@ def evaluate_geometry_run(model, device, scene_dir: Path, cameras, settings: Eva
     null, with ``mesh_reason``, when the field has no surface to mesh yet. Speed: SDF queries per second
     and depth-render FPS on the test cameras.
     """
+    device = model.device
     scene, frames = load_stream(scene_dir)
     config = EvaluationConfig()
     field = model.field.eval()

@@ -65,20 +65,20 @@ class NormalEquations:
         f = features.to(self.gram)
         y = targets.to(self.gram)
         if weights is None:
-            wf, count = f, f.shape[0]
+            wf, wy, count = f, y, f.shape[0]
         else:
-            w = weights.reshape(-1).to(self.gram)
+            w = weights.reshape(-1, 1).to(self.gram)
             if w.shape[0] != f.shape[0]:
                 raise ValueError(f"weights must have one entry per row: {w.shape[0]} != {f.shape[0]}")
             _require_finite("weights", w)
             if (w < 0).any():
                 raise ValueError("weights must be >= 0")
-            wf, count = f * w[:, None], w.sum()
+            wf, wy, count = f * w, y * w, w.sum()
         self.gram.addmm_(wf.T, f)
         self.cross.addmm_(wf.T, y)
         self.feature_sum += wf.sum(0)
-        self.target_sum += (y if weights is None else y * w[:, None]).sum(0)
-        self.target_sq_sum += (y.square() if weights is None else y.square() * w[:, None]).sum(0)
+        self.target_sum += wy.sum(0)
+        self.target_sq_sum += (wy * y).sum(0)
         self.count += count
 
     def state_dict(self) -> Dict[str, torch.Tensor]:
@@ -124,19 +124,18 @@ class NormalEquations:
         if self.count <= 0:
             raise ValueError("no samples (or zero total weight) accumulated: call update() before solve()")
         gram, cross, mean_f, mean_y = self._centred()
-        tiny = torch.finfo(gram.dtype).tiny
-        mean_variance = gram.diagonal().mean().clamp_min(tiny)
-        scale = 1.0 if standardise else mean_variance
-        eye = (torch.diag(gram.diagonal().clamp_min(mean_variance * 1e-12)) if standardise
-               else torch.eye(self.num_features, dtype=gram.dtype, device=gram.device))
+        variances = gram.diagonal()
+        mean_variance = variances.mean().clamp_min(torch.finfo(gram.dtype).tiny)
+        penalty = (torch.diag(variances.clamp_min(mean_variance * 1e-12)) if standardise
+                   else mean_variance * torch.eye(self.num_features, dtype=gram.dtype, device=gram.device))
         weight_t = None
         for jitter in (0.0, 1e-12, 1e-10, 1e-8):
-            factor, info = torch.linalg.cholesky_ex(gram + (ridge + jitter) * scale * eye)
+            factor, info = torch.linalg.cholesky_ex(gram + (ridge + jitter) * penalty)
             if info.item() == 0:
                 weight_t = torch.cholesky_solve(cross, factor)
                 break
         if weight_t is None:
-            weight_t = torch.linalg.lstsq(gram + ridge * scale * eye, cross).solution
+            weight_t = torch.linalg.lstsq(gram + ridge * penalty, cross).solution
         bias = mean_y - mean_f @ weight_t
         return RidgeSolution(weight=weight_t.T.contiguous(), bias=bias, ridge=ridge, r2=self.r2(weight_t.T, bias))
 

@@ -72,7 +72,7 @@ class ISDFModel(FramedModelMixin, Model):
         """``eugen-eval``'s report for this run: geometry against the scene's mesh, SDF and render speed."""
         from eugen_nerf.isdf.evaluate import evaluate_geometry_run  # open3d: only when evaluating
 
-        return evaluate_geometry_run(self, self.device, scene, cameras, settings)
+        return evaluate_geometry_run(self, scene, cameras, settings)
 
     def get_param_groups(self) -> dict[str, list[Parameter]]:
         return {"fields": list(self.field.parameters())}
