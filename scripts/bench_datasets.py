@@ -1,13 +1,13 @@
 """Every NeRF-family method on a canonical scene, its captured variant, and an unbounded scene (issue 16).
 
-For each method (eugen/dense x nerf/zipnerf/siren) the script trains, at the same steps and seed:
+For each method (eugen/dense x nerf/nerfacto/siren) the script trains, at the same steps and seed:
 
 - on the canonical object scene (``scenes/bunny64``, our frame, declared in scene.json) and on its captured
   variant (``scenes/bunny64_captured``: the same cameras rotated, offset and scaled as COLMAP writes them,
   OPENCV distortion applied to the images, JPEG). The frame must not matter: the goal is test PSNR equal
   within 0.3 dB (``goal_frame_invariant_met``);
 - on the unbounded 360 scene (``scenes/bunny64_unbounded``), beside stock ``nerfacto`` at the same steps
-  and the same small sizes as our Zip-NeRF-style methods.
+  and the same small sizes as our nerfacto-style methods.
 
 Each run is evaluated on its test split from the saved checkpoint (``eugen_nerf.eval.runs.load_run``):
 PSNR/SSIM (LPIPS when its offline weights exist) averaged over the test views; the framing each run chose
@@ -33,7 +33,7 @@ import torch
 
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
 from eugen_nerf.methods import siren as siren_methods
-from eugen_nerf.methods import zipnerf as zip_methods
+from eugen_nerf.methods import nerfacto as nerfacto_methods
 
 from nerfstudio.configs.method_configs import method_configs as stock_methods
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
@@ -50,7 +50,7 @@ SCENES = {
     "unbounded": REPO / "scenes" / "bunny64_unbounded",
 }
 GOAL_FRAME_PSNR_DB = 0.3
-METHODS = ["eugen-nerf", "dense-nerf", "eugen-zipnerf", "dense-zipnerf", "eugen-siren", "dense-siren"]
+METHODS = ["eugen-nerf", "dense-nerf", "eugen-nerfacto", "dense-nerfacto", "eugen-siren", "dense-siren"]
 
 
 def small(config: TrainerConfig) -> TrainerConfig:
@@ -62,7 +62,7 @@ def small(config: TrainerConfig) -> TrainerConfig:
         model.num_coarse_samples = model.num_importance_samples = 32
         if "siren" not in config.method_name:
             config.optimizers["fields"]["optimizer"].lr = 2e-3
-    else:  # Zip-NeRF-style and nerfacto
+    else:  # nerfacto-style and nerfacto
         config.pipeline.datamanager.train_num_rays_per_batch = 512
         model.num_proposal_samples_per_ray = (64, 32)
         model.num_nerf_samples_per_ray = 32
@@ -74,7 +74,7 @@ def small(config: TrainerConfig) -> TrainerConfig:
 def method_config(name: str) -> TrainerConfig:
     specs = {
         "eugen-nerf": nerf_methods.eugen_nerf, "dense-nerf": nerf_methods.dense_nerf,
-        "eugen-zipnerf": zip_methods.eugen_zipnerf, "dense-zipnerf": zip_methods.dense_zipnerf,
+        "eugen-nerfacto": nerfacto_methods.eugen_nerfacto, "dense-nerfacto": nerfacto_methods.dense_nerfacto,
         "eugen-siren": siren_methods.eugen_siren, "dense-siren": siren_methods.dense_siren,
     }
     if name in specs:

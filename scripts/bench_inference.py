@@ -14,7 +14,7 @@ other processes hits them alike. Writes ``benchmarks/inference.json`` and ``benc
 The iSDF head's inference speed is measured by ``scripts/bench_isdf.py`` (its field is an SDF, not a
 radiance field).
 
-    python scripts/bench_inference.py                    # nerf, zipnerf, siren; CPU (and CUDA when present)
+    python scripts/bench_inference.py                    # nerf, nerfacto, siren; CPU (and CUDA when present)
     python scripts/bench_inference.py --compile          # also the torch.compile'd fused form
 """
 
@@ -184,8 +184,8 @@ def plot(report: dict, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
-    parser.add_argument("--families", nargs="+", default=["nerf", "zipnerf", "siren"],
-                        choices=["nerf", "zipnerf", "siren"])
+    parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto", "siren"],
+                        choices=["nerf", "nerfacto", "siren"])
     parser.add_argument("--points", type=int, default=16384, help="field points per timed forward")
     parser.add_argument("--views", type=int, default=2, help="test views per timed render")
     parser.add_argument("--warmup", type=int, default=1)

@@ -25,7 +25,7 @@ from typing import Dict, List, Tuple
 import torch
 
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
-from eugen_nerf.methods import zipnerf as zip_methods
+from eugen_nerf.methods import nerfacto as nerfacto_methods
 
 from nerfstudio.engine.trainer import TrainerConfig
 
@@ -48,8 +48,8 @@ def small_nerf(config: TrainerConfig) -> None:
     config.optimizers["fields"]["optimizer"].lr = 2e-3
 
 
-def small_zipnerf(config: TrainerConfig) -> None:
-    """The README's small CPU configuration for the Zip-NeRF-style methods."""
+def small_nerfacto(config: TrainerConfig) -> None:
+    """The README's small CPU configuration for the nerfacto-style methods."""
     config.pipeline.datamanager.train_num_rays_per_batch = 512
     model = config.pipeline.model
     model.num_proposal_samples_per_ray = (64, 32)
@@ -85,8 +85,8 @@ def variants(family: str, full_size: bool) -> List[Tuple[str, TrainerConfig]]:
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
     else:
-        eugen, dense = zip_methods.eugen_zipnerf.config, zip_methods.dense_zipnerf.config
-        shrink, width_field = small_zipnerf, "hidden_dim_color"
+        eugen, dense = nerfacto_methods.eugen_nerfacto.config, nerfacto_methods.dense_nerfacto.config
+        shrink, width_field = small_nerfacto, "hidden_dim_color"
     eugen, dense = copy.deepcopy(eugen), copy.deepcopy(dense)
     if not full_size:
         shrink(eugen)
@@ -208,7 +208,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
     parser.add_argument("--steps", type=int, default=100, help="training steps of every run")
-    parser.add_argument("--families", nargs="+", default=["nerf", "zipnerf"], choices=["nerf", "zipnerf"])
+    parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto"], choices=["nerf", "nerfacto"])
     parser.add_argument("--repeats", type=int, default=3, help="timed renders per test view")
     parser.add_argument("--full-size", action="store_true", help="the methods' default sizes, not the CPU ones")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/bench_methods"))

@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Regenerate the README's viewer screenshots from fresh runs, in headless Chromium.
 
-``viewer/screenshots/ns-viewer.png``: stock ``ns-viewer`` on the demo's eugen-zipnerf run (``make demo``
+``viewer/screenshots/ns-viewer.png``: stock ``ns-viewer`` on the demo's eugen-nerfacto run (``make demo``
 first), with the EUGen control under Custom Elements. ``viewer/screenshots/eugen-viewer.png``:
 ``eugen-viewer`` with the shipped dense NeRF teacher on the left and the same demo run on the right.
 Each screenshot is taken once the render area holds an image (not a flat colour); look at both before
 committing them.
 
     make demo && python scripts/screenshots.py
-    python scripts/screenshots.py --run outputs/exp/RUN/eugen-zipnerf/x/config.yml
+    python scripts/screenshots.py --run outputs/exp/RUN/eugen-nerfacto/x/config.yml
 
 Needs Debian's chromium (``apt-get install -y chromium``, installed by ``scripts/setup.sh --test``).
 """
@@ -106,8 +106,8 @@ def shoot(args: list, path: Path, texts: tuple, port: int, log: Path, zoom: int 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", type=Path, default=ROOT / "outputs/demo/eugen-zipnerf/latest/config.yml",
-                   help="config.yml of the eugen-zipnerf run to show (default: make demo's)")
+    p.add_argument("--run", type=Path, default=ROOT / "outputs/demo/eugen-nerfacto/latest/config.yml",
+                   help="config.yml of the eugen-nerfacto run to show (default: make demo's)")
     p.add_argument("--teacher", type=Path, default=ROOT / "teachers/bunny64/dense-nerf/shipped/config.yml",
                    help="left side of the eugen-viewer screenshot")
     p.add_argument("--zoom", type=int, default=0, help="mouse-wheel clicks over the ns-viewer render (moves its camera)")

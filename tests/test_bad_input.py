@@ -150,8 +150,8 @@ ISDF = ["--evaluation.mesh-resolution", "16"]
 
 
 def NS_ZIP(scratch: Path) -> list[str]:  # noqa: N802 (reads as a constant prefix)
-    """``ns-train eugen-zipnerf`` on a shipped scene, its output folder in the case's scratch (never created)."""
-    return ["eugen-zipnerf", "--data", str(SCENE), "--output-dir", str(scratch / "o")]
+    """``ns-train eugen-nerfacto`` on a shipped scene, its output folder in the case's scratch (never created)."""
+    return ["eugen-nerfacto", "--data", str(SCENE), "--output-dir", str(scratch / "o")]
 
 
 CASES = [

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCENE = REPO / "scenes" / "bunny64"
 
 SMALL = {
-    "zipnerf": {"train_num_rays_per_batch": 256, "num_proposal_samples_per_ray": (32, 16),
+    "nerfacto": {"train_num_rays_per_batch": 256, "num_proposal_samples_per_ray": (32, 16),
                 "num_nerf_samples_per_ray": 16, "log2_hashmap_size": 14, "max_res": 128},
     "nerf": {"train_num_rays_per_batch": 256, "num_coarse_samples": 16, "num_importance_samples": 16,
              "trunk_width": 64, "head_width": 32},
@@ -82,15 +82,15 @@ def assert_object_colours_match(rgb: torch.Tensor, truth: torch.Tensor, toleranc
     assert spread_ours > 0.5 * spread_truth, f"grey object: channel spread {spread_ours:.3f} vs {spread_truth:.3f}"
 
 
-def test_eugen_zipnerf_renders_the_object_in_colour(tmp_path, one_thread):
-    rgb, truth = train_and_render("eugen-zipnerf", 120, tmp_path)
+def test_eugen_nerfacto_renders_the_object_in_colour(tmp_path, one_thread):
+    rgb, truth = train_and_render("eugen-nerfacto", 120, tmp_path)
     assert_object_colours_match(rgb, truth, tolerance=0.12)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "method, steps",
-    [("dense-zipnerf", 300), ("eugen-zipnerf", 300), ("dense-nerf", 600), ("eugen-nerf", 600),
+    [("dense-nerfacto", 300), ("eugen-nerfacto", 300), ("dense-nerf", 600), ("eugen-nerf", 600),
      ("dense-siren", 600), ("eugen-siren", 600)],
 )
 def test_every_method_renders_the_object_in_colour(method, steps, tmp_path, one_thread):

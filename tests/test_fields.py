@@ -10,10 +10,10 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
 from eugen_nerf.fields.nerf import EUGenNeRFField
-from eugen_nerf.fields.zipnerf import EUGenZipNeRFField
+from eugen_nerf.fields.nerfacto import EUGenNerfactoField
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.models.nerf import NeRFEUGenConfig
-from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig
+from eugen_nerf.models.nerfacto import NerfactoEUGenConfig
 
 
 def ray_samples(num_rays: int = 4, num_samples: int = 5, seed: int = 0) -> RaySamples:
@@ -34,9 +34,9 @@ def nerf_field(eugen: NeRFEUGenConfig) -> EUGenNeRFField:
     return EUGenNeRFField(eugen, eugen.trunk_layers, eugen.head_layers, trunk_width=32, head_width=16)
 
 
-def zip_field(eugen: ZipNeRFEUGenConfig) -> EUGenZipNeRFField:
+def zip_field(eugen: NerfactoEUGenConfig) -> EUGenNerfactoField:
     aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
-    return EUGenZipNeRFField(
+    return EUGenNerfactoField(
         aabb, eugen, eugen.density_layers, eugen.color_layers, num_levels=4, max_res=64, log2_hashmap_size=10
     )
 
@@ -44,8 +44,8 @@ def zip_field(eugen: ZipNeRFEUGenConfig) -> EUGenZipNeRFField:
 FIELDS = [
     pytest.param(lambda: nerf_field(NeRFEUGenConfig(num_features=8, trunk_layers=(1, 2, 3, 4, 7), head_layers=(0,))),
                  id="nerf"),
-    pytest.param(lambda: zip_field(ZipNeRFEUGenConfig(num_features=8, density_layers=(0, 1), color_layers=(0, 1, 2))),
-                 id="zipnerf"),
+    pytest.param(lambda: zip_field(NerfactoEUGenConfig(num_features=8, density_layers=(0, 1), color_layers=(0, 1, 2))),
+                 id="nerfacto"),
 ]
 
 
@@ -107,7 +107,7 @@ def test_coarse_and_fine_style_seeds_give_different_projections():
     [
         (lambda: NeRFEUGenConfig(trunk_layers=(8,)), "eugen.trunk-layers: layer index 8 does not exist"),
         (lambda: NeRFEUGenConfig(head_layers=(-3,)), "eugen.head-layers: layer index -3 does not exist"),
-        (lambda: ZipNeRFEUGenConfig(color_layers=(3,)), "eugen.color-layers: layer index 3 does not exist"),
+        (lambda: NerfactoEUGenConfig(color_layers=(3,)), "eugen.color-layers: layer index 3 does not exist"),
         (lambda: NeRFEUGenConfig(num_features=0), "eugen.num-features must be an integer in 1..4096, got 0"),
         (lambda: EUGenConfig(num_features=-4), "eugen.num-features must be an integer in 1..4096, got -4"),
         (lambda: EUGenConfig(degree=0), "eugen.degree must be an integer in 1..4, got 0"),

@@ -1,6 +1,6 @@
 """Interruptions: SIGINT (Ctrl-C) and SIGTERM at a random (seeded) moment of a real run.
 
-``ns-train eugen-zipnerf`` saves a checkpoint every step; once at least one exists it is interrupted. It must
+``ns-train eugen-nerfacto`` saves a checkpoint every step; once at least one exists it is interrupted. It must
 stop promptly with one line and exit status 130, every ``step-*.ckpt`` left must load, and nothing else (a temporary file from a save that was
 cut short) may be left in ``nerfstudio_models``, where nerfstudio takes every file name for a checkpoint.
 
@@ -104,12 +104,12 @@ def assert_checkpoints_complete(directory: Path) -> list[int]:
 def test_interrupted_training_leaves_only_complete_checkpoints(signum: int, seed: int, tmp_path: Path):
     log = tmp_path / "ns-train.log"
     process = start(
-        [str(BIN / "ns-train"), "eugen-zipnerf", "--data", str(SCENE), "--output-dir", str(tmp_path / "out"),
+        [str(BIN / "ns-train"), "eugen-nerfacto", "--data", str(SCENE), "--output-dir", str(tmp_path / "out"),
          "--timestamp", "run", "--max-num-iterations", "100000", "--steps-per-save", "1", "--vis", "tensorboard",
          *TINY_ZIPNERF],
         tmp_path, log,
     )
-    checkpoints = tmp_path / "out" / "bunny32" / "eugen-zipnerf" / "run" / "nerfstudio_models"
+    checkpoints = tmp_path / "out" / "bunny32" / "eugen-nerfacto" / "run" / "nerfstudio_models"
     wait_for(lambda: any(checkpoints.glob("step-*.ckpt")), process, log)
     seconds = interrupt(process, signum, random.Random(seed).uniform(0.0, 1.5), log)
 

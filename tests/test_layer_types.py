@@ -1,6 +1,6 @@
 """``--pipeline.model.eugen.layer-type`` for every head: each reviewers' baseline builds and trains.
 
-For the NeRF, Zip-NeRF and iSDF methods, every layer type (EUGen, low-rank, SNNK, dense) replaces exactly the
+For the NeRF, nerfacto and iSDF methods, every layer type (EUGen, low-rank, SNNK, dense) replaces exactly the
 layers the method selects, with EUGen's parameter count for the baselines, and a few optimiser steps keep
 the loss and every gradient finite. Bad combinations fail when the config is made, before anything runs.
 """
@@ -18,7 +18,7 @@ from eugen_nerf.fields.components import EUGenConfig
 from eugen_nerf.layers import EUGenLinear, LowRankLinear
 from eugen_nerf.methods.isdf import eugen_isdf
 from eugen_nerf.methods.nerf import eugen_nerf
-from eugen_nerf.methods.zipnerf import eugen_zipnerf
+from eugen_nerf.methods.nerfacto import eugen_nerfacto
 from eugen_nerf.scenes import shipped_scene
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,8 +34,8 @@ def tiny(method: str):
         model.num_coarse_samples = model.num_importance_samples = 8
         model.trunk_width, model.head_width = 32, 16
         return config, lambda m: m.field_coarse.trunk, model.eugen.trunk_layers
-    if method == "zipnerf":
-        config = copy.deepcopy(eugen_zipnerf.config)
+    if method == "nerfacto":
+        config = copy.deepcopy(eugen_nerfacto.config)
         config.pipeline.datamanager.data = shipped_scene("bunny32")
         model = config.pipeline.model
         model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (16, 8), 8
@@ -53,7 +53,7 @@ def eugen_config(config, method: str) -> EUGenConfig:
 
 
 @pytest.mark.parametrize("layer_type", ["eugen", "lowrank", "snnk", "dense"])
-@pytest.mark.parametrize("method", ["nerf", "zipnerf", "isdf"])
+@pytest.mark.parametrize("method", ["nerf", "nerfacto", "isdf"])
 def test_every_layer_type_builds_and_trains_for_every_head(method, layer_type):
     torch.manual_seed(0)
     config, mlp_of, selected = tiny(method)

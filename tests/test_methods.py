@@ -12,10 +12,10 @@ from nerfstudio.configs.method_configs import method_configs as stock_methods
 from nerfstudio.plugins.registry import discover_methods
 
 from eugen_nerf.methods.nerf import dense_nerf, eugen_nerf
-from eugen_nerf.methods.zipnerf import dense_zipnerf, eugen_zipnerf
+from eugen_nerf.methods.nerfacto import dense_nerfacto, eugen_nerfacto
 from eugen_nerf.scenes.dataparser import SceneDataParserConfig
 
-SPECS = {"eugen-nerf": eugen_nerf, "dense-nerf": dense_nerf, "eugen-zipnerf": eugen_zipnerf, "dense-zipnerf": dense_zipnerf}
+SPECS = {"eugen-nerf": eugen_nerf, "dense-nerf": dense_nerf, "eugen-nerfacto": eugen_nerfacto, "dense-nerfacto": dense_nerfacto}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -30,10 +30,10 @@ def test_methods_are_registered_under_unique_names():
 def test_every_eugen_method_has_a_dense_twin_with_no_eugen_layer():
     assert eugen_nerf.config.pipeline.model.eugen.trunk_layers
     assert dense_nerf.config.pipeline.model.eugen.trunk_layers == dense_nerf.config.pipeline.model.eugen.head_layers == ()
-    assert eugen_zipnerf.config.pipeline.model.eugen.color_layers
-    dense = dense_zipnerf.config.pipeline.model.eugen
+    assert eugen_nerfacto.config.pipeline.model.eugen.color_layers
+    dense = dense_nerfacto.config.pipeline.model.eugen
     assert dense.density_layers == dense.color_layers == ()
-    for eugen, twin in [(eugen_nerf, dense_nerf), (eugen_zipnerf, dense_zipnerf)]:
+    for eugen, twin in [(eugen_nerf, dense_nerf), (eugen_nerfacto, dense_nerfacto)]:
         assert type(eugen.config.pipeline.model) is type(twin.config.pipeline.model)
 
 
@@ -61,7 +61,7 @@ def parse(args):
         (["eugen-nerf", "--data", "/nonexistent/scene"], "scene does not exist"),
         (["eugen-nerf", "--data", str(REPO)], "missing (a scene needs a transforms.json)"),
         (["eugen-nerf", "--pipeline.model.eugen.trunk-layers", "1", "9"], "eugen.trunk-layers: layer index 9 does not exist"),
-        (["eugen-zipnerf", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer in 1..4096, got 0"),
+        (["eugen-nerfacto", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer in 1..4096, got 0"),
         (["dense-nerf", "--pipeline.model.eugen.num-features", "-3"], "eugen.num-features must be an integer in 1..4096, got -3"),
     ],
 )
@@ -93,7 +93,7 @@ def test_dataparser_subcommands_validate_their_data_before_anything_is_written(t
     (scene / "transforms.json").write_text(json.dumps(meta))
     cases = [
         (["eugen-nerf", "nerfstudio-data", "--data", str(scene)], "all 28 cameras are at one point"),
-        (["eugen-zipnerf", "--data", str(scene)], "all 28 cameras are at one point"),
+        (["eugen-nerfacto", "--data", str(scene)], "all 28 cameras are at one point"),
         (["dense-nerf", "blender-data", "--data", str(tmp_path / "none")], "dataset folder does not exist"),
         (["eugen-nerf", "bogus-data", "--data", str(scene)], "Unrecognized options: bogus-data"),
     ]
@@ -109,7 +109,7 @@ def test_stock_dataparser_subcommands_parse_for_our_methods():
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
     scene = REPO / "scenes" / "bunny32"
-    config = parse(["dense-zipnerf", "blender-data", "--data", str(scene)])
+    config = parse(["dense-nerfacto", "blender-data", "--data", str(scene)])
     assert isinstance(config.pipeline.datamanager.dataparser, BlenderDataParserConfig)
     config = parse(["eugen-siren", "nerfstudio-data", "--data", str(scene), "--orientation-method", "pca"])
     assert config.pipeline.datamanager.dataparser.resolved().orientation_method == "pca"

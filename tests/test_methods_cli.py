@@ -31,7 +31,7 @@ TINY = {
         "--pipeline.model.head-width", "32",
         "--optimizers.fields.optimizer.lr", "5e-3",
     ],
-    "zipnerf": [
+    "nerfacto": [
         "--pipeline.datamanager.train-num-rays-per-batch", "256",
         "--pipeline.model.num-proposal-samples-per-ray", "32", "16",
         "--pipeline.model.num-nerf-samples-per-ray", "16",
@@ -59,8 +59,8 @@ def train_losses(run_dir: Path) -> List[float]:
 @pytest.mark.parametrize(
     "method, family",
     # the dense twin shares every code path but the layers with eugen-nerf: slow suite only (keeps the default fast);
-    # ns-train eugen-zipnerf runs in the default suite through tests/test_colour.py, so its ns-eval round trip is slow
-    [("eugen-nerf", "nerf"), pytest.param("eugen-zipnerf", "zipnerf", marks=pytest.mark.slow),
+    # ns-train eugen-nerfacto runs in the default suite through tests/test_colour.py, so its ns-eval round trip is slow
+    [("eugen-nerf", "nerf"), pytest.param("eugen-nerfacto", "nerfacto", marks=pytest.mark.slow),
      pytest.param("dense-nerf", "nerf", marks=pytest.mark.slow)],
 )
 def test_ns_train_then_ns_eval(method: str, family: str, tmp_path: Path):

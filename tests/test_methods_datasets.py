@@ -30,14 +30,14 @@ EXPECTED_KIND = {"captured": "object", "unbounded": "unbounded", "forward": "unb
 TINY = {
     "nerf": {"train_num_rays_per_batch": 64, "num_coarse_samples": 8, "num_importance_samples": 8,
              "trunk_width": 32, "head_width": 16},
-    "zipnerf": {"train_num_rays_per_batch": 128, "num_proposal_samples_per_ray": (16, 8),
+    "nerfacto": {"train_num_rays_per_batch": 128, "num_proposal_samples_per_ray": (16, 8),
                 "num_nerf_samples_per_ray": 8, "log2_hashmap_size": 12, "max_res": 64},
 }
 CLI_TINY = {
     "nerf": ["--pipeline.datamanager.train-num-rays-per-batch", "128", "--pipeline.model.num-coarse-samples", "16",
              "--pipeline.model.num-importance-samples", "16", "--pipeline.model.trunk-width", "64",
              "--pipeline.model.head-width", "32"],
-    "zipnerf": ["--pipeline.datamanager.train-num-rays-per-batch", "256",
+    "nerfacto": ["--pipeline.datamanager.train-num-rays-per-batch", "256",
                 "--pipeline.model.num-proposal-samples-per-ray", "32", "16",
                 "--pipeline.model.num-nerf-samples-per-ray", "16", "--pipeline.model.log2-hashmap-size", "14",
                 "--pipeline.model.max-res", "128"],
@@ -52,7 +52,7 @@ def method_config(method: str):
 
 
 def family(method: str) -> str:
-    return "zipnerf" if "zipnerf" in method else "nerf"
+    return "nerfacto" if "nerfacto" in method else "nerf"
 
 
 def tiny_pipeline(method: str, scene: Path):
@@ -70,7 +70,7 @@ def tiny_pipeline(method: str, scene: Path):
 
 @pytest.mark.parametrize(
     "method, kind",
-    [("eugen-nerf", "captured"), ("eugen-zipnerf", "unbounded"), ("dense-zipnerf", "forward"),
+    [("eugen-nerf", "captured"), ("eugen-nerfacto", "unbounded"), ("dense-nerfacto", "forward"),
      ("eugen-siren", "unbounded")],
 )
 def test_methods_frame_train_and_render_each_scene_kind(method, kind, one_thread):
@@ -107,10 +107,10 @@ def test_methods_frame_train_and_render_each_scene_kind(method, kind, one_thread
 
 
 def test_command_line_overrides_the_data(one_thread):
-    config = method_config("eugen-zipnerf")
+    config = method_config("eugen-nerfacto")
     config.machine.device_type = "cpu"
     config.pipeline.datamanager.data = SCENES / KINDS["unbounded"]
-    for key, value in TINY["zipnerf"].items():
+    for key, value in TINY["nerfacto"].items():
         target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
         setattr(target, key, value)
     config.pipeline.model.near_plane, config.pipeline.model.background_color = 0.2, "black"
@@ -128,7 +128,7 @@ def run(args, cwd):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize(
-    "method", ["eugen-nerf", "dense-nerf", "eugen-zipnerf", "dense-zipnerf", "eugen-siren", "dense-siren"]
+    "method", ["eugen-nerf", "dense-nerf", "eugen-nerfacto", "dense-nerfacto", "eugen-siren", "dense-siren"]
 )
 def test_ns_train_and_ns_eval_on_each_scene_kind(method, kind, tmp_path):
     scene = SCENES / KINDS[kind]

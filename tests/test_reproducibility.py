@@ -23,8 +23,8 @@ ITERATIONS = 5
 
 
 def tiny_config(method: str):
-    if method == "eugen-zipnerf":
-        from eugen_nerf.methods.zipnerf import eugen_zipnerf as spec
+    if method == "eugen-nerfacto":
+        from eugen_nerf.methods.nerfacto import eugen_nerfacto as spec
 
         config = copy.deepcopy(spec.config)
         model = config.pipeline.model
@@ -79,7 +79,7 @@ def differences(a, b, where: str = "") -> list[str]:
     return [] if a == b else [where]
 
 
-@pytest.mark.parametrize("method", ["eugen-zipnerf", "eugen-nerf"])
+@pytest.mark.parametrize("method", ["eugen-nerfacto", "eugen-nerf"])
 def test_same_seed_trains_bit_identical_checkpoints(method: str, tmp_path: Path, one_thread):
     first = train(method, tmp_path / "first", seed=42)
     second = train(method, tmp_path / "second", seed=42)

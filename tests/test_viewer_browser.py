@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCENE = REPO / "scenes" / "bunny32"
 BIN = Path(sys.executable).parent
 ITERATIONS = 20
-# The smallest eugen-zipnerf that learns the bunny's silhouette in a few dozen CPU iterations.
+# The smallest eugen-nerfacto that learns the bunny's silhouette in a few dozen CPU iterations.
 TINY_ZIPNERF = [
     "--pipeline.datamanager.train-num-rays-per-batch", "256",
     "--pipeline.model.num-proposal-samples-per-ray", "32", "16",
@@ -108,17 +108,17 @@ def chromium() -> None:
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``config.yml`` of an eugen-zipnerf trained for a few iterations on the 32x32 bunny."""
+    """``config.yml`` of an eugen-nerfacto trained for a few iterations on the 32x32 bunny."""
     out = tmp_path_factory.mktemp("viewer_run")
     log = out / "train.log"
-    process = start([str(BIN / "ns-train"), "eugen-zipnerf", "--data", str(SCENE), "--output-dir", str(out),
+    process = start([str(BIN / "ns-train"), "eugen-nerfacto", "--data", str(SCENE), "--output-dir", str(out),
                      "--max-num-iterations", str(ITERATIONS), "--vis", "tensorboard", *TINY_ZIPNERF], log)
     try:
         returncode = process.wait(timeout=600)
     finally:
         stop_process_group(process)
     assert returncode == 0, log_tail(log)
-    (config,) = out.glob("bunny32/eugen-zipnerf/*/config.yml")
+    (config,) = out.glob("bunny32/eugen-nerfacto/*/config.yml")
     return config
 
 

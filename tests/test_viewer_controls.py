@@ -165,9 +165,9 @@ def test_compose_puts_panels_side_by_side_enlarged():
 
 
 def write_run_config(path: Path, data: Path) -> Path:
-    from eugen_nerf.methods.zipnerf import eugen_zipnerf
+    from eugen_nerf.methods.nerfacto import eugen_nerfacto
 
-    config = eugen_zipnerf.config
+    config = eugen_nerfacto.config
     config.data = None
     config.pipeline.datamanager.data = data
     path.parent.mkdir(parents=True, exist_ok=True)

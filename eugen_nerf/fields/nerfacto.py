@@ -1,4 +1,4 @@
-"""A Zip-NeRF-style field: multiresolution hash grid, then small density and colour MLPs with EUGen layers.
+"""A nerfacto-style field: multiresolution hash grid, then small density and colour MLPs with EUGen layers.
 
 The structure follows nerfstudio's ``NerfactoField`` (hash grid -> density MLP giving density and geometry
 features; spherical-harmonics direction encoding + geometry features -> colour MLP), without appearance
@@ -27,7 +27,7 @@ DENSITY_LAYERS = 2
 COLOR_LAYERS = 3
 
 
-class EUGenZipNeRFField(Field):
+class EUGenNerfactoField(Field):
     """Hash-grid field whose density-MLP layers ``density_layers`` and colour-MLP layers ``color_layers`` are EUGen.
 
     Args:

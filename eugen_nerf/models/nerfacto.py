@@ -1,4 +1,4 @@
-"""Zip-NeRF-style model: proposal-network sampling over :class:`EUGenZipNeRFField`.
+"""nerfacto-style model: proposal-network sampling over :class:`EUGenNerfactoField`.
 
 It reuses nerfstudio's ``NerfactoModel`` (proposal sampler schedule, interlevel and distortion losses,
 rendering) and replaces its field and LPIPS-free metrics. Near/far, background, scene contraction and the
@@ -29,14 +29,14 @@ from nerfstudio.utils import colormaps
 
 from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
-from eugen_nerf.fields.zipnerf import COLOR_LAYERS, DENSITY_LAYERS, EUGenZipNeRFField
+from eugen_nerf.fields.nerfacto import COLOR_LAYERS, DENSITY_LAYERS, EUGenNerfactoField
 from eugen_nerf.models.framing import FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics
 
 
 @dataclass
-class ZipNeRFEUGenConfig(EUGenConfig):
-    """EUGen knobs of the Zip-NeRF-style field, plus which of its layers are EUGen."""
+class NerfactoEUGenConfig(EUGenConfig):
+    """EUGen knobs of the nerfacto-style field, plus which of its layers are EUGen."""
 
     num_features: int = 16
     density_layers: Tuple[int, ...] = ()
@@ -51,11 +51,11 @@ class ZipNeRFEUGenConfig(EUGenConfig):
 
 
 @dataclass
-class EUGenZipNeRFModelConfig(NerfactoModelConfig):
+class EUGenNerfactoModelConfig(NerfactoModelConfig):
     """Hash grid + proposal sampling with EUGen MLP layers; no EUGen layer is the dense twin."""
 
-    _target: Type = field(default_factory=lambda: EUGenZipNeRFModel)
-    eugen: ZipNeRFEUGenConfig = field(default_factory=ZipNeRFEUGenConfig)
+    _target: Type = field(default_factory=lambda: EUGenNerfactoModel)
+    eugen: NerfactoEUGenConfig = field(default_factory=NerfactoEUGenConfig)
     """EUGen layers: which ones, and their hyper-parameters."""
     near_plane: Optional[float] = None
     """Near plane; None: from the data (see eugen_nerf.scenes.framing)."""
@@ -82,17 +82,17 @@ class EUGenZipNeRFModelConfig(NerfactoModelConfig):
         if self.average_init_density is not None and not self.average_init_density > 0:
             raise ValueError(f"average-init-density must be > 0, got {self.average_init_density}")
         if self.use_appearance_embedding or self.predict_normals:
-            raise ValueError("use-appearance-embedding and predict-normals are not supported by the EUGen Zip-NeRF field")
+            raise ValueError("use-appearance-embedding and predict-normals are not supported by the EUGen nerfacto field")
         for name in ("hidden_dim", "hidden_dim_color", "num_levels", "num_nerf_samples_per_ray"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
 
 
-class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
-    """nerfstudio's nerfacto model around :class:`EUGenZipNeRFField`."""
+class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
+    """nerfstudio's nerfacto model around :class:`EUGenNerfactoField`."""
 
-    config: EUGenZipNeRFModelConfig
+    config: EUGenNerfactoModelConfig
 
     def populate_modules(self) -> None:
         Model.populate_modules(self)  # NerfactoModel's own would build a stock field and LPIPS
@@ -104,7 +104,7 @@ class EUGenZipNeRFModel(FramedModelMixin, NerfactoModel):
         init_density = config.average_init_density
         if init_density is None:
             init_density = 1.0 if framing.background in ("white", "black") else 0.01
-        self.field = EUGenZipNeRFField(
+        self.field = EUGenNerfactoField(
             self.scene_box.aabb,
             config.eugen,
             density_layers=config.eugen.density_layers,

@@ -1,4 +1,4 @@
-"""``eugen-zipnerf`` and its dense twin ``dense-zipnerf``: hash grid + proposal sampling, EUGen MLP layers."""
+"""``eugen-nerfacto`` and its dense twin ``dense-nerfacto``: hash grid + proposal sampling, EUGen MLP layers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from eugen_nerf.methods.common import object_method_config
-from eugen_nerf.models.zipnerf import EUGenZipNeRFModelConfig, ZipNeRFEUGenConfig
+from eugen_nerf.models.nerfacto import EUGenNerfactoModelConfig, NerfactoEUGenConfig
 
 
 def _adam() -> dict:
@@ -18,11 +18,11 @@ def _adam() -> dict:
     }
 
 
-def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecification:
-    """Zip-NeRF-style field at nerfacto's sizes (16-level hash grid, 64-wide MLPs, 4096 rays)."""
+def nerfacto_method(method_name: str, eugen: NerfactoEUGenConfig) -> MethodSpecification:
+    """nerfacto-style field at nerfacto's sizes (16-level hash grid, 64-wide MLPs, 4096 rays)."""
     config = object_method_config(
         method_name,
-        model=EUGenZipNeRFModelConfig(eugen=eugen),
+        model=EUGenNerfactoModelConfig(eugen=eugen),
         optimizers={"proposal_networks": _adam(), "fields": _adam()},
         max_num_iterations=30_000,
         train_num_rays_per_batch=4096,
@@ -32,8 +32,8 @@ def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecifi
         if not eugen.density_layers and not eugen.color_layers
         else f"EUGen density layers {list(eugen.density_layers)}, colour layers {list(eugen.color_layers)}"
     )
-    return MethodSpecification(config=config, description=f"{method_name}: Zip-NeRF-style hash-grid field, {layers}")
+    return MethodSpecification(config=config, description=f"{method_name}: nerfacto-style hash-grid field, {layers}")
 
 
-eugen_zipnerf = zipnerf_method("eugen-zipnerf", ZipNeRFEUGenConfig())
-dense_zipnerf = zipnerf_method("dense-zipnerf", ZipNeRFEUGenConfig(density_layers=(), color_layers=()))
+eugen_nerfacto = nerfacto_method("eugen-nerfacto", NerfactoEUGenConfig())
+dense_nerfacto = nerfacto_method("dense-nerfacto", NerfactoEUGenConfig(density_layers=(), color_layers=()))
