@@ -13,9 +13,13 @@ from nerfstudio.plugins.registry import discover_methods
 
 from eugen_nerf.methods.nerf import dense_nerf, eugen_nerf
 from eugen_nerf.methods.nerfacto import dense_nerfacto, eugen_nerfacto
+from eugen_nerf.methods.zipnerf import dense_zipnerf, eugen_zipnerf
 from eugen_nerf.scenes.dataparser import SceneDataParserConfig
 
-SPECS = {"eugen-nerf": eugen_nerf, "dense-nerf": dense_nerf, "eugen-nerfacto": eugen_nerfacto, "dense-nerfacto": dense_nerfacto}
+SPECS = {
+    "eugen-nerf": eugen_nerf, "dense-nerf": dense_nerf, "eugen-nerfacto": eugen_nerfacto, "dense-nerfacto": dense_nerfacto,
+    "eugen-zipnerf": eugen_zipnerf, "dense-zipnerf": dense_zipnerf,
+}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -33,7 +37,10 @@ def test_every_eugen_method_has_a_dense_twin_with_no_eugen_layer():
     assert eugen_nerfacto.config.pipeline.model.eugen.color_layers
     dense = dense_nerfacto.config.pipeline.model.eugen
     assert dense.density_layers == dense.color_layers == ()
-    for eugen, twin in [(eugen_nerf, dense_nerf), (eugen_nerfacto, dense_nerfacto)]:
+    assert eugen_zipnerf.config.pipeline.model.eugen.view_layers
+    zip_dense = dense_zipnerf.config.pipeline.model.eugen
+    assert zip_dense.density_layers == zip_dense.view_layers == ()
+    for eugen, twin in [(eugen_nerf, dense_nerf), (eugen_nerfacto, dense_nerfacto), (eugen_zipnerf, dense_zipnerf)]:
         assert type(eugen.config.pipeline.model) is type(twin.config.pipeline.model)
 
 
@@ -63,6 +70,8 @@ def parse(args):
         (["eugen-nerf", "--pipeline.model.eugen.trunk-layers", "1", "9"], "eugen.trunk-layers: layer index 9 does not exist"),
         (["eugen-nerfacto", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer in 1..4096, got 0"),
         (["dense-nerf", "--pipeline.model.eugen.num-features", "-3"], "eugen.num-features must be an integer in 1..4096, got -3"),
+        (["eugen-zipnerf", "--pipeline.model.bottleneck-width", "32"], "wider than the bottleneck"),
+        (["eugen-zipnerf", "--pipeline.model.eugen.view-layers", "5"], "eugen.view-layers: layer index 5 does not exist"),
     ],
 )
 def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, capsys):

@@ -18,6 +18,7 @@ from torchmetrics.image import PeakSignalNoiseRatio
 
 from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.field_components.spatial_distortions import SceneContraction
+from nerfstudio.fields.base_field import Field
 from nerfstudio.fields.density_fields import HashMLPDensityField
 from nerfstudio.model_components.losses import MSELoss
 from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler, UniformSampler
@@ -31,6 +32,7 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
 from eugen_nerf.fields.nerfacto import COLOR_LAYERS, DENSITY_LAYERS, EUGenNerfactoField
 from eugen_nerf.models.framing import FramedModelMixin, check_planes
+from eugen_nerf.scenes.framing import Framing
 from eugen_nerf.models.metrics import image_metrics
 
 
@@ -100,38 +102,12 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
         framing = self.data_framing(
             config.near_plane, config.far_plane, config.background_color, config.disable_scene_contraction
         )
-        contraction = SceneContraction(order=float("inf")) if framing.contraction else None
-        init_density = config.average_init_density
-        if init_density is None:
-            init_density = 1.0 if framing.background in ("white", "black") else 0.01
-        self.field = EUGenNerfactoField(
-            self.scene_box.aabb,
-            config.eugen,
-            density_layers=config.eugen.density_layers,
-            color_layers=config.eugen.color_layers,
-            hidden_dim=config.hidden_dim,
-            hidden_dim_color=config.hidden_dim_color,
-            num_levels=config.num_levels,
-            base_res=config.base_res,
-            max_res=config.max_res,
-            log2_hashmap_size=config.log2_hashmap_size,
-            features_per_level=config.features_per_level,
-            spatial_distortion=contraction,
-            average_init_density=init_density,
-            implementation=config.implementation,
-        )
+        self.field = self.build_field(framing)
         self.camera_optimizer = config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
-
         num_networks = 1 if config.use_same_proposal_network else config.num_proposal_iterations
+        args = config.proposal_net_args_list
         self.proposal_networks = torch.nn.ModuleList(
-            HashMLPDensityField(
-                self.scene_box.aabb,
-                spatial_distortion=contraction,
-                **config.proposal_net_args_list[min(i, len(config.proposal_net_args_list) - 1)],
-                average_init_density=init_density,
-                implementation=config.implementation,
-            )
-            for i in range(num_networks)
+            self.build_proposal_network(framing, args[min(i, len(args) - 1)]) for i in range(num_networks)
         )
         self.density_fns = [
             self.proposal_networks[min(i, num_networks - 1)].density_fn for i in range(config.num_proposal_iterations)
@@ -147,7 +123,7 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
         initial_sampler = config.proposal_initial_sampler
         if initial_sampler == "auto":
             initial_sampler = "piecewise" if framing.contraction else "uniform"
-        self.proposal_sampler = ProposalNetworkSampler(
+        self.proposal_sampler = self.sampler_class(
             num_nerf_samples_per_ray=config.num_nerf_samples_per_ray,
             num_proposal_samples_per_ray=config.num_proposal_samples_per_ray,
             num_proposal_network_iterations=config.num_proposal_iterations,
@@ -166,6 +142,45 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
         self.psnr = PeakSignalNoiseRatio(data_range=1.0)  # training-batch PSNR, used by NerfactoModel
         self.step = 0
         extend_model(self)  # the viewer's "EUGen fused inference" (eugen_nerf.extensions)
+
+    sampler_class: Type[ProposalNetworkSampler] = ProposalNetworkSampler
+    """The proposal sampler (a subclass may pass whole frustums to its proposal networks)."""
+
+    def initial_density(self, framing: Framing) -> float:
+        """``average_init_density``, or the data's default (1 on a solid background, else nerfacto's 0.01)."""
+        if self.config.average_init_density is not None:
+            return self.config.average_init_density
+        return 1.0 if framing.background in ("white", "black") else 0.01
+
+    def build_field(self, framing: Framing) -> Field:
+        """The NeRF field: :class:`EUGenNerfactoField` at the config's sizes."""
+        config = self.config
+        return EUGenNerfactoField(
+            self.scene_box.aabb,
+            config.eugen,
+            density_layers=config.eugen.density_layers,
+            color_layers=config.eugen.color_layers,
+            hidden_dim=config.hidden_dim,
+            hidden_dim_color=config.hidden_dim_color,
+            num_levels=config.num_levels,
+            base_res=config.base_res,
+            max_res=config.max_res,
+            log2_hashmap_size=config.log2_hashmap_size,
+            features_per_level=config.features_per_level,
+            spatial_distortion=SceneContraction(order=float("inf")) if framing.contraction else None,
+            average_init_density=self.initial_density(framing),
+            implementation=config.implementation,
+        )
+
+    def build_proposal_network(self, framing: Framing, args: Dict) -> Field:
+        """One proposal network: nerfstudio's ``HashMLPDensityField`` with ``args``."""
+        return HashMLPDensityField(
+            self.scene_box.aabb,
+            spatial_distortion=SceneContraction(order=float("inf")) if framing.contraction else None,
+            **args,
+            average_init_density=self.initial_density(framing),
+            implementation=self.config.implementation,
+        )
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]

@@ -1,0 +1,241 @@
+"""Zip-NeRF against stock nerfacto, and EUGen Zip-NeRF against its dense twin (issue 15).
+
+Trains ``dense-zipnerf``, ``eugen-zipnerf`` and stock ``nerfacto`` at the same steps, rays per step and seed
+(CPU-sized grids for all three, below), then:
+
+- multiscale quality: every test view rendered at full resolution and with the camera downscaled by 2 and
+  4 (``Cameras.rescale_output_resolution``, which is what nerfstudio's ``downscale_factor`` does to the
+  intrinsics), against the full-resolution ground truth area-averaged to that size (how multiscale Blender
+  is made): anti-aliasing shows at the coarse scales;
+- speed, timed side by side in one process (``benchmark_interleaved``; every output checked finite): render
+  time of all test views at full resolution, and field throughput (the NeRF field's forward on the NeRF
+  samples of one test view), dense twin against EUGen fused; the MLP-only share is reported too, because
+  on a CPU the torch hash grid, read six times per frustum, costs more than the MLPs.
+
+Writes ``benchmarks/zipnerf.json`` and ``benchmarks/zipnerf.png``.
+
+    python scripts/bench_zipnerf.py --steps 400 --seeds 0   # the shipped JSON (CPU)
+    python scripts/bench_zipnerf.py --steps 2 --scene scenes/bunny32 --output /tmp/zip.json  # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_datasets import method_config, train  # noqa: E402  (stock nerfacto's plain-datamanager config)
+
+from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
+from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
+
+from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run  # noqa: E402
+from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
+from eugen_nerf.layers import EUGenMLP  # noqa: E402
+from eugen_nerf.models.metrics import image_metrics  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SCALES = (1, 2, 4)
+GOAL_SPEEDUP = 1.25
+GOAL_PSNR_DB = 0.1
+
+
+def small_zipnerf(config: TrainerConfig) -> TrainerConfig:
+    """The README's CPU preset: a 6-level grid to 512 (2^16 entries), proposal grids to 128 and 256."""
+    config = copy.deepcopy(config)
+    model = config.pipeline.model
+    model.num_levels, model.max_res, model.log2_hashmap_size = 6, 512, 16
+    model.proposal_net_args_list = [
+        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 4, "max_res": 128, "features_per_level": 1},
+        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 5, "max_res": 256, "features_per_level": 1},
+    ]
+    return config
+
+
+def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
+    """The three methods at the same rays per step, samples per ray and seed."""
+    out = {
+        "dense-zipnerf": small_zipnerf(zipnerf_methods.dense_zipnerf.config),
+        "eugen-zipnerf": small_zipnerf(zipnerf_methods.eugen_zipnerf.config),
+        "nerfacto": method_config("nerfacto"),
+    }
+    for config in out.values():
+        config.pipeline.datamanager.train_num_rays_per_batch = rays
+        config.pipeline.model.num_proposal_samples_per_ray = (64, 32)
+        config.pipeline.model.num_nerf_samples_per_ray = 32
+        config.machine.seed = seed
+    return out
+
+
+def area_downsample(image: torch.Tensor, scale: int) -> torch.Tensor:
+    """``(H, W, 3)`` averaged over ``scale x scale`` blocks."""
+    if scale == 1:
+        return image
+    return F.avg_pool2d(image.permute(2, 0, 1)[None], scale)[0].permute(1, 2, 0)
+
+
+def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
+    """Mean test metrics per downscale factor."""
+    run = load_run(config_path)
+    model = run.pipeline.model
+    cameras = run.pipeline.datamanager.eval_dataset.cameras.to(run.pipeline.device)
+    result = {}
+    with torch.no_grad():
+        for scale in SCALES:
+            scores = []
+            for i in range(len(cameras)):
+                camera = copy.deepcopy(cameras[i : i + 1])
+                camera.rescale_output_resolution(1.0 / scale)
+                rgb = final_rgb(model.get_outputs_for_camera(camera))
+                scores.append(image_metrics(area_downsample(ground_truth(run, i), scale), rgb))
+            result[f"1/{scale}"] = {key: sum(s[key] for s in scores) / len(scores) for key in scores[0]}
+    return result
+
+
+def speed(dense_path: Path, eugen_path: Path, repeats: int) -> Dict[str, object]:
+    """Render and field throughput of the two Zip-NeRF runs, timed in turn in one process."""
+    runs = {"dense": load_run(dense_path), "eugen": load_run(eugen_path)}
+    for run in runs.values():
+        run.pipeline.model.eval()
+    cameras = runs["dense"].pipeline.datamanager.eval_dataset.cameras.to(runs["dense"].pipeline.device)
+    pixels = sum(int(cameras[i].width) * int(cameras[i].height) for i in range(len(cameras)))
+
+    def render_all(model):
+        return [final_rgb(model.get_outputs_for_camera(cameras[i : i + 1])) for i in range(len(cameras))]
+
+    bundle = cameras[0:1].generate_rays(camera_indices=0).flatten()
+    with torch.no_grad():
+        model = runs["dense"].pipeline.model
+        samples, _, _ = model.proposal_sampler(model.collider(bundle), density_fns=model.density_fns)
+        features = model.field.grid(*model.field.unit_gaussians(samples)[:2]).reshape(-1, model.field.grid.get_out_dim())
+        directions = torch.randn(features.shape[0], 27)
+    num_samples = features.shape[0]
+
+    def mlps(field):
+        h = field.density_mlp(features)
+        return field.view_mlp(torch.cat([h, directions], dim=-1))
+
+    with torch.no_grad():
+        timings = benchmark_interleaved(
+            {
+                **{f"render_{k}": (lambda m=r.pipeline.model: render_all(m)) for k, r in runs.items()},
+                **{f"field_{k}": (lambda f=r.pipeline.model.field: f(samples)) for k, r in runs.items()},
+                **{f"mlp_{k}": (lambda f=r.pipeline.model.field: mlps(f)) for k, r in runs.items()},
+            },
+            runs["dense"].pipeline.device, warmup=1, repeats=repeats,
+        )
+    out: Dict[str, object] = {
+        "test_pixels": pixels,
+        "field_samples": num_samples,
+        "repeats": repeats,
+        "fused": all(m.fuse_in_eval for m in runs["eugen"].pipeline.model.modules() if isinstance(m, EUGenMLP)),
+    }
+    for kind, count in (("render", pixels), ("field", num_samples), ("mlp", num_samples)):
+        dense, eugen = timings[f"{kind}_dense"].median, timings[f"{kind}_eugen"].median
+        out[kind] = {"dense_per_sec": count / dense, "eugen_per_sec": count / eugen, "speedup": dense / eugen}
+    return out
+
+
+def plot(report: Dict[str, object], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    means = report["mean_over_seeds"]
+    for offset, method in enumerate(means):
+        values = [means[method][f"1/{s}"]["psnr"] for s in SCALES]
+        left.bar([i + 0.27 * (offset - 1) for i in range(len(SCALES))], values, width=0.27, label=method)
+    left.set_xticks(range(len(SCALES)), [f"1/{s}" for s in SCALES])
+    left.set_ylabel("test PSNR (dB)")
+    left.set_xlabel("test resolution (trained at 1/1)")
+    left.set_ylim(min(v[f"1/{s}"]["psnr"] for v in means.values() for s in SCALES) - 2, None)
+    left.legend(fontsize=8)
+    speeds = report["speed"]
+    kinds = ["render", "field", "mlp"]
+    right.bar(kinds, [speeds[k]["speedup"] for k in kinds], color="tab:green")
+    right.axhline(1.0, color="k", lw=0.8)
+    right.axhline(GOAL_SPEEDUP, color="tab:red", ls="--", lw=0.8, label=f"goal {GOAL_SPEEDUP}x")
+    right.set_ylabel("eugen-zipnerf / dense-zipnerf throughput")
+    right.legend(fontsize=8)
+    fig.suptitle(f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, {report['device']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scene", type=Path, default=REPO / "scenes" / "bunny128")
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--rays", type=int, default=256, help="rays per training step, every method")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each speed measurement")
+    parser.add_argument("--work-dir", type=Path, default=REPO / "outputs" / "bench_zipnerf")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "zipnerf.json")
+    args = parser.parse_args()
+    if args.steps < 1 or args.rays < 1 or args.repeats < 1:
+        parser.error("--steps, --rays and --repeats must be >= 1")
+    if not (args.scene / "transforms.json").is_file():
+        parser.error(f"--scene {args.scene}: not a scene folder (no transforms.json)")
+
+    runs: Dict[str, Dict[str, object]] = {}
+    paths: Dict[int, Dict[str, Path]] = {}
+    for seed in args.seeds:
+        paths[seed] = {}
+        for name, config in configs(args.rays, seed).items():
+            print(f"[bench_zipnerf] seed {seed}: training {name} for {args.steps} steps", flush=True)
+            path, seconds_per_step = train(config, args.scene, args.steps, args.work_dir / f"seed{seed}" / name)
+            paths[seed][name] = path
+            runs.setdefault(name, {})[str(seed)] = {
+                "seconds_per_step": seconds_per_step,
+                "multiscale": multiscale_quality(path),
+            }
+    means: Dict[str, Dict[str, Dict[str, float]]] = {}
+    for name, seeds in runs.items():
+        means[name] = {}
+        for scale in SCALES:
+            key = f"1/{scale}"
+            metrics = [s["multiscale"][key] for s in seeds.values()]
+            means[name][key] = {m: sum(x[m] for x in metrics) / len(metrics) for m in metrics[0]}
+    first = args.seeds[0]
+    print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
+    speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats)
+    dz, ez, nf = means["dense-zipnerf"], means["eugen-zipnerf"], means["nerfacto"]
+    report = {
+        "scene": str(args.scene.relative_to(REPO) if args.scene.is_relative_to(REPO) else args.scene),
+        "steps": args.steps,
+        "rays_per_step": args.rays,
+        "seeds": args.seeds,
+        "device": "cuda" if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()})",
+        "torch_threads": torch.get_num_threads(),
+        "command": "python scripts/bench_zipnerf.py " + " ".join(sys.argv[1:]),
+        "runs": runs,
+        "mean_over_seeds": means,
+        "speed": speeds,
+        "goals": {
+            "dense_zipnerf_ge_nerfacto_full_res": dz["1/1"]["psnr"] >= nf["1/1"]["psnr"],
+            "dense_zipnerf_ahead_at_1/2_and_1/4": all(dz[k]["psnr"] > nf[k]["psnr"] for k in ("1/2", "1/4")),
+            "eugen_within_0.1_db_of_dense": abs(ez["1/1"]["psnr"] - dz["1/1"]["psnr"]) <= GOAL_PSNR_DB,
+            "eugen_render_speedup_ge_1.25": speeds["render"]["speedup"] >= GOAL_SPEEDUP,
+            "eugen_field_speedup_ge_1.25": speeds["field"]["speedup"] >= GOAL_SPEEDUP,
+        },
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, args.output.with_suffix(".png"))
+    print(json.dumps({"mean_over_seeds": means, "speed": speeds, "goals": report["goals"]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
