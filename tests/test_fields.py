@@ -11,9 +11,11 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
 from eugen_nerf.fields.nerf import EUGenNeRFField
 from eugen_nerf.fields.nerfacto import EUGenNerfactoField
+from eugen_nerf.fields.zipnerf import ZipNeRFField
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.models.nerf import NeRFEUGenConfig
 from eugen_nerf.models.nerfacto import NerfactoEUGenConfig
+from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig
 
 
 def ray_samples(num_rays: int = 4, num_samples: int = 5, seed: int = 0) -> RaySamples:
@@ -41,11 +43,19 @@ def zip_field(eugen: NerfactoEUGenConfig) -> EUGenNerfactoField:
     )
 
 
+def zipnerf_field(eugen: ZipNeRFEUGenConfig) -> ZipNeRFField:
+    aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
+    return ZipNeRFField(aabb, False, eugen, eugen.density_layers, eugen.view_layers, bottleneck_width=32,
+                        view_width=32, num_levels=4, max_res=64, log2_hashmap_size=10, implementation="torch")
+
+
 FIELDS = [
     pytest.param(lambda: nerf_field(NeRFEUGenConfig(num_features=8, trunk_layers=(1, 2, 3, 4, 7), head_layers=(0,))),
                  id="nerf"),
     pytest.param(lambda: zip_field(NerfactoEUGenConfig(num_features=8, density_layers=(0, 1), color_layers=(0, 1, 2))),
                  id="nerfacto"),
+    pytest.param(lambda: zipnerf_field(ZipNeRFEUGenConfig(num_features=8, density_layers=(0, 1), view_layers=(0, 1, 2))),
+                 id="zipnerf"),
 ]
 
 

@@ -1,4 +1,6 @@
-"""Zip-NeRF (issue 15): multisampling, anti-aliased features, the interlevel loss, the field, bad input."""
+"""Zip-NeRF (issue 15): multisampling, anti-aliased features, the interlevel loss, the field, bad input.
+
+Fused == unfused for the Zip-NeRF field is in tests/test_fields.py, with the other fields."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 from eugen_nerf.fields.hashgrid import GatherHashEncoding
 from eugen_nerf.fields.multisample import contract_gaussians, frustum_multisamples, level_weights, pixel_radius
 from eugen_nerf.fields.zipnerf import ZipNeRFField, encode_directions
-from eugen_nerf.layers import EUGenLinear, EUGenMLP
+from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.models.interlevel import anti_aliased_interlevel_loss, blur_step_function, integrate_linear_spline
 from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig, ZipNeRFModelConfig
 
@@ -158,19 +160,6 @@ def test_field_shapes_ranges_and_eugen_layers(contraction):
     assert [isinstance(layer, EUGenLinear) for layer in field.view_mlp.layers] == [True, True, False]
     dense = _field(ZipNeRFEUGenConfig(density_layers=(), view_layers=()))
     assert not any(isinstance(m, EUGenLinear) for m in dense.modules())
-
-
-def test_fused_and_unfused_eugen_renders_are_equal():
-    torch.manual_seed(0)
-    field = _field(ZipNeRFEUGenConfig(num_features=8)).eval()
-    samples = _ray_samples()
-    fused = field(samples)
-    for module in field.modules():
-        if isinstance(module, EUGenMLP):
-            module.fuse_in_eval = False
-    unfused = field(samples)
-    for head in (FieldHeadNames.DENSITY, FieldHeadNames.RGB):
-        torch.testing.assert_close(fused[head], unfused[head], rtol=1e-5, atol=1e-6)
 
 
 def test_direction_encoding_has_zipnerfs_27_channels():
