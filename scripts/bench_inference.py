@@ -185,7 +185,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
     parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto", "siren"],
-                        choices=["nerf", "nerfacto", "siren"])
+                        choices=["nerf", "nerfacto", "zipnerf", "siren"])
     parser.add_argument("--points", type=int, default=16384, help="field points per timed forward")
     parser.add_argument("--views", type=int, default=2, help="test views per timed render")
     parser.add_argument("--warmup", type=int, default=1)

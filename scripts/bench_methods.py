@@ -26,6 +26,7 @@ import torch
 
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
 from eugen_nerf.methods import nerfacto as nerfacto_methods
+from eugen_nerf.methods import zipnerf as zipnerf_methods
 
 from nerfstudio.engine.trainer import TrainerConfig
 
@@ -58,6 +59,19 @@ def small_nerfacto(config: TrainerConfig) -> None:
     model.log2_hashmap_size = 16
 
 
+def small_zipnerf(config: TrainerConfig) -> None:
+    """The README's CPU preset for Zip-NeRF: a 6-level grid to 512 (2^16 entries), proposal grids to 128 and 256,
+    256 rays a step with 64 + 32 proposal and 32 NeRF samples (the 256-wide MLPs stay)."""
+    config.pipeline.datamanager.train_num_rays_per_batch = 256
+    model = config.pipeline.model
+    model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (64, 32), 32
+    model.num_levels, model.max_res, model.log2_hashmap_size = 6, 512, 16
+    model.proposal_net_args_list = [
+        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 4, "max_res": 128, "features_per_level": 1},
+        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 5, "max_res": 256, "features_per_level": 1},
+    ]
+
+
 def _model_params(config: TrainerConfig) -> int:
     """Trainable parameters of the model ``config`` builds (frozen projections are buffers, not counted)."""
     from nerfstudio.data.scene_box import SceneBox
@@ -84,6 +98,9 @@ def variants(family: str, full_size: bool) -> List[Tuple[str, TrainerConfig]]:
     if family == "nerf":
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
+    elif family == "zipnerf":
+        eugen, dense = zipnerf_methods.eugen_zipnerf.config, zipnerf_methods.dense_zipnerf.config
+        shrink, width_field = small_zipnerf, "hidden_dim_color"
     else:
         eugen, dense = nerfacto_methods.eugen_nerfacto.config, nerfacto_methods.dense_nerfacto.config
         shrink, width_field = small_nerfacto, "hidden_dim_color"
@@ -208,7 +225,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
     parser.add_argument("--steps", type=int, default=100, help="training steps of every run")
-    parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto"], choices=["nerf", "nerfacto"])
+    parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto"], choices=["nerf", "nerfacto", "zipnerf"])
     parser.add_argument("--repeats", type=int, default=3, help="timed renders per test view")
     parser.add_argument("--full-size", action="store_true", help="the methods' default sizes, not the CPU ones")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/bench_methods"))

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_datasets import method_config, train  # noqa: E402  (stock nerfacto's plain-datamanager config)
+from bench_methods import small_zipnerf  # noqa: E402  (the README's CPU preset)
 
 from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
@@ -49,25 +50,15 @@ GOAL_SPEEDUP = 1.25
 GOAL_PSNR_DB = 0.1
 
 
-def small_zipnerf(config: TrainerConfig) -> TrainerConfig:
-    """The README's CPU preset: a 6-level grid to 512 (2^16 entries), proposal grids to 128 and 256."""
-    config = copy.deepcopy(config)
-    model = config.pipeline.model
-    model.num_levels, model.max_res, model.log2_hashmap_size = 6, 512, 16
-    model.proposal_net_args_list = [
-        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 4, "max_res": 128, "features_per_level": 1},
-        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 5, "max_res": 256, "features_per_level": 1},
-    ]
-    return config
-
-
 def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
     """The three methods at the same rays per step, samples per ray and seed."""
     out = {
-        "dense-zipnerf": small_zipnerf(zipnerf_methods.dense_zipnerf.config),
-        "eugen-zipnerf": small_zipnerf(zipnerf_methods.eugen_zipnerf.config),
+        "dense-zipnerf": copy.deepcopy(zipnerf_methods.dense_zipnerf.config),
+        "eugen-zipnerf": copy.deepcopy(zipnerf_methods.eugen_zipnerf.config),
         "nerfacto": method_config("nerfacto"),
     }
+    small_zipnerf(out["dense-zipnerf"])
+    small_zipnerf(out["eugen-zipnerf"])
     for config in out.values():
         config.pipeline.datamanager.train_num_rays_per_batch = rays
         config.pipeline.model.num_proposal_samples_per_ray = (64, 32)
