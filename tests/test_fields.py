@@ -43,9 +43,9 @@ def zip_field(eugen: NerfactoEUGenConfig) -> EUGenNerfactoField:
     )
 
 
-def zipnerf_field(eugen: ZipNeRFEUGenConfig) -> ZipNeRFField:
+def zipnerf_field(eugen: ZipNeRFEUGenConfig, contraction: bool = False) -> ZipNeRFField:
     aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
-    return ZipNeRFField(aabb, False, eugen, eugen.density_layers, eugen.view_layers, bottleneck_width=32,
+    return ZipNeRFField(aabb, contraction, eugen, eugen.density_layers, eugen.view_layers, bottleneck_width=32,
                         view_width=32, num_levels=4, max_res=64, log2_hashmap_size=10, implementation="torch")
 
 

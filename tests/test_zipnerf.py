@@ -15,10 +15,12 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 
 from eugen_nerf.fields.hashgrid import GatherHashEncoding
 from eugen_nerf.fields.multisample import contract_gaussians, frustum_multisamples, level_weights, pixel_radius
-from eugen_nerf.fields.zipnerf import ZipNeRFField, encode_directions
+from eugen_nerf.fields.zipnerf import encode_directions
 from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.models.interlevel import anti_aliased_interlevel_loss, blur_step_function, integrate_linear_spline
 from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig, ZipNeRFModelConfig
+
+from test_fields import ray_samples, zipnerf_field  # the shared small fields and samples
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -130,35 +132,17 @@ def test_interlevel_loss_is_zero_for_an_enveloping_proposal_and_positive_for_a_m
     bad.backward()
 
 
-def _ray_samples(num_rays: int = 6, num_samples: int = 5) -> RaySamples:
-    generator = torch.Generator().manual_seed(0)
-    directions = torch.nn.functional.normalize(torch.randn(num_rays, 1, 3, generator=generator), dim=-1)
-    starts = 0.2 + torch.rand(num_rays, num_samples, 1, generator=generator) * 0.5
-    frustums = Frustums(
-        origins=(torch.rand(num_rays, 1, 3, generator=generator) - 0.5).expand(num_rays, num_samples, 3),
-        directions=directions.expand(num_rays, num_samples, 3), starts=starts, ends=starts + 0.05,
-        pixel_area=torch.full((num_rays, num_samples, 1), 1e-4),
-    )
-    return RaySamples(frustums=frustums)
-
-
-def _field(eugen: ZipNeRFEUGenConfig, contraction: bool = False) -> ZipNeRFField:
-    aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
-    return ZipNeRFField(aabb, contraction, eugen, eugen.density_layers, eugen.view_layers, bottleneck_width=32,
-                        view_width=32, num_levels=4, max_res=64, log2_hashmap_size=10, implementation="torch")
-
-
 @pytest.mark.parametrize("contraction", [False, True])
 def test_field_shapes_ranges_and_eugen_layers(contraction):
     torch.manual_seed(0)
-    field = _field(ZipNeRFEUGenConfig(num_features=8), contraction)
-    outputs = field(_ray_samples())
+    field = zipnerf_field(ZipNeRFEUGenConfig(num_features=8), contraction)
+    outputs = field(ray_samples(num_rays=6))
     assert outputs[FieldHeadNames.DENSITY].shape == (6, 5, 1) and (outputs[FieldHeadNames.DENSITY] >= 0).all()
     rgb = outputs[FieldHeadNames.RGB]
     assert rgb.shape == (6, 5, 3) and (rgb >= -0.001).all() and (rgb <= 1.001).all()
     assert isinstance(field.density_mlp.layers[1], EUGenLinear)
     assert [isinstance(layer, EUGenLinear) for layer in field.view_mlp.layers] == [True, True, False]
-    dense = _field(ZipNeRFEUGenConfig(density_layers=(), view_layers=()))
+    dense = zipnerf_field(ZipNeRFEUGenConfig(density_layers=(), view_layers=()))
     assert not any(isinstance(m, EUGenLinear) for m in dense.modules())
 
 
@@ -169,10 +153,10 @@ def test_direction_encoding_has_zipnerfs_27_channels():
 
 
 def test_field_without_pixel_area_is_one_clear_error():
-    samples = _ray_samples()
+    samples = ray_samples(num_rays=6)
     samples.frustums.pixel_area = None
     with pytest.raises(ValueError, match="pixel_area"):
-        _field(ZipNeRFEUGenConfig(num_features=8))(samples)
+        zipnerf_field(ZipNeRFEUGenConfig(num_features=8))(samples)
 
 
 @pytest.mark.parametrize(
@@ -184,6 +168,7 @@ def test_field_without_pixel_area_is_one_clear_error():
         ({"hash_decay_loss_mult": -1.0}, "hash-decay-loss-mult"),
         ({"proposal_net_args_list": [{"num_levls": 4}]}, "unknown keys"),
         ({"hidden_dim_color": 0}, "hidden-dim-color"),
+        ({"average_init_density": 1.0}, "average-init-density is a nerfacto-style knob"),
     ],
 )
 def test_bad_sizes_are_one_clear_error(kwargs, match):

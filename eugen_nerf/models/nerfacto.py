@@ -32,8 +32,8 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
 from eugen_nerf.fields.nerfacto import COLOR_LAYERS, DENSITY_LAYERS, EUGenNerfactoField
 from eugen_nerf.models.framing import FramedModelMixin, check_planes
-from eugen_nerf.scenes.framing import Framing
 from eugen_nerf.models.metrics import image_metrics
+from eugen_nerf.scenes.framing import Framing
 
 
 @dataclass

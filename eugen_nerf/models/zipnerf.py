@@ -82,6 +82,8 @@ class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.average_init_density is not None:
+            raise ValueError("average-init-density is a nerfacto-style knob: Zip-NeRF's density is softplus(raw - 1)")
         if self.bottleneck_width < 1 or isinstance(self.bottleneck_width, bool):
             raise ValueError(f"bottleneck-width must be an integer >= 1, got {self.bottleneck_width!r}")
         if any(n < 1 for n in self.num_proposal_samples_per_ray):
