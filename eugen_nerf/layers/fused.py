@@ -34,7 +34,7 @@ class _Step:
 
     weight: torch.Tensor
     bias: torch.Tensor
-    skip_weight: Optional[torch.Tensor] = None
+    skip_weight: Optional[torch.Tensor] = None  # projection rows only
     activation: Optional[Callable] = None
     layer: Optional[EUGenLinear] = None
     norm_rows: int = 0
@@ -98,9 +98,7 @@ class FusedMLP:
             if norm_weight is not None:
                 hidden_weight = torch.cat([hidden_weight, norm_weight], dim=0)
                 bias = torch.cat([bias, norm_bias], dim=0)
-                norm_rows = norm_weight.shape[0]
-                if has_skip:  # the skip input contributes to the projections, not to the norm rows
-                    skip_weight = torch.cat([skip_weight, skip_weight.new_zeros(norm_rows, split)], dim=0)
+                norm_rows = norm_weight.shape[0]  # the skip input feeds the projections, not these rows
             step = _Step(
                 weight=hidden_weight.to(dtype),
                 bias=bias.to(dtype),
@@ -131,8 +129,13 @@ class FusedMLP:
         x = inputs
         for step in self.steps:
             z = torch.addmm(step.bias, x, step.weight.T)
-            if step.skip_weight is not None:
-                z = z.addmm_(inputs, step.skip_weight.T) if inplace else z + inputs @ step.skip_weight.T
+            if step.skip_weight is not None:  # into the projection rows only (the norm rows are ||h||'s factor)
+                rows = z[:, : z.shape[1] - step.norm_rows]
+                if inplace:
+                    rows.addmm_(inputs, step.skip_weight.T)
+                else:
+                    skip = inputs @ step.skip_weight.T
+                    z = torch.cat([rows + skip, z[:, rows.shape[1] :]], dim=1) if step.norm_rows else z + skip
             if step.layer is None:  # dense / low-rank
                 x = step.activation(z) if step.activation is not None else z
                 continue
