@@ -146,6 +146,27 @@ def test_field_shapes_ranges_and_eugen_layers(contraction):
     assert not any(isinstance(m, EUGenLinear) for m in dense.modules())
 
 
+def test_field_mlps_train_in_their_own_optimiser_group():
+    from nerfstudio.data.scene_box import SceneBox
+
+    from eugen_nerf.methods.zipnerf import GRID_LR, MLP_LR, eugen_zipnerf
+    from eugen_nerf.models.zipnerf import FIELD_MLPS
+
+    config = ZipNeRFModelConfig(num_levels=2, max_res=32, log2_hashmap_size=10, bottleneck_width=32,
+                                hidden_dim_color=32, eugen=ZipNeRFEUGenConfig(num_features=8),
+                                proposal_net_args_list=[{"hidden_dim": 8, "log2_hashmap_size": 10, "num_levels": 2,
+                                                         "max_res": 32}] * 2)
+    model = config.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={})
+    groups = {name: {id(p) for p in params} for name, params in model.get_param_groups().items()}
+    assert groups["fields"] == {id(p) for p in model.field.grid.parameters()}
+    assert groups[FIELD_MLPS] == {id(p) for n, p in model.field.named_parameters() if not n.startswith("grid.")}
+    assert groups[FIELD_MLPS] and not groups[FIELD_MLPS] & groups["fields"]
+    networks = [model.field, *model.proposal_networks]
+    assert set().union(*groups.values()) == {id(p) for net in networks for p in net.parameters()}
+    optimizers = eugen_zipnerf.config.optimizers
+    assert optimizers[FIELD_MLPS]["optimizer"].lr == MLP_LR < GRID_LR == optimizers["fields"]["optimizer"].lr
+
+
 def test_direction_encoding_has_zipnerfs_27_channels():
     encoded = encode_directions(torch.tensor([[0.0, 0.0, 1.0]]))
     assert encoded.shape == (1, 27)
