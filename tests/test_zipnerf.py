@@ -88,14 +88,21 @@ def test_contraction_keeps_inner_gaussians_and_shrinks_outer_ones():
     assert new_stds[1].item() == pytest.approx(0.1 * (0.01 * 0.19**2) ** (1 / 3), rel=1e-5)
 
 
-def test_gather_hash_encoding_equals_nerfstudios():
+@pytest.mark.parametrize("features, max_res, log2_size", [(2, 256, 12), (4, 8192, 19), (1, 2048, 14), (8, 64, 10)])
+def test_gather_hash_encoding_equals_nerfstudios(features, max_res, log2_size, monkeypatch):
+    """Every row-gather path (8-, 16-, 4-byte rows, and the generic one), chunking, and hashing of coordinates
+    whose products overflow 32 bits (resolution 8192)."""
+    import eugen_nerf.fields.hashgrid as hashgrid
+
+    monkeypatch.setattr(hashgrid, "CHUNK", 700)
     torch.manual_seed(0)
-    stock = HashEncoding(num_levels=5, max_res=256, log2_hashmap_size=12, features_per_level=2, implementation="torch")
-    ours = GatherHashEncoding(num_levels=5, max_res=256, log2_hashmap_size=12, features_per_level=2,
-                              implementation="torch")
+    kwargs = dict(num_levels=5, max_res=max_res, log2_hashmap_size=log2_size, features_per_level=features,
+                  implementation="torch")
+    stock, ours = HashEncoding(**kwargs), GatherHashEncoding(**kwargs)
     ours.load_state_dict(stock.state_dict())
     points = torch.rand(2000, 3)
     points[:4] = torch.tensor([0.5, 0.25, 0.0])  # on grid vertices
+    points[4:8] = torch.tensor([0.9999, 0.75, 0.99])  # far corner: large hashed products
     torch.testing.assert_close(ours(points), stock(points), rtol=1e-5, atol=1e-7)
     (grad_ours,) = torch.autograd.grad(ours(points).square().sum(), ours.hash_table)
     (grad_stock,) = torch.autograd.grad(stock(points).square().sum(), stock.hash_table)

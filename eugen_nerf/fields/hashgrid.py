@@ -3,9 +3,17 @@
 nerfstudio's torch ``HashEncoding`` hashes the eight cell corners in eight passes (int64 modulo included)
 and interpolates pairwise; on a CPU that costs several times the MLPs it feeds (measured: 4.7 s of 5.3 s
 for a Zip-NeRF field at 131k frustums), which would hide any MLP saving. This subclass computes the same
-function (same table, hash and trilinear weights; tests compare it with nerfstudio's): each axis's two
-hashed coordinates and two weights are combined by broadcasting, the table size's power of two turns the
-modulo into a mask, and one gather and one contraction finish. tiny-cuda-nn, where installed, is untouched.
+function (same table, hash and trilinear weights; tests compare it with nerfstudio's):
+
+- each axis's two hashed coordinates and two weights are combined by broadcasting, and the table size's
+  power of two turns the modulo into a mask, so the hash runs in 32-bit integers (only the low bits of the
+  products survive the mask, and wrapping multiplication keeps them);
+- the eight corners' rows are read in one gather; a row of 2 or 4 float32 features is read as one 8- or
+  16-byte scalar (``torch.take``), about 4x faster on a CPU than gathering rows;
+- points go through in chunks, so the ``[points, levels, 8, features]`` intermediates stay in cache (2x on a
+  CPU for a 200k-point batch).
+
+tiny-cuda-nn, where installed, is untouched.
 """
 
 from __future__ import annotations
@@ -16,6 +24,37 @@ from torch import Tensor
 from nerfstudio.field_components.encodings import HashEncoding
 
 _PRIMES = (1, 2654435761, 805459861)
+CHUNK = 16384
+"""Points per pass of the forward."""
+_ROW_AS_SCALAR = {8: torch.float64, 16: torch.complex128}
+"""Row width in bytes -> a dtype of that size, to gather a row as one element."""
+
+
+def _as_int32(value: int) -> int:
+    """``value`` modulo 2^32 as a signed 32-bit integer."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+class _GatherRows(torch.autograd.Function):
+    """``table[index]`` for an ``(entries, features)`` table; backward scatters the gradient into the rows."""
+
+    @staticmethod
+    def forward(ctx, table: Tensor, index: Tensor) -> Tensor:
+        ctx.save_for_backward(index)
+        ctx.table_shape = table.shape
+        width = table.shape[1] * table.element_size()
+        if table.device.type == "cpu" and table.is_contiguous() and width in _ROW_AS_SCALAR:
+            rows = torch.take(table.view(_ROW_AS_SCALAR[width]), index)
+            return rows.view(table.dtype).view(*index.shape, table.shape[1])
+        return torch.nn.functional.embedding(index, table)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (index,) = ctx.saved_tensors
+        grad_table = grad.new_zeros(ctx.table_shape)
+        grad_table.index_add_(0, index.reshape(-1), grad.reshape(-1, ctx.table_shape[1]))
+        return grad_table, None
 
 
 class GatherHashEncoding(HashEncoding):
@@ -23,20 +62,27 @@ class GatherHashEncoding(HashEncoding):
 
     def pytorch_fwd(self, in_tensor: Tensor) -> Tensor:
         assert in_tensor.shape[-1] == 3
-        device = in_tensor.device
-        scaled = in_tensor[..., None, :] * self.scalings.to(device).view(-1, 1)  # [..., L, 3]
+        lead = in_tensor.shape[:-1]
+        points = in_tensor.reshape(-1, 3)
+        out = torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]) if len(points) else \
+            points.new_zeros(0, self.num_levels * self.features_per_level)
+        return out.view(*lead, -1)
+
+    def _encode(self, points: Tensor) -> Tensor:
+        device = points.device
+        scaled = points[:, None, :] * self.scalings.to(device).view(-1, 1)  # [N, L, 3]
         floor = torch.floor(scaled)
         frac = scaled - floor
-        cells = floor.long()
-        primes = torch.tensor(_PRIMES, dtype=torch.int64, device=device)
-        low = cells * primes  # [..., L, 3]: the cell's lower corner, hashed per axis
+        primes = torch.tensor([_as_int32(p) for p in _PRIMES], dtype=torch.int32, device=device)
+        low = floor.int() * primes  # [N, L, 3]: the cell's lower corner, hashed per axis (wrapping)
         high = low + primes
-        hx, hy, hz = (torch.stack([low[..., a], high[..., a]], dim=-1) for a in range(3))  # [..., L, 2]
-        index = hx[..., :, None, None] ^ hy[..., None, :, None] ^ hz[..., None, None, :]  # [..., L, 2, 2, 2]
-        index = (index & (self.hash_table_size - 1)) + self.hash_offset.to(device).view(-1, 1, 1, 1)
+        hx, hy, hz = (torch.stack([low[..., a], high[..., a]], dim=-1) for a in range(3))  # [N, L, 2]
+        index = hx[..., :, None, None] ^ hy[..., None, :, None] ^ hz[..., None, None, :]  # [N, L, 2, 2, 2]
+        offsets = self.hash_offset.to(device=device, dtype=torch.int64).view(-1, 1, 1, 1)
+        index = (index & (self.hash_table_size - 1)).long() + offsets
         wx, wy, wz = (torch.stack([1 - frac[..., a], frac[..., a]], dim=-1) for a in range(3))
         weights = wx[..., :, None, None] * wy[..., None, :, None] * wz[..., None, None, :]
-        lead = index.shape[:-3]
-        features = torch.nn.functional.embedding(index.reshape(*lead, 8), self.hash_table)  # [..., L, 8, F]
-        encoded = torch.einsum("...cf,...c->...f", features, weights.reshape(*lead, 8))
+        n, levels = points.shape[0], self.num_levels
+        features = _GatherRows.apply(self.hash_table, index.view(n, levels, 8))  # [N, L, 8, F]
+        encoded = torch.einsum("...cf,...c->...f", features, weights.view(n, levels, 8))
         return encoded.flatten(start_dim=-2)
