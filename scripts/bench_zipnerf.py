@@ -14,7 +14,7 @@ Trains ``dense-zipnerf``, ``eugen-zipnerf`` and stock ``nerfacto`` at the same s
 
 Writes ``benchmarks/zipnerf.json`` and ``benchmarks/zipnerf.png``.
 
-    python scripts/bench_zipnerf.py --steps 400 --seeds 0   # the shipped JSON (CPU)
+    python scripts/bench_zipnerf.py --steps 600 --seeds 0   # the shipped JSON (CPU)
     python scripts/bench_zipnerf.py --steps 2 --scene scenes/bunny32 --output /tmp/zip.json  # smoke
 """
 
