@@ -10,8 +10,8 @@ function (same table, hash and trilinear weights; tests compare it with nerfstud
   products survive the mask, and wrapping multiplication keeps them);
 - the eight corners' rows are read in one gather; a row of 2 or 4 float32 features is read as one 8- or
   16-byte scalar (``torch.take``), about 4x faster on a CPU than gathering rows;
-- points go through in chunks, so the ``[points, levels, 8, features]`` intermediates stay in cache (2x on a
-  CPU for a 200k-point batch).
+- points go through in chunks, so the ``[points, levels, 8, features]`` intermediates stay in cache.
+  Together: 196k points on one core, nerfstudio's forward 1.09 s, this one 0.52 s.
 
 tiny-cuda-nn, where installed, is untouched.
 """
