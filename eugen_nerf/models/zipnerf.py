@@ -32,8 +32,9 @@ class ZipNeRFEUGenConfig(EUGenConfig):
     """EUGen knobs of the Zip-NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 32
-    """m: 32 features per order (64 wide at degree 2) against the 256-wide layers. At m = 64 the merged MLPs
-    run 1.3x faster than dense on a CPU, at m = 32 2.4x (131k samples, ``scripts/bench_inference.py``)."""
+    """m: 32 features per order (64 wide at degree 2) against the 256-wide layers. At m = 32 the merged MLPs of a
+    trained field run 3.06x faster than dense on a CPU (``benchmarks/zipnerf.json``) at -0.09 dB; at m = 64
+    only about 1.3x (32k samples, one core)."""
 
     density_layers: Tuple[int, ...] = (1,)
     """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck)."""
