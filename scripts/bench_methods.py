@@ -211,9 +211,17 @@ def plot(report: Dict[str, object], path: Path) -> None:
             axes[0].scatter(row["fps"], row["psnr"], marker=marker, label=f"{label}")
             axes[1].scatter(row["parameters"], row["psnr"], marker=marker, label=f"{label}")
             axes[2].bar(label, row["rays_per_sec"])
-    axes[0].set(xlabel="render FPS (test views)", ylabel="test PSNR (dB)", xscale="log", title="quality vs speed")
-    axes[1].set(xlabel="trainable parameters", ylabel="test PSNR (dB)", xscale="log", title="quality vs size")
-    axes[2].set(ylabel="rays / s", yscale="log", title="render throughput")
+    rows = [row for data in families.values() for row in data["runs"].values()]
+
+    def scale(key: str) -> str:
+        """log where the values span a decade or more (several families), else linear (readable ticks)."""
+        values = [row[key] for row in rows]
+        return "log" if max(values) >= 10 * min(values) else "linear"
+
+    axes[0].set(xlabel="render FPS (test views)", ylabel="test PSNR (dB)", xscale=scale("fps"), title="quality vs speed")
+    axes[1].set(xlabel="trainable parameters", ylabel="test PSNR (dB)", xscale=scale("parameters"),
+                title="quality vs size")
+    axes[2].set(ylabel="rays / s", yscale=scale("rays_per_sec"), title="render throughput")
     axes[2].tick_params(axis="x", rotation=60, labelsize=7)
     axes[0].legend(fontsize=7)
     fig.suptitle(f"{report['scene']}, {report['steps']} steps, {report['device']}")
