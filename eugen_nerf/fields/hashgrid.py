@@ -36,6 +36,9 @@ def _as_int32(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
+_PRIMES_INT32 = tuple(_as_int32(p) for p in _PRIMES)
+
+
 class _GatherRows(torch.autograd.Function):
     """``table[index]`` for an ``(entries, features)`` table; backward scatters the gradient into the rows."""
 
@@ -64,16 +67,14 @@ class GatherHashEncoding(HashEncoding):
         assert in_tensor.shape[-1] == 3
         lead = in_tensor.shape[:-1]
         points = in_tensor.reshape(-1, 3)
-        out = torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]) if len(points) else \
-            points.new_zeros(0, self.num_levels * self.features_per_level)
-        return out.view(*lead, -1)
+        return torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]).view(*lead, -1)
 
     def _encode(self, points: Tensor) -> Tensor:
         device = points.device
         scaled = points[:, None, :] * self.scalings.to(device).view(-1, 1)  # [N, L, 3]
         floor = torch.floor(scaled)
         frac = scaled - floor
-        primes = torch.tensor([_as_int32(p) for p in _PRIMES], dtype=torch.int32, device=device)
+        primes = torch.tensor(_PRIMES_INT32, dtype=torch.int32, device=device)
         low = floor.int() * primes  # [N, L, 3]: the cell's lower corner, hashed per axis (wrapping)
         high = low + primes
         hx, hy, hz = (torch.stack([low[..., a], high[..., a]], dim=-1) for a in range(3))  # [N, L, 2]

@@ -90,6 +90,11 @@ class EUGenNerfactoModelConfig(NerfactoModelConfig):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
 
+    def grid_args(self) -> Dict[str, object]:
+        """The NeRF field's hash-grid keyword arguments (every field built from this config takes them)."""
+        return {name: getattr(self, name) for name in
+                ("num_levels", "base_res", "max_res", "log2_hashmap_size", "features_per_level", "implementation")}
+
 
 class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
     """nerfstudio's nerfacto model around :class:`EUGenNerfactoField`."""
@@ -162,14 +167,9 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
             color_layers=config.eugen.color_layers,
             hidden_dim=config.hidden_dim,
             hidden_dim_color=config.hidden_dim_color,
-            num_levels=config.num_levels,
-            base_res=config.base_res,
-            max_res=config.max_res,
-            log2_hashmap_size=config.log2_hashmap_size,
-            features_per_level=config.features_per_level,
             spatial_distortion=SceneContraction(order=float("inf")) if framing.contraction else None,
             average_init_density=self.initial_density(framing),
-            implementation=config.implementation,
+            **config.grid_args(),
         )
 
     def build_proposal_network(self, framing: Framing, args: Dict) -> Field:

@@ -172,12 +172,7 @@ class ZipNeRFModel(EUGenNerfactoModel):
             bottleneck_width=config.bottleneck_width,
             view_width=config.hidden_dim_color,
             hidden_dim=config.hidden_dim,
-            num_levels=config.num_levels,
-            base_res=config.base_res,
-            max_res=config.max_res,
-            log2_hashmap_size=config.log2_hashmap_size,
-            features_per_level=config.features_per_level,
-            implementation=config.implementation,
+            **config.grid_args(),
         )
 
     def build_proposal_network(self, framing: Framing, args: Dict) -> Field:
