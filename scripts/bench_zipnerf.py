@@ -14,7 +14,11 @@ Trains ``dense-zipnerf``, ``eugen-zipnerf`` and stock ``nerfacto`` at the same s
 
 Writes ``benchmarks/zipnerf.json`` and ``benchmarks/zipnerf.png``.
 
-    python scripts/bench_zipnerf.py --steps 600 --seeds 0   # the shipped JSON (CPU)
+    python scripts/bench_zipnerf.py --steps 600 --seeds 0 1 2   # the shipped JSON (CPU)
+
+A run already trained for ``--steps`` in ``--work-dir`` is reused (its training time is read from the
+``bench_train.json`` written beside it), so seeds can be added, or an interrupted benchmark resumed, without
+training again; ``--retrain`` trains everything afresh.
     python scripts/bench_zipnerf.py --steps 2 --scene scenes/bunny32 --output /tmp/zip.json  # smoke
 """
 
@@ -24,6 +28,7 @@ import argparse
 import copy
 import json
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -65,6 +70,19 @@ def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
         config.pipeline.model.num_nerf_samples_per_ray = 32
         config.machine.seed = seed
     return out
+
+
+def train_or_reuse(config: TrainerConfig, scene: Path, steps: int, output_dir: Path, retrain: bool) -> tuple[Path, float]:
+    """Train, or reuse the run in ``output_dir`` when its final checkpoint and training record exist."""
+    record = output_dir / "bench_train.json"
+    if not retrain and record.is_file():
+        saved = json.loads(record.read_text())
+        path = Path(saved["config"])
+        if saved["steps"] == steps and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
+            return path, saved["seconds_per_step"]
+    path, seconds_per_step = train(config, scene, steps, output_dir)
+    record.write_text(json.dumps({"config": str(path), "steps": steps, "seconds_per_step": seconds_per_step}) + "\n")
+    return path, seconds_per_step
 
 
 def area_downsample(image: torch.Tensor, scale: int) -> torch.Tensor:
@@ -173,6 +191,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each speed measurement")
     parser.add_argument("--work-dir", type=Path, default=REPO / "outputs" / "bench_zipnerf")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "zipnerf.json")
+    parser.add_argument("--retrain", action="store_true", help="train every run afresh (default: reuse finished ones)")
     args = parser.parse_args()
     if args.steps < 1 or args.rays < 1 or args.repeats < 1:
         parser.error("--steps, --rays and --repeats must be >= 1")
@@ -184,8 +203,10 @@ def main() -> None:
     for seed in args.seeds:
         paths[seed] = {}
         for name, config in configs(args.rays, seed).items():
-            print(f"[bench_zipnerf] seed {seed}: training {name} for {args.steps} steps", flush=True)
-            path, seconds_per_step = train(config, args.scene, args.steps, args.work_dir / f"seed{seed}" / name)
+            print(f"[bench_zipnerf] seed {seed}: {name}, {args.steps} steps", flush=True)
+            path, seconds_per_step = train_or_reuse(
+                config, args.scene, args.steps, args.work_dir / f"seed{seed}" / name, args.retrain
+            )
             paths[seed][name] = path
             runs.setdefault(name, {})[str(seed)] = {
                 "seconds_per_step": seconds_per_step,
@@ -198,6 +219,13 @@ def main() -> None:
             key = f"1/{scale}"
             metrics = [s["multiscale"][key] for s in seeds.values()]
             means[name][key] = {m: sum(x[m] for x in metrics) / len(metrics) for m in metrics[0]}
+    spread = {  # population std over seeds of each metric (0 for one seed)
+        name: {
+            key: {m: statistics.pstdev(s["multiscale"][key][m] for s in seeds.values()) for m in means[name][key]}
+            for key in means[name]
+        }
+        for name, seeds in runs.items()
+    }
     first = args.seeds[0]
     print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
     speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats)
@@ -212,6 +240,7 @@ def main() -> None:
         "command": "python scripts/bench_zipnerf.py " + " ".join(sys.argv[1:]),
         "runs": runs,
         "mean_over_seeds": means,
+        "std_over_seeds": spread,
         "speed": speeds,
         "goals": {
             "dense_zipnerf_ge_nerfacto_full_res": dz["1/1"]["psnr"] >= nf["1/1"]["psnr"],
