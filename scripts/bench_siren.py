@@ -77,7 +77,7 @@ def variants(config: BenchSiren) -> list[Variant]:
         Variant(CHOSEN, "eugen", w, 1e-3, chosen),
         Variant("eugen lr1e-4", "eugen", w, 1e-4, chosen),
         Variant("eugen G lr x1", "eugen", w, 1e-3, replace(chosen, projection_lr_scale=1.0)),
-        Variant("eugen w1", "eugen", w, 1e-3, replace(chosen, frequency=1.0)),
+        Variant("eugen w1", "eugen", w, 1e-3, replace(chosen, projection_scale=1.0)),
         Variant("eugen k2 sin", "eugen", w, 1e-3, replace(chosen, degree=2, num_features=half // 2)),
         Variant("eugen k2 identity (polynomial)", "eugen", w, 1e-3,
                 replace(chosen, degree=2, num_features=half // 2, feature_map="identity")),

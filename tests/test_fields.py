@@ -8,11 +8,11 @@ import torch
 from nerfstudio.cameras.rays import Frustums, RaySamples
 from nerfstudio.field_components.field_heads import FieldHeadNames
 
-from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
+from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.nerf import EUGenNeRFField
 from eugen_nerf.fields.nerfacto import EUGenNerfactoField
 from eugen_nerf.fields.zipnerf import ZipNeRFField
-from eugen_nerf.layers import EUGenLinear, EUGenMLP
+from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
 from eugen_nerf.models.nerf import NeRFEUGenConfig
 from eugen_nerf.models.nerfacto import NerfactoEUGenConfig
 from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig
@@ -119,9 +119,9 @@ def test_coarse_and_fine_style_seeds_give_different_projections():
         (lambda: NeRFEUGenConfig(head_layers=(-3,)), "eugen.head-layers: layer index -3 does not exist"),
         (lambda: NerfactoEUGenConfig(color_layers=(3,)), "eugen.color-layers: layer index 3 does not exist"),
         (lambda: NeRFEUGenConfig(num_features=0), "eugen.num-features must be an integer in 1..4096, got 0"),
-        (lambda: EUGenConfig(num_features=-4), "eugen.num-features must be an integer in 1..4096, got -4"),
-        (lambda: EUGenConfig(degree=0), "eugen.degree must be an integer in 1..4, got 0"),
-        (lambda: EUGenConfig(feature_map="tanh"), "eugen.feature-map must be one of"),
+        (lambda: EUGenSpec(num_features=-4), "eugen.num-features must be an integer in 1..4096, got -4"),
+        (lambda: EUGenSpec(degree=0), "eugen.degree must be an integer in 1..4, got 0"),
+        (lambda: EUGenSpec(feature_map="tanh"), "eugen.feature-map must be one of"),
     ],
 )
 def test_bad_eugen_config_fails_with_a_clear_message(make, message):

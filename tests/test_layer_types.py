@@ -14,8 +14,7 @@ import pytest
 import torch
 from nerfstudio.engine.optimizers import Optimizers
 
-from eugen_nerf.fields.components import EUGenConfig
-from eugen_nerf.layers import EUGenLinear, LowRankLinear
+from eugen_nerf.layers import EUGenLinear, LowRankLinear, EUGenSpec
 from eugen_nerf.methods.isdf import eugen_isdf
 from eugen_nerf.methods.nerf import eugen_nerf
 from eugen_nerf.methods.nerfacto import eugen_nerfacto
@@ -48,7 +47,7 @@ def tiny(method: str):
     return config, lambda m: m.field.mlp, config.pipeline.model.sdf.eugen.layers
 
 
-def eugen_config(config, method: str) -> EUGenConfig:
+def eugen_config(config, method: str) -> EUGenSpec:
     return config.pipeline.model.sdf.eugen if method == "isdf" else config.pipeline.model.eugen
 
 
@@ -101,4 +100,4 @@ def test_baselines_get_eugens_parameter_count():
 )
 def test_bad_layer_options_are_refused_with_one_clear_line(overrides, message):
     with pytest.raises(ValueError, match=message):
-        EUGenConfig(**overrides)
+        EUGenSpec(**overrides)

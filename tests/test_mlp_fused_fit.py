@@ -102,8 +102,12 @@ def test_layer_selection_and_bad_indices():
         EUGenMLP(in_dim=3, num_layers=4, layer_width=16, eugen_layers=[4])
     with pytest.raises(ValueError, match="layer type"):
         EUGenMLP(in_dim=3, num_layers=2, layer_width=16, layer_types="conv")
-    with pytest.raises(ValueError, match="num_features"):
-        EUGenMLP(in_dim=3, num_layers=2, layer_width=16, layer_types="eugen", eugen=EUGenSpec(num_features=0))
+    with pytest.raises(ValueError, match="eugen.num-features must be an integer in 1..4096, got 0"):
+        EUGenSpec(num_features=0)
+    spec = EUGenSpec()
+    spec.degree = 9  # changed after construction: the MLP validates it again
+    with pytest.raises(ValueError, match="eugen.degree must be an integer in 1..4, got 9"):
+        EUGenMLP(in_dim=3, num_layers=2, layer_width=16, layer_types="eugen", eugen=spec)
     with pytest.raises(ValueError, match="in_dim=3"):
         EUGenMLP(in_dim=3, num_layers=2, layer_width=16)(torch.randn(2, 4))
 

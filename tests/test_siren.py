@@ -36,7 +36,7 @@ def test_siren_initialisation_and_structure() -> None:
     assert dense_hidden.weight.abs().max() <= bound and output.weight.abs().max() <= bound
     assert [type(layer).__name__ for layer in mlp.layers] == ["Linear", "Linear", "EUGenLinear", "EUGenLinear", "Linear"]
     eugen = mlp.layers[2]
-    assert eugen.feature_map == "sin" and eugen.projection_scale == SPEC.frequency and eugen.trainable_projections
+    assert eugen.feature_map == "sin" and eugen.projection_scale == SPEC.projection_scale and eugen.trainable_projections
     assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 64, 3, HIDDEN, SPEC)
     x = torch.rand(8, 2) * 2 - 1
     assert torch.allclose(mlp(x), mlp.layers[-1](_hidden(mlp, x)), atol=1e-5)

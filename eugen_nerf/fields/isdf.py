@@ -15,7 +15,8 @@ import torch
 from nerfstudio.field_components.encodings import NeRFEncoding
 from torch import Tensor, nn
 
-from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, field_mlp
+from eugen_nerf.fields.components import check_layer_indices, field_mlp
+from eugen_nerf.layers import EUGenSpec
 
 ISDF_LAYERS = 5
 """input, hidden, skip (re-reads the embedding), hidden, output."""
@@ -24,7 +25,7 @@ SOFTPLUS_BETA = 100.0
 
 
 @dataclass
-class ISDFEUGenConfig(EUGenConfig):
+class ISDFEUGenConfig(EUGenSpec):
     """EUGen knobs of the iSDF MLP and which of its layers are EUGen (chosen by ``scripts/bench_isdf.py``)."""
 
     num_features: int = 32

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor, nn
-
 from nerfstudio.cameras.rays import RaySamples
 from nerfstudio.field_components.encodings import NeRFEncoding
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.base_field import Field
+from torch import Tensor, nn
 
-from eugen_nerf.fields.components import EUGenConfig, field_mlp
+from eugen_nerf.fields.components import field_mlp
+from eugen_nerf.layers import EUGenSpec
 
 TRUNK_LAYERS = 8
 TRUNK_SKIP = 4
@@ -37,7 +37,7 @@ class EUGenNeRFField(Field):
 
     def __init__(
         self,
-        eugen: EUGenConfig,
+        eugen: EUGenSpec,
         trunk_layers: Sequence[int] = (),
         head_layers: Sequence[int] = (),
         trunk_width: int = 256,

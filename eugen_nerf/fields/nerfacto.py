@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Dict, Literal, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor, nn
-
 from nerfstudio.cameras.rays import RaySamples
 from nerfstudio.data.scene_box import SceneBox
 from nerfstudio.field_components.activations import trunc_exp
@@ -20,8 +18,10 @@ from nerfstudio.field_components.encodings import HashEncoding, SHEncoding
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.field_components.spatial_distortions import SpatialDistortion
 from nerfstudio.fields.base_field import Field, get_normalized_directions
+from torch import Tensor, nn
 
-from eugen_nerf.fields.components import EUGenConfig, field_mlp, hash_implementation
+from eugen_nerf.fields.components import field_mlp, hash_implementation
+from eugen_nerf.layers import EUGenSpec
 
 DENSITY_LAYERS = 2
 COLOR_LAYERS = 3
@@ -47,7 +47,7 @@ class EUGenNerfactoField(Field):
     def __init__(
         self,
         aabb: Tensor,
-        eugen: EUGenConfig,
+        eugen: EUGenSpec,
         density_layers: Sequence[int] = (),
         color_layers: Sequence[int] = (),
         hidden_dim: int = 64,

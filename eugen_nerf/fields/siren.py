@@ -33,6 +33,7 @@ from nerfstudio.fields.base_field import Field
 from torch import Tensor, nn
 
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
+from eugen_nerf.layers.eugen import FeatureMap, Scaling, check_choice, check_positive_float
 
 SIREN_OMEGA_0 = 30.0
 """SIREN's frequency factor ω₀ (the paper's value)."""
@@ -40,32 +41,33 @@ SIREN_OMEGA_0 = 30.0
 SirenLayerType = Literal["dense", "eugen"]
 
 
-@dataclass(frozen=True)
-class SirenEUGenSpec:
-    """Hyper-parameters of the EUGen sine layers (chosen by measurement, see ``scripts/bench_siren.py``)."""
+@dataclass
+class SirenEUGenSpec(EUGenSpec):
+    """EUGen sine layers: :class:`EUGenSpec` with SIREN's defaults (chosen by measurement, see
+    ``scripts/bench_siren.py``) and the learning-rate factor of ``G``."""
 
     num_features: int = 128
     """m, random features per order (128 at width 256 with trainable G: the dense layer's parameter count)."""
     degree: int = 1
     """k; order 1 is a random-Fourier-feature layer (order 2 measured worse at equal parameters)."""
-    feature_map: Literal["identity", "relu", "softplus", "sin"] = "sin"
+    feature_map: FeatureMap = "sin"
     """Φ; ``sin`` keeps the layer periodic like the sine layer it replaces (identity measured far worse)."""
-    frequency: float = 3.0
-    """ω, scales the unit-variance projections ``G x⁺`` (1: too smooth, 3-10 similar; 3 measured best)."""
+    projection_scale: float = 3.0
+    """ω, the frequency that scales the unit-variance projections ``G x⁺`` (1: too smooth, 3-10 similar;
+    3 measured best)."""
     use_norm: bool = False
     """Append ``‖x‖``; off (measured no better for SIREN, and it costs the merged form a QR and a norm)."""
     trainable_projections: bool = True
     """Learn ``G`` as SIREN learns ``W`` (frozen ``G`` measured worse at equal parameters)."""
+    scaling: Scaling = "polynomial"
+    """``sin(ω G x⁺)`` of ``x⁺`` itself: the frequency keeps its meaning."""
     projection_lr_scale: float = 30.0
     """Learning-rate factor of ``G`` (SIREN's ω₀, which scales ``W``'s steps); 1 trains far slower."""
-    seed: int = 0
 
-    def layer_spec(self) -> EUGenSpec:
-        return EUGenSpec(
-            num_features=self.num_features, degree=self.degree, use_norm=self.use_norm, feature_map=self.feature_map,
-            trainable_projections=self.trainable_projections, seed=self.seed, projection_scale=self.frequency,
-            scaling="polynomial",  # sin(ω G x⁺) of x⁺ itself: the frequency keeps its meaning
-        )
+    def validate(self) -> None:
+        super().validate()
+        check_choice("eugen.layer-type", self.layer_type, ("eugen",))  # a SIREN's dense layers are sine layers
+        check_positive_float("eugen.projection-lr-scale", self.projection_lr_scale)
 
 
 class Sine(nn.Module):
@@ -100,7 +102,7 @@ def siren_mlp(
     width: int,
     out_dim: int,
     hidden_types: Sequence[SirenLayerType] = ("dense",) * 3,
-    eugen: SirenEUGenSpec = SirenEUGenSpec(),
+    eugen: SirenEUGenSpec | None = None,
     omega_0: float = SIREN_OMEGA_0,
     out_activation: nn.Module | None = None,
 ) -> EUGenMLP:
@@ -114,7 +116,7 @@ def siren_mlp(
     mlp = EUGenMLP(
         in_dim=in_dim, num_layers=len(hidden_types) + 2, layer_width=width, out_dim=out_dim,
         activation=Sine(omega_0), out_activation=out_activation,
-        layer_types=("dense", *hidden_types, "dense"), eugen=eugen.layer_spec(),
+        layer_types=("dense", *hidden_types, "dense"), eugen=eugen if eugen is not None else SirenEUGenSpec(),
     )
     for index, layer in enumerate(mlp.layers):
         if isinstance(layer, EUGenLinear):
@@ -156,7 +158,7 @@ class SirenRadianceField(Field):
         self,
         width: int = 256,
         hidden_types: Sequence[SirenLayerType] = ("dense",) * 3,
-        eugen: SirenEUGenSpec = SirenEUGenSpec(),
+        eugen: SirenEUGenSpec | None = None,
         head_width: int = 128,
     ) -> None:
         super().__init__()

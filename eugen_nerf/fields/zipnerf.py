@@ -16,15 +16,20 @@ from __future__ import annotations
 from typing import Dict, Literal, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor, nn
-
 from nerfstudio.cameras.rays import RaySamples
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.base_field import Field
+from torch import Tensor, nn
 
-from eugen_nerf.fields.components import EUGenConfig, field_mlp, hash_implementation
+from eugen_nerf.fields.components import field_mlp, hash_implementation
 from eugen_nerf.fields.hashgrid import GatherHashEncoding
-from eugen_nerf.fields.multisample import contract_gaussians, frustum_multisamples, level_weights, pixel_radius
+from eugen_nerf.fields.multisample import (
+    contract_gaussians,
+    frustum_multisamples,
+    level_weights,
+    pixel_radius,
+)
+from eugen_nerf.layers import EUGenSpec
 
 DENSITY_LAYERS = 2
 """grid -> width (ReLU) -> bottleneck."""
@@ -108,7 +113,7 @@ class ZipNeRFDensityField(Field):
         features_per_level: int = 4,
         hidden_dim: int = 64,
         out_dim: int = 1,
-        eugen: Optional[EUGenConfig] = None,
+        eugen: Optional[EUGenSpec] = None,
         eugen_layers: Sequence[int] = (),
         implementation: Literal["tcnn", "torch"] = hash_implementation(),
     ) -> None:
@@ -118,7 +123,7 @@ class ZipNeRFDensityField(Field):
         self.grid = AntiAliasedHashGrid(num_levels, base_res, max_res, log2_hashmap_size, features_per_level,
                                         implementation)
         self.density_mlp = field_mlp(
-            eugen or EUGenConfig(), eugen_layers, in_dim=self.grid.get_out_dim(), num_layers=DENSITY_LAYERS,
+            eugen or EUGenSpec(), eugen_layers, in_dim=self.grid.get_out_dim(), num_layers=DENSITY_LAYERS,
             layer_width=hidden_dim, out_dim=out_dim,
         )
 
@@ -169,7 +174,7 @@ class ZipNeRFField(ZipNeRFDensityField):
         self,
         aabb: Tensor,
         contraction: bool,
-        eugen: EUGenConfig,
+        eugen: EUGenSpec,
         density_layers: Sequence[int] = (),
         view_layers: Sequence[int] = (),
         bottleneck_width: int = 256,

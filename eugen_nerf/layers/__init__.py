@@ -4,8 +4,9 @@ from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
 from eugen_nerf.layers.eugen import FEATURE_MAPS, SCALINGS, EUGenLinear
 from eugen_nerf.layers.fit import NormalEquations, RidgeSolution
 from eugen_nerf.layers.fused import FusedMLP
-from eugen_nerf.layers.mlp import LAYER_TYPES, EUGenMLP, EUGenSpec, resolve_layer_types
+from eugen_nerf.layers.mlp import EUGenMLP, resolve_layer_types
 from eugen_nerf.layers.projections import PROJECTION_KINDS, draw_projections
+from eugen_nerf.layers.spec import LAYER_TYPES, MAX_DEGREE, MAX_FEATURES, EUGenSpec
 
 __all__ = [
     "EUGenLinear",
@@ -20,6 +21,8 @@ __all__ = [
     "resolve_layer_types",
     "FEATURE_MAPS",
     "LAYER_TYPES",
+    "MAX_DEGREE",
+    "MAX_FEATURES",
     "PROJECTION_KINDS",
     "SCALINGS",
 ]

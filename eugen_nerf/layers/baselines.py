@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from eugen_nerf.layers.eugen import EUGenLinear, _check_positive_int
+from eugen_nerf.layers.eugen import EUGenLinear, check_int
 
 
 class LowRankLinear(nn.Module):
@@ -29,7 +29,7 @@ class LowRankLinear(nn.Module):
     ) -> None:
         super().__init__()
         for name, value in [("in_features", in_features), ("out_features", out_features), ("rank", rank)]:
-            _check_positive_int(name, value)
+            check_int(name, value)
         self.in_features, self.out_features, self.rank = in_features, out_features, rank
         factory = {"device": device, "dtype": dtype}
         self.down = nn.Parameter(torch.empty(rank, in_features, **factory))

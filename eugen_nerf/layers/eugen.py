@@ -58,9 +58,22 @@ def input_norm(x: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(wide, dim=-1, keepdim=True)
 
 
-def _check_positive_int(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+def check_int(name: str, value: int, low: int = 1, high: Optional[int] = None) -> None:
+    """``value`` is an integer in ``low..high`` (the one range check of the layer hyper-parameters)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"{name} must be an integer {bounds}, got {value!r}")
+
+
+def check_choice(name: str, value: str, allowed: tuple) -> None:
+    """``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def check_positive_float(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
 class EUGenLinear(nn.Module):
@@ -112,13 +125,11 @@ class EUGenLinear(nn.Module):
             ("num_features", num_features),
             ("degree", degree),
         ]:
-            _check_positive_int(name, value)
-        if feature_map not in FEATURE_MAPS:
-            raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
-        if projection not in PROJECTION_KINDS:
-            raise ValueError(f"projection must be one of {PROJECTION_KINDS}, got {projection!r}")
-        if scaling not in SCALINGS:
-            raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
+            check_int(name, value)
+        check_choice("feature_map", feature_map, FEATURE_MAPS)
+        check_choice("projection", projection, PROJECTION_KINDS)
+        check_choice("scaling", scaling, SCALINGS)
+        check_positive_float("projection_scale", projection_scale)
         self.scaling = scaling
         self.in_features = in_features
         self.out_features = out_features
@@ -130,8 +141,6 @@ class EUGenLinear(nn.Module):
         self.trainable_projections = trainable_projections
         self.shared_projections = shared_projections
         self.seed = int(seed)
-        if not math.isfinite(projection_scale) or projection_scale <= 0:
-            raise ValueError(f"projection_scale must be a finite number > 0, got {projection_scale!r}")
         self.projection_scale = float(projection_scale)
 
         factory = {"device": device, "dtype": dtype}

@@ -12,38 +12,14 @@ In eval mode (and unless ``fuse_in_eval=False``) the forward pass runs the fused
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
-from typing import Literal, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
-from eugen_nerf.layers.eugen import EUGenLinear, FeatureMap, Scaling, _check_positive_int
-from eugen_nerf.layers.projections import ProjectionKind
-
-LayerType = Literal["dense", "eugen", "lowrank", "snnk"]
-LAYER_TYPES = ("dense", "eugen", "lowrank", "snnk")
-
-
-@dataclass(frozen=True)
-class EUGenSpec:
-    """Hyper-parameters of the EUGen layers of an MLP (see :class:`EUGenLinear`)."""
-
-    num_features: int = 64
-    degree: int = 2
-    use_norm: bool = True
-    feature_map: FeatureMap = "relu"
-    projection: ProjectionKind = "gaussian"
-    trainable_projections: bool = False
-    shared_projections: bool = True
-    seed: int = 0
-    projection_scale: float = 1.0
-    """Multiplies the projections: a frequency for ``feature_map="sin"`` (SIREN), 1 otherwise."""
-    scaling: Scaling = "linear"
-    """How the input's scale enters (see :class:`EUGenLinear`); ``linear`` and ``unit`` are safe at any depth."""
-    lowrank_rank: Optional[int] = None
-    """Rank of ``lowrank`` layers; ``None``: EUGen's parameter count, ``l·k·m / (d + l)``."""
+from eugen_nerf.layers.eugen import EUGenLinear, check_int
+from eugen_nerf.layers.spec import LAYER_TYPES, EUGenSpec, LayerType
 
 
 def resolve_layer_types(
@@ -75,11 +51,12 @@ class EUGenMLP(nn.Module):
             as nerfstudio's ``MLP``.
         layer_types: one type for every layer, or one per layer.
         eugen_layers: indices of layers made EUGen on top of ``layer_types`` (negative allowed).
-        eugen: hyper-parameters of EUGen/SNNK/low-rank layers (layer ``i`` uses ``seed + i``).
-        fuse_in_eval: run the merged feature-to-feature form in eval mode.
+        eugen: hyper-parameters of EUGen/SNNK/low-rank layers (layer ``i`` uses ``seed + i``); its
+            ``layer_type`` is not read here (``layer_types`` says which layer is what).
+        fuse_in_eval: run the merged feature-to-feature form in eval mode (default: ``eugen.fused_inference``).
         compile_fused: run the fused form through ``torch.compile`` (fuses its element-wise work;
             the first call compiles, which takes tens of seconds on a CPU). Falls back to the eager
-            fused form, with a warning, where compilation fails.
+            fused form, with a warning, where compilation fails (default: ``eugen.compile_fused``).
     """
 
     def __init__(
@@ -93,13 +70,13 @@ class EUGenMLP(nn.Module):
         out_activation: Optional[nn.Module] = None,
         layer_types: Union[LayerType, Sequence[LayerType]] = "dense",
         eugen_layers: Optional[Sequence[int]] = None,
-        eugen: EUGenSpec = EUGenSpec(),
-        fuse_in_eval: bool = True,
-        compile_fused: bool = False,
+        eugen: Optional[EUGenSpec] = None,
+        fuse_in_eval: Optional[bool] = None,
+        compile_fused: Optional[bool] = None,
     ) -> None:
         super().__init__()
         for name, value in [("in_dim", in_dim), ("num_layers", num_layers), ("layer_width", layer_width)]:
-            _check_positive_int(name, value)
+            check_int(name, value)
         self.in_dim = in_dim
         self.num_layers = num_layers
         self.layer_width = layer_width
@@ -111,11 +88,13 @@ class EUGenMLP(nn.Module):
         self.activation = activation
         self.out_activation = out_activation
         self.layer_types = resolve_layer_types(layer_types, num_layers, eugen_layers)
+        eugen = eugen if eugen is not None else EUGenSpec()
+        eugen.validate()  # a spec changed after construction is checked here
         self.eugen = eugen
-        self.fuse_in_eval = fuse_in_eval
-        self.compile_fused = compile_fused
+        self.fuse_in_eval = eugen.fused_inference if fuse_in_eval is None else fuse_in_eval
+        self.compile_fused = eugen.compile_fused if compile_fused is None else compile_fused
         self.layers = nn.ModuleList(
-            self._make_layer(kind, *self.layer_dims(i), replace(eugen, seed=eugen.seed + i))
+            self._make_layer(kind, *self.layer_dims(i), eugen.offset_seed(i))
             for i, kind in enumerate(self.layer_types)
         )
         self._fused = None

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, Literal, Optional, Tuple, Type
 
 import torch
-from torch import Tensor
-
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.model_components.losses import MSELoss
 from nerfstudio.model_components.ray_samplers import (
@@ -25,10 +23,12 @@ from nerfstudio.model_components.renderers import AccumulationRenderer, DepthRen
 from nerfstudio.model_components.scene_colliders import NearFarCollider
 from nerfstudio.models.vanilla_nerf import NeRFModel, VanillaModelConfig
 from nerfstudio.utils import colormaps
+from torch import Tensor
 
 from eugen_nerf.extensions import extend_model
-from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
+from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
+from eugen_nerf.layers import EUGenSpec
 from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics, psnr
 
@@ -37,7 +37,7 @@ FINE_SEED_OFFSET = 1000
 
 
 @dataclass
-class NeRFEUGenConfig(EUGenConfig):
+class NeRFEUGenConfig(EUGenSpec):
     """EUGen knobs of the NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 32

@@ -13,9 +13,6 @@ from typing import Dict, Literal, Optional, Tuple, Type
 
 import numpy as np
 import torch
-from torch import Tensor
-from torchmetrics.image import PeakSignalNoiseRatio
-
 from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.field_components.spatial_distortions import SceneContraction
 from nerfstudio.fields.base_field import Field
@@ -27,17 +24,20 @@ from nerfstudio.model_components.scene_colliders import NearFarCollider
 from nerfstudio.models.base_model import Model
 from nerfstudio.models.nerfacto import NerfactoModel, NerfactoModelConfig
 from nerfstudio.utils import colormaps
+from torch import Tensor
+from torchmetrics.image import PeakSignalNoiseRatio
 
 from eugen_nerf.extensions import extend_model
-from eugen_nerf.fields.components import EUGenConfig, check_layer_indices, hash_implementation
+from eugen_nerf.fields.components import check_layer_indices, hash_implementation
 from eugen_nerf.fields.nerfacto import COLOR_LAYERS, DENSITY_LAYERS, EUGenNerfactoField
+from eugen_nerf.layers import EUGenSpec
 from eugen_nerf.models.framing import FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics
 from eugen_nerf.scenes.framing import Framing
 
 
 @dataclass
-class NerfactoEUGenConfig(EUGenConfig):
+class NerfactoEUGenConfig(EUGenSpec):
     """EUGen knobs of the nerfacto-style field, plus which of its layers are EUGen."""
 
     num_features: int = 16

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple, Type
 
 import torch
-
 from nerfstudio.cameras.rays import RayBundle, RaySamples
 from nerfstudio.fields.base_field import Field
 from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler
 
-from eugen_nerf.fields.components import EUGenConfig, check_layer_indices
+from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.zipnerf import DENSITY_LAYERS, VIEW_LAYERS, ZipNeRFDensityField, ZipNeRFField
+from eugen_nerf.layers import EUGenSpec
 from eugen_nerf.models.interlevel import anti_aliased_interlevel_loss
 from eugen_nerf.models.nerfacto import EUGenNerfactoModel, EUGenNerfactoModelConfig
 from eugen_nerf.scenes.framing import Framing
 
 
 @dataclass
-class ZipNeRFEUGenConfig(EUGenConfig):
+class ZipNeRFEUGenConfig(EUGenSpec):
     """EUGen knobs of the Zip-NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 32

@@ -146,9 +146,8 @@ def save_png(path: Path, image: np.ndarray) -> None:
 
 OPTION_RULES = {
     "size": POSITIVE_INT, "width": POSITIVE_INT, "hidden_layers": POSITIVE_INT, "steps": POSITIVE_INT,
-    "log_every": POSITIVE_INT, "lr": positive, "eugen.num_features": POSITIVE_INT, "eugen.degree": POSITIVE_INT,
-    "eugen.frequency": positive, "eugen.projection_lr_scale": positive,
-}
+    "log_every": POSITIVE_INT, "lr": positive,
+}  # the eugen.* options are validated by their spec (EUGenSpec.validate)
 
 
 def main(config: FitImageConfig) -> FitResult:

@@ -1,0 +1,95 @@
+"""EUGenSpec: the one set of EUGen hyper-parameters, validated in one place.
+
+Every EUGen head's config (``--pipeline.model.eugen.<name>``), the distiller (``eugen-distill --eugen.<name>``),
+the SIREN image fit and the layer API read their EUGen knobs from an :class:`EUGenSpec`. A head subclasses it
+only to change defaults and to add which of its layers are EUGen; the validation below is never repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, Optional
+
+from eugen_nerf.layers.eugen import (
+    FEATURE_MAPS,
+    SCALINGS,
+    FeatureMap,
+    Scaling,
+    check_choice,
+    check_int,
+    check_positive_float,
+)
+from eugen_nerf.layers.projections import PROJECTION_KINDS, ProjectionKind
+
+LayerType = Literal["dense", "eugen", "lowrank", "snnk"]
+LAYER_TYPES = ("dense", "eugen", "lowrank", "snnk")
+
+MAX_DEGREE = 4
+"""Highest polynomial order accepted (the paper uses k <= 3)."""
+MAX_FEATURES = 4096
+
+
+@dataclass
+class EUGenSpec:
+    """EUGen layer hyper-parameters (see :class:`~eugen_nerf.layers.EUGenLinear` for what each one does)."""
+
+    layer_type: LayerType = "eugen"
+    """What the selected layers become: EUGen, or a reviewers' baseline at EUGen's parameter count
+    (lowrank: learned U V of rank l*k*m/(d+l); snnk: ReLU random features of width k*m, degree 1, no norm;
+    dense: the twin)."""
+    num_features: int = 64
+    """m, random features per polynomial order (feature width m * degree)."""
+    degree: int = 2
+    """k, the highest polynomial order."""
+    feature_map: FeatureMap = "relu"
+    """Phi, applied to the random features (the layer's non-linearity)."""
+    use_norm: bool = True
+    """Append ||x|| to the projected input."""
+    scaling: Scaling = "linear"
+    """linear: features of the direction of x+ times rms(x+) (degree 1, like a ReLU layer; safe when
+    stacked); unit: the direction's features alone (bounded at any depth); polynomial: products of x+ itself
+    (the unbiased estimate's form; overflows when stacked)."""
+    projection: ProjectionKind = "gaussian"
+    """How the random projection rows are drawn."""
+    trainable_projections: bool = False
+    """Learn the projections G (stored in checkpoints) instead of keeping them frozen and seeded."""
+    shared_projections: bool = True
+    """Orders share their projections (cost m*d*k instead of m*d*k^2/2)."""
+    seed: int = 0
+    """Seed of the frozen projections (layer i of an MLP uses seed + i)."""
+    projection_scale: float = 1.0
+    """Multiplies the projections: a frequency for feature-map sin (SIREN), 1 otherwise."""
+    lowrank_rank: Optional[int] = None
+    """Rank of lowrank layers; None: EUGen's parameter count, l*k*m / (d + l)."""
+    fused_inference: bool = True
+    """In eval mode, run the merged feature-to-feature form of each EUGen MLP."""
+    compile_fused: bool = False
+    """Run the fused form through torch.compile (first render compiles: tens of seconds on a CPU)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise one ``ValueError`` naming the first bad option (as its command-line flag)."""
+        check_choice(flag("layer_type"), self.layer_type, LAYER_TYPES)
+        check_int(flag("num_features"), self.num_features, 1, MAX_FEATURES)
+        check_int(flag("degree"), self.degree, 1, MAX_DEGREE)
+        check_choice(flag("feature_map"), self.feature_map, FEATURE_MAPS)
+        check_choice(flag("scaling"), self.scaling, SCALINGS)
+        check_choice(flag("projection"), self.projection, PROJECTION_KINDS)
+        check_int(flag("seed"), self.seed, low=0)
+        check_positive_float(flag("projection_scale"), self.projection_scale)
+        if self.lowrank_rank is not None:
+            check_int(flag("lowrank_rank"), self.lowrank_rank)
+        if self.layer_type == "snnk" and self.feature_map != "relu":
+            raise ValueError(f"eugen.feature-map {self.feature_map!r} is not supported by layer-type snnk "
+                             "(SNNK layers are ReLU random features)")
+
+    def offset_seed(self, offset: int) -> "EUGenSpec":
+        """The same spec with ``seed + offset`` (keeps different MLPs' projections independent)."""
+        return replace(self, seed=self.seed + offset)
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of an EUGenSpec field, as errors name it."""
+    return "eugen." + name.replace("_", "-")
