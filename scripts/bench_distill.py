@@ -26,6 +26,7 @@ import torch
 
 from eugen_nerf.distill.options import DistillOptions
 from eugen_nerf.distill.run import distill
+from eugen_nerf.layers import EUGenSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHER = Path("teachers/bunny64/dense-nerf/shipped/config.yml")
@@ -103,7 +104,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
             teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(args.layers),
-            num_features=args.num_features, degree=args.degree, feature_map=args.feature_map,
+            eugen=EUGenSpec(num_features=args.num_features, degree=args.degree, feature_map=args.feature_map),
             image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views,

@@ -22,7 +22,7 @@ from eugen_nerf.distill.options import DistillError, DistillInterrupted, Distill
 from eugen_nerf.distill.output import STATE_DIR
 from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
 from eugen_nerf.eval.lpips import install_offline_lpips
-from eugen_nerf.layers import EUGenLinear, NormalEquations
+from eugen_nerf.layers import EUGenLinear, EUGenSpec, NormalEquations
 
 SCENE = Path(__file__).resolve().parents[1] / "scenes" / "bunny32"
 DENSE_LAYERS = ("field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]")
@@ -79,9 +79,10 @@ def vanilla_teacher(tmp_path_factory) -> Path:
 
 def options(teacher: Path, output_dir: Path, **overrides) -> DistillOptions:
     """Small, quick settings: about 1,300 rays in 6 batches."""
-    values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, num_features=32, degree=2,
-                  image_fraction=0.25, resolution_scale=0.5, pair_fraction=0.5, batch_rays=256,
-                  eval_views=2, fps_repeats=1, ridge=1e-6)
+    eugen = {key: overrides.pop(key) for key in ("num_features", "degree") if key in overrides}
+    values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, image_fraction=0.25,
+                  resolution_scale=0.5, pair_fraction=0.5, batch_rays=256, eval_views=2, fps_repeats=1, ridge=1e-6,
+                  eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
     values.update(overrides)
     return DistillOptions(**values)
 
@@ -238,7 +239,8 @@ def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
 def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, capsys, flags, message):
     output_dir = tmp_path / "out"
     assert cli_main(["--teacher", str(dense_teacher), "--output-dir", str(output_dir), *flags]) == 2
-    assert message in " ".join(capsys.readouterr().out.split())
+    captured = capsys.readouterr()  # options tyro rejects while parsing come boxed on stderr (as for ns-train)
+    assert message in " ".join((captured.out + captured.err).replace("│", " ").split())
     assert not output_dir.exists()
 
 
@@ -298,7 +300,9 @@ def test_student_fused_form_renders_the_unfused_image_and_switching_loses_nothin
             return model.get_outputs_for_camera(camera)["rgb"]
 
     first, unfused, again = render(True), render(False), render(True)
-    torch.testing.assert_close(first, unfused, rtol=1e-5, atol=1e-5)
+    # fp32 reassociation only: seen up to 3e-5 (the teacher fixture is not bit-reproducible across runs), a
+    # fortieth of one 8-bit level at 1e-4
+    torch.testing.assert_close(first, unfused, rtol=1e-4, atol=1e-4)
     assert torch.equal(first, again)
 
 

@@ -97,11 +97,13 @@ def test_same_seed_trains_bit_identical_checkpoints(method: str, tmp_path: Path,
 def distill_student(output_dir: Path) -> dict:
     from eugen_nerf.distill.options import DistillOptions
     from eugen_nerf.distill.run import distill
+    from eugen_nerf.layers import EUGenSpec
 
     options = DistillOptions(
         teacher=TEACHER, output_dir=output_dir, layers=("field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]"),
-        num_features=16, degree=2, image_fraction=0.1, resolution_scale=0.25, pair_fraction=0.5, batch_rays=256,
-        ridge="auto", finetune_steps=3, finetune_rays=128, evaluate=False, seed=3,
+        eugen=EUGenSpec(num_features=16, degree=2, feature_map="identity", seed=3), image_fraction=0.1,
+        resolution_scale=0.25, pair_fraction=0.5, batch_rays=256, ridge="auto", finetune_steps=3, finetune_rays=128,
+        evaluate=False,
     )
     distill(options)
     (checkpoint,) = (output_dir / "nerfstudio_models").glob("step-*.ckpt")

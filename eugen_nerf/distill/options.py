@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Literal, Optional, Tuple, Union
+
+import tyro
+from typing_extensions import Annotated
 
 from eugen_nerf.inputs.errors import InputError
-from eugen_nerf.layers import FEATURE_MAPS, PROJECTION_KINDS, SCALINGS, EUGenSpec
+from eugen_nerf.layers import EUGenSpec
+
+RENDER_ONLY = ("fused_inference", "compile_fused")
+"""EUGenSpec fields that change how the student runs, not what is fitted."""
 
 RIDGE_GRID = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
 """Ridge strengths (relative to the mean diagonal of the centred Gram matrix) tried by ``--ridge auto``."""
@@ -26,38 +33,56 @@ class DistillInterrupted(RuntimeError):
     """The run stopped on request (``stop_after_batches``); its state is saved and a rerun resumes it."""
 
 
+def fraction(text: str) -> float:
+    """A number such as ``0.1`` or ``1/16`` (how the fraction flags are parsed); the range check is
+    :class:`DistillOptions`' own, one message for the command line and the API."""
+    try:
+        return float(Fraction(text))
+    except (ValueError, ZeroDivisionError):
+        raise DistillError(f"not a number: {text!r}") from None
+
+
+FractionArg = Annotated[
+    float,
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs=1, metavar="FRACTION", instance_from_str=lambda args: fraction(args[0]),
+        is_instance=lambda value: isinstance(value, (int, float)), str_from_instance=lambda value: [f"{value:g}"],
+    ),
+]
+"""A float flag that also reads ``1/16``."""
+
+
+def distill_spec() -> EUGenSpec:
+    """The EUGen layers a distillation creates by default: ``identity`` is the unbiased estimate's map and fits
+    the paper-sized teacher's trunk better than ``relu`` (held-out R² 0.980 vs 0.971 on its hardest layer,
+    +1.3 dB rendered, ``scripts/ablate_distill.py``)."""
+    return EUGenSpec(feature_map="identity")
+
+
 @dataclass
 class DistillOptions:
-    """Options of one ``eugen-distill`` run (see :mod:`eugen_nerf.distill.cli` for the flags)."""
+    """Options of one ``eugen-distill`` run, validated before anything is loaded or written."""
 
     teacher: Path
-    """The teacher's ``config.yml`` or the run directory holding it."""
-    output_dir: Path
-    """The student run directory to write."""
+    """The teacher's config.yml or the run directory holding it."""
+    output_dir: Optional[Path] = None
+    """The student run directory to write (required unless --list-layers)."""
     layers: Tuple[str, ...] = ("hidden",)
-    """Layer paths or glob patterns, ``hidden`` (every hidden, non-skip layer but the first of each MLP),
-    or ``auto`` (greedy selection within ``psnr_budget``)."""
-    num_features: int = 64
-    degree: int = 2
-    feature_map: str = "identity"
-    """Φ. ``identity`` (the unbiased estimate's map) fits the paper-sized teacher's trunk better than ``relu``:
-    held-out R² 0.980 vs 0.971 on its hardest layer, +1.3 dB rendered (``scripts/ablate_distill.py``)."""
-    projection: str = "gaussian"
-    use_norm: bool = True
-    scaling: str = "linear"
-    """How the input's scale enters the features (see :class:`~eugen_nerf.layers.EUGenLinear`)."""
-    seed: int = 0
-    image_fraction: float = 1 / 16
+    """Layer paths or glob patterns (see --list-layers), 'hidden' (every hidden, non-skip layer but the first
+    of each MLP), or 'auto' (greedy selection within --psnr-budget)."""
+    eugen: EUGenSpec = field(default_factory=distill_spec)
+    """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i."""
+    image_fraction: FractionArg = 1 / 16
     """Fraction of the training images whose rays are rendered."""
-    resolution_scale: float = 1 / 8
+    resolution_scale: FractionArg = 1 / 8
     """Camera resolution scale of the rendered images."""
-    pair_fraction: float = 0.1
+    pair_fraction: FractionArg = 0.1
     """Fraction of the recorded (input, output) pairs that enter the fit."""
-    heldout_fraction: float = 0.1
+    heldout_fraction: FractionArg = 0.1
     """Fraction of the kept pairs held out for R² and ridge selection."""
-    ridge: Union[float, str] = "auto"
-    """Relative ridge strength, or ``auto``: best held-out R² over :data:`RIDGE_GRID`."""
-    fit: str = "sequential"
+    ridge: Union[float, Literal["auto"]] = "auto"
+    """Relative ridge strength, or auto: the best held-out R² over 1e-10, 1e-8, ..., 1."""
+    fit: Literal["sequential", "parallel"] = "sequential"
     """``sequential``: each layer's inputs come from the student so far (earlier layers replaced);
     ``parallel``: every layer is fitted on the teacher's own inputs in one pass."""
     psnr_budget: float = 0.1
@@ -65,11 +90,12 @@ class DistillOptions:
     auto_views: int = 2
     """``auto`` only: number of held-out training views the PSNR drop is measured on."""
     finetune_steps: int = 0
+    """Steps of the whole-student fine-tune on teacher renders after the closed form (0: none)."""
     finetune_lr: float = 1e-3
     """Adam learning rate of the fine-tune at its start (cosine-decayed to 1% of it)."""
     finetune_rays: int = 256
     """Rays per fine-tune step, drawn from the distillation's rays and the novel views."""
-    finetune_parameters: str = "all"
+    finetune_parameters: Literal["all", "eugen"] = "all"
     """``all``: every field parameter (density head included); ``eugen``: only the EUGen layers."""
     finetune_novel_views: int = 8
     """Cameras near the training ones that the teacher renders as extra fine-tune targets (0: none)."""
@@ -86,16 +112,18 @@ class DistillOptions:
     eval_views: Optional[int] = None
     """Test views scored in the report (all when ``None``)."""
     fps_repeats: int = 3
+    """Timed renders per test view in the report."""
     device: Optional[str] = None
+    """Torch device (default: cuda if available, else cpu)."""
     overwrite: bool = False
+    """Replace an existing run in output-dir (the old one stays until the new one is complete)."""
     stop_after_batches: Optional[int] = None
-    """Stop (state saved, :class:`DistillInterrupted`) after this many batches: interrupts deterministically."""
+    """Stop (state saved, exit status 3) after this many batches: interrupts deterministically."""
     evaluate: bool = True
     """Score teacher and student on the test split (the report's quality, speed and size)."""
 
     def __post_init__(self) -> None:
         self.teacher = Path(self.teacher)
-        self.output_dir = Path(self.output_dir)
         self.layers = tuple(self.layers)
         for name in ("image_fraction", "resolution_scale", "pair_fraction"):
             value = getattr(self, name)
@@ -103,7 +131,15 @@ class DistillOptions:
                 raise DistillError(f"{name.replace('_', '-')} must be in (0, 1], got {value!r}")
         if not 0 < self.heldout_fraction < 1:
             raise DistillError(f"heldout-fraction must be in (0, 1), got {self.heldout_fraction!r}")
-        for name in ("num_features", "degree", "batch_rays", "finetune_rays", "fps_repeats", "auto_views",
+        if self.output_dir is not None:
+            self.output_dir = Path(self.output_dir)
+        try:
+            self.eugen.validate()
+        except ValueError as error:
+            raise DistillError(str(error)) from None
+        if self.eugen.layer_type != "eugen":
+            raise DistillError(f"eugen.layer-type {self.eugen.layer_type!r}: eugen-distill fits EUGen layers only")
+        for name in ("batch_rays", "finetune_rays", "fps_repeats", "auto_views",
                      "refine_rows"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -119,12 +155,6 @@ class DistillOptions:
             raise DistillError(f"refine-lr must be a number > 0, got {self.refine_lr!r}")
         if self.finetune_steps < 0:
             raise DistillError(f"finetune-steps must be >= 0, got {self.finetune_steps}")
-        if self.feature_map not in FEATURE_MAPS:
-            raise DistillError(f"feature-map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
-        if self.scaling not in SCALINGS:
-            raise DistillError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
-        if self.projection not in PROJECTION_KINDS:
-            raise DistillError(f"projection must be one of {PROJECTION_KINDS}, got {self.projection!r}")
         if self.fit not in ("sequential", "parallel"):
             raise DistillError(f"fit must be 'sequential' or 'parallel', got {self.fit!r}")
         if isinstance(self.ridge, str) and self.ridge != "auto":
@@ -148,12 +178,8 @@ class DistillOptions:
     @property
     def spec(self) -> EUGenSpec:
         """Hyper-parameters of every EUGen layer the run creates (each layer gets its own seed)."""
-        return EUGenSpec(
-            num_features=self.num_features, degree=self.degree, use_norm=self.use_norm,
-            feature_map=self.feature_map, projection=self.projection, seed=self.seed,  # type: ignore[arg-type]
-            scaling=self.scaling,  # type: ignore[arg-type]
-            trainable_projections=self.refine_steps > 0,  # refined G lives in the checkpoint
-        )
+        trainable = self.eugen.trainable_projections or self.refine_steps > 0  # refined G lives in the checkpoint
+        return replace(self.eugen, trainable_projections=trainable)
 
     @property
     def ridges(self) -> Tuple[float, ...]:
@@ -161,8 +187,9 @@ class DistillOptions:
 
     def capture_fingerprint(self) -> dict:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
-        keys = ("layers", "num_features", "degree", "feature_map", "projection", "use_norm", "scaling", "seed",
-                "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
+        keys = ("layers", "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
                 "psnr_budget", "auto_views", "batch_rays", "refine_steps", "refine_rows", "refine_lr")
         values = asdict(self)
-        return {key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys}
+        eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
+        return {**{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},
+                "eugen": eugen}

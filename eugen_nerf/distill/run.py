@@ -176,7 +176,7 @@ class Distillation:
                 raise DistillError(f"{self.teacher.config_path}: no replaceable layer selected (see --list-layers)")
             train = self.teacher.pipeline.datamanager.train_dataset
             self.rays = sample_rays(train.cameras, options.image_fraction, options.resolution_scale,
-                                    options.batch_rays, options.seed)
+                                    options.batch_rays, options.eugen.seed)
         self.say(f"teacher {self.teacher.checkpoint} (step {self.teacher.step}); "
                  f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views in "
                  f"{self.rays.num_batches} batches; {len(self.refs)} layer(s)"
@@ -226,7 +226,7 @@ class Distillation:
         with torch.no_grad(), Capture(self.mlps, self.teachers, equations, options.pair_fraction,
                                       options.heldout_fraction) as capture:
             for b in tqdm(batches, desc=f"capture stage {stage + 1}", disable=self.rank != 0, leave=False):
-                capture.generator = batch_generator(options.seed, b)
+                capture.generator = batch_generator(options.eugen.seed, b)
                 outputs = model(self.rays.batch(b, self.device))
                 if record_rgb:
                     self.state["teacher_rgb"][b] = final_rgb(outputs).float().cpu()
@@ -244,7 +244,7 @@ class Distillation:
         stages = plan_stages(self.refs, options)
         if options.auto:
             self.views = selection_views(self.rays, len(self.teacher.pipeline.datamanager.train_dataset),
-                                         options.auto_views, options.seed)
+                                         options.auto_views, options.eugen.seed)
             if "auto_teacher_psnr" not in self.state:
                 self.state["auto_teacher_psnr"] = self.selection_psnr()
         for s, stage in enumerate(stages):
@@ -318,13 +318,13 @@ class Distillation:
                 novel, novel_rgb = self.novel_targets()
                 rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
             return finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
-                            options.finetune_rays, options.seed, self.device, options.finetune_parameters)
+                            options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters)
 
     def novel_targets(self):
         """Rays of ``finetune_novel_views`` cameras near the training ones and the teacher's colours of them."""
         options = self.options
         cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-        rays = novel_rays(cameras, options.finetune_novel_views, options.resolution_scale, options.seed)
+        rays = novel_rays(cameras, options.finetune_novel_views, options.resolution_scale, options.eugen.seed)
         colours = []
         with torch.no_grad():
             for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
