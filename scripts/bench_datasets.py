@@ -24,7 +24,6 @@ import copy
 import json
 import platform
 import sys
-import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Dict, List
@@ -39,6 +38,7 @@ from nerfstudio.configs.method_configs import method_configs as stock_methods
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.engine.trainer import TrainerConfig
 
+from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run
 from eugen_nerf.models.metrics import image_metrics
 from eugen_nerf.scenes.framing import FRAMING_KEY
@@ -88,26 +88,6 @@ def method_config(name: str) -> TrainerConfig:
     config.mixed_precision = False
     config.pipeline.model.implementation = "torch" if not torch.cuda.is_available() else "tcnn"
     return config
-
-
-def train(config: TrainerConfig, scene: Path, steps: int, output_dir: Path) -> tuple[Path, float]:
-    """Train in-process; returns the saved config path and the seconds per iteration."""
-    config = copy.deepcopy(config)
-    config.data = None
-    config.pipeline.datamanager.data = scene
-    config.output_dir = output_dir
-    config.experiment_name = scene.name
-    config.timestamp = "bench"
-    config.max_num_iterations = steps
-    config.steps_per_save = steps
-    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
-    config.vis = "tensorboard"
-    config.save_config()
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
-    start = time.perf_counter()
-    trainer.train()
-    return config.get_base_dir() / "config.yml", (time.perf_counter() - start) / steps
 
 
 def evaluate(config_path: Path) -> Dict[str, object]:
@@ -167,7 +147,7 @@ def main() -> None:
         for scene in scenes:
             torch.manual_seed(0)
             config = method_config(method)
-            config_path, seconds = train(config, SCENES[scene], args.steps, args.work_dir / method)
+            config_path, seconds = train_in_process(config, SCENES[scene], args.steps, args.work_dir / method)
             result = {**evaluate(config_path), "seconds_per_step": seconds, "steps": args.steps}
             runs.setdefault(method, {})[scene] = result
             print(f"{method:14s} {scene:10s} PSNR {result['psnr']:.2f}  {result['framing']}", flush=True)

@@ -30,6 +30,7 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods
 
 from nerfstudio.engine.trainer import TrainerConfig
 
+from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.runs import ground_truth, load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
@@ -114,24 +115,9 @@ def variants(family: str, full_size: bool) -> List[Tuple[str, TrainerConfig]]:
     return [(eugen.method_name, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
 
 
-def train(config: TrainerConfig, scene: Path, steps: int, output_dir: Path, label: str) -> Tuple[Path, float]:
-    """Train in-process; returns the saved config path and the seconds per iteration."""
-    config = copy.deepcopy(config)
-    config.data = scene
-    config.pipeline.datamanager.data = scene
-    config.output_dir = output_dir
-    config.experiment_name = scene.name
-    config.timestamp = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
-    config.max_num_iterations = steps
-    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
-    config.vis = "tensorboard"
-    config.save_config()
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
-    start = time.perf_counter()
-    trainer.train()
-    seconds = (time.perf_counter() - start) / steps
-    return config.get_base_dir() / "config.yml", seconds
+def timestamp(label: str) -> str:
+    """The run folder of a variant: its label without spaces and brackets."""
+    return label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
 
 
 def set_fused(model: torch.nn.Module, fused: bool) -> None:
@@ -257,7 +243,7 @@ def main() -> None:
         rows: Dict[str, Dict[str, object]] = {}
         labels = []
         for label, config in variants(family, args.full_size):
-            config_path, sec_per_iter = train(config, args.scene, args.steps, args.output_dir, label)
+            config_path, sec_per_iter = train_in_process(config, args.scene, args.steps, args.output_dir, timestamp(label))
             rows[label] = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
             labels.append(label)
             print(json.dumps({label: rows[label]}, indent=1), flush=True)

@@ -17,7 +17,7 @@ Writes ``benchmarks/zipnerf.json`` and ``benchmarks/zipnerf.png``.
     python scripts/bench_zipnerf.py --steps 600 --seeds 0 1 2   # the shipped JSON (CPU)
 
 A run already trained for ``--steps`` in ``--work-dir`` is reused (its training time is read from the
-``bench_train.json`` written beside it), so seeds can be added, or an interrupted benchmark resumed, without
+``bench_train.json`` written beside its ``config.yml``), so seeds can be added, or an interrupted benchmark resumed, without
 training again; ``--retrain`` trains everything afresh.
     python scripts/bench_zipnerf.py --steps 2 --scene scenes/bunny32 --output /tmp/zip.json  # smoke
 """
@@ -32,18 +32,19 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_datasets import method_config, train  # noqa: E402  (stock nerfacto's plain-datamanager config)
+from bench_datasets import method_config  # noqa: E402  (stock nerfacto's plain-datamanager config)
 from bench_methods import small_zipnerf  # noqa: E402  (the README's CPU preset)
 
 from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
+from eugen_nerf.bench.training import train_in_process  # noqa: E402
 from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run  # noqa: E402
 from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
 from eugen_nerf.layers import EUGenMLP  # noqa: E402
@@ -72,19 +73,6 @@ def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
     return out
 
 
-def train_or_reuse(config: TrainerConfig, scene: Path, steps: int, output_dir: Path, retrain: bool) -> tuple[Path, float]:
-    """Train, or reuse the run in ``output_dir`` when its final checkpoint and training record exist."""
-    record = output_dir / "bench_train.json"
-    if not retrain and record.is_file():
-        saved = json.loads(record.read_text())
-        path = Path(saved["config"])
-        if saved["steps"] == steps and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
-            return path, saved["seconds_per_step"]
-    path, seconds_per_step = train(config, scene, steps, output_dir)
-    record.write_text(json.dumps({"config": str(path), "steps": steps, "seconds_per_step": seconds_per_step}) + "\n")
-    return path, seconds_per_step
-
-
 def area_downsample(image: torch.Tensor, scale: int) -> torch.Tensor:
     """``(H, W, 3)`` averaged over ``scale x scale`` blocks."""
     if scale == 1:
@@ -93,7 +81,20 @@ def area_downsample(image: torch.Tensor, scale: int) -> torch.Tensor:
 
 
 def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
-    """Mean test metrics per downscale factor."""
+    """Mean test metrics per downscale factor (kept beside the run's checkpoint, read back on a rerun)."""
+    cache = config_path.parent / "bench_multiscale.json"
+    checkpoints = sorted((config_path.parent / "nerfstudio_models").glob("*.ckpt"))
+    stamp = {"checkpoint": checkpoints[-1].name if checkpoints else None, "scales": list(SCALES)}
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("stamp") == stamp:
+            return saved["metrics"]
+    result = render_multiscale(config_path)
+    cache.write_text(json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n")
+    return result
+
+
+def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
     run = load_run(config_path)
     model = run.pipeline.model
     cameras = run.pipeline.datamanager.eval_dataset.cameras.to(run.pipeline.device)
@@ -204,8 +205,8 @@ def main() -> None:
         paths[seed] = {}
         for name, config in configs(args.rays, seed).items():
             print(f"[bench_zipnerf] seed {seed}: {name}, {args.steps} steps", flush=True)
-            path, seconds_per_step = train_or_reuse(
-                config, args.scene, args.steps, args.work_dir / f"seed{seed}" / name, args.retrain
+            path, seconds_per_step = train_in_process(
+                config, args.scene, args.steps, args.work_dir / f"seed{seed}" / name, reuse=not args.retrain
             )
             paths[seed][name] = path
             runs.setdefault(name, {})[str(seed)] = {
