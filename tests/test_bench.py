@@ -101,3 +101,31 @@ def test_every_suite_has_a_quick_mode_that_runs(suite, tmp_path):
              .suites[suite].quick_args if a.startswith("{quick_dir}/") and a.endswith(".json")]
     written = [Path(p) for p in named] or list(tmp_path.glob("*.json"))
     assert written and all(p.is_file() and json.loads(p.read_text()) for p in written), (named, list(tmp_path.iterdir()))
+
+
+def test_table_rows_from_lists_with_a_filter_a_pivot_a_default_and_the_source_file(tmp_path):
+    (tmp_path / "b.json").write_text(json.dumps({"scene": "s1", "rows": [
+        {"variant": "fused", "m": 16, "speedup": 9.5},
+        {"variant": "unfused", "m": 16, "speedup": 1.6, "extra": 3},
+        {"variant": "fused", "m": 32, "speedup": 3.6},
+        {"variant": "unfused", "m": 32, "speedup": 1.4},
+    ], "std": {"0": 0.25}}))
+    spec = {"tables": {"t": {"header": ["m", "fused", "unfused", "extra", "scene", "name"], "rows_from": [{
+        "file": "b.json", "key": "rows", "where": {"variant": "fused"}, "columns": [
+            {"key": "m"},
+            {"key": ["rows.{name}.speedup", "std.{name}"], "file": "b.json", "fmt": "{:.1f} ± {:.2f}", "default": "-"},
+            {"key": "speedup", "join": {"variant": "unfused"}, "same": ["m"], "fmt": "{:.1f}×"},
+            {"key": "extra", "join": {"variant": "unfused"}, "same": ["m"], "default": "n/a"},
+            {"key": "@file.scene"},
+            {"key": "@name"},
+        ]}]}}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    # "{name}" is the entry's index (a list): std.0 exists, std.2 does not (its default shows)
+    assert Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[2:] == [
+        "| 16 | 9.5 ± 0.25 | 1.6× | 3 | s1 | 0 |",
+        "| 32 | - | 1.4× | n/a | s1 | 2 |",
+    ]
+    spec["tables"]["t"]["rows_from"][0]["columns"][2]["same"] = []
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError, match="matches 2 entries, not one"):
+        Tables(tmp_path / "spec.yaml", tmp_path).render("t")

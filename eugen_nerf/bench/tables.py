@@ -7,7 +7,13 @@ test checks the README against the JSON. A cell is either literal text or a mapp
     {file: benchmarks/distill_paper.json, key: measured.fps_ratio, fmt: "{:.2f}×"}
     {file: ..., key: met.fps_ratio, map: {true: "yes", false: "**no**"}}
 
-A table can also take one row per entry of a JSON mapping (``rows_from``), with ``@name`` for the key.
+A table can also take one row per entry of a JSON mapping or list (``rows_from``: one source, or a list of
+them, each with its ``columns``), with ``@name`` for the entry's key (or index) and ``@label`` for the
+source's ``label``; ``@file.KEY`` reads KEY from the source's own file. A source's ``where: {field: value}`` keeps the matching entries only; a column's
+``join: {field: value}`` with ``same: [fields]`` reads its ``key`` from the sibling entry that has those field
+values and the same ``same`` fields as the row's entry (a pivot: one row per setting, one column per variant).
+A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
+``file``, ``{name}`` stands for the row's entry name; ``default`` is the text of a cell whose key is absent.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import yaml
 
@@ -52,18 +58,44 @@ class Tables:
                 raise InputError(f"{where}: key {key!r} not found (at {part!r})")
         return data
 
-    def cell(self, cell: Any, where: str, entry: Any = None, name: str = "") -> str:
+    def value(self, cell: dict, key: str, where: str, entry: Any, name: str, source: dict) -> Any:
+        if key == "@name":
+            return name
+        if key == "@label":
+            return source.get("label", "")
+        if key.startswith("@file."):
+            return self.lookup(self.read(source["file"]), key[len("@file."):], f"{where} ({source['file']})")
+        if "file" in cell:
+            return self.lookup(self.read(cell["file"]), key.replace("{name}", name), f"{where} ({cell['file']})")
+        if "join" in cell:
+            wanted = {**cell["join"], **{field: entry.get(field) for field in cell.get("same", ())}}
+            siblings = self.entries({**source, "where": None}, where).values()
+            matches = [e for e in siblings if all(e.get(f) == v for f, v in wanted.items())]
+            if len(matches) != 1:
+                raise InputError(f"{where}: join {wanted} matches {len(matches)} entries, not one")
+            entry = matches[0]
+        return self.lookup(entry, key, where)
+
+    def cell(self, cell: Any, where: str, entry: Any = None, name: str = "", source: Optional[dict] = None) -> str:
         if not isinstance(cell, dict):
             return str(cell)
-        if cell.get("key") == "@name":
-            value: Any = name
-        elif "file" in cell:
-            value = self.lookup(self.read(cell["file"]), cell["key"], f"{where} ({cell['file']})")
-        else:
-            value = self.lookup(entry, cell["key"], where)
+        keys = cell["key"] if isinstance(cell["key"], list) else [cell["key"]]
+        try:
+            values = [self.value(cell, key, where, entry, name, source or {}) for key in keys]
+        except InputError:
+            if "default" not in cell:
+                raise
+            return str(cell["default"])
         if "map" in cell:
-            return str(cell["map"].get(value, value))
-        return cell.get("fmt", "{}").format(value)
+            return str(cell["map"].get(values[0], values[0]))
+        return cell.get("fmt", "{}").format(*values)
+
+    def entries(self, source: dict, where: str) -> Dict[str, Any]:
+        """The entries of a ``rows_from`` source, by key (a list's by index), filtered by its ``where``."""
+        data = self.lookup(self.read(source["file"]), source["key"], where)
+        items = data.items() if isinstance(data, dict) else ((str(i), e) for i, e in enumerate(data))
+        wanted = source.get("where") or {}
+        return {name: e for name, e in items if all(isinstance(e, dict) and e.get(f) == v for f, v in wanted.items())}
 
     def render(self, name: str) -> str:
         if name not in self.tables:
@@ -72,11 +104,10 @@ class Tables:
         where = f"{self.spec_path}: table {name!r}"
         lines = ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
         rows: List[List[str]] = [[self.cell(c, where) for c in row] for row in table.get("rows", [])]
-        if "rows_from" in table:
-            source = table["rows_from"]
-            entries = self.lookup(self.read(source["file"]), source["key"], where)
-            rows += [[self.cell(c, where, entry, entry_name) for c in source["columns"]]
-                     for entry_name, entry in entries.items()]
+        sources = table.get("rows_from") or []
+        for source in sources if isinstance(sources, list) else [sources]:
+            rows += [[self.cell(c, where, entry, entry_name, source) for c in source["columns"]]
+                     for entry_name, entry in self.entries(source, where).items()]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
