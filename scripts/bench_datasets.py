@@ -39,8 +39,8 @@ from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConf
 from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.training import train_in_process
-from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run
-from eugen_nerf.models.metrics import image_metrics
+from eugen_nerf.eval.evaluate import score_test_views
+from eugen_nerf.eval.runs import load_run
 from eugen_nerf.scenes.framing import FRAMING_KEY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,18 +91,12 @@ def method_config(name: str) -> TrainerConfig:
 
 
 def evaluate(config_path: Path) -> Dict[str, object]:
-    """Mean test metrics of a saved run, and the framing its datamanager chose from the data."""
+    """Mean test metrics of a saved run (the shared evaluation loop), and the framing its datamanager chose."""
     run = load_run(config_path)
-    model, dataset = run.pipeline.model, run.pipeline.datamanager.eval_dataset
-    cameras = dataset.cameras.to(run.pipeline.device)
-    scores = []
-    with torch.no_grad():
-        for i in range(len(cameras)):
-            rgb = final_rgb(model.get_outputs_for_camera(cameras[i : i + 1]))
-            scores.append(image_metrics(ground_truth(run, i), rgb))
+    scored = score_test_views(run.pipeline, warmup=0, label=run.name)
     framing = run.pipeline.datamanager.train_dataset.metadata.get(FRAMING_KEY)
-    result: Dict[str, object] = {key: sum(s[key] for s in scores) / len(scores) for key in scores[0]}
-    result["test_views"] = len(scores)
+    result: Dict[str, object] = {key: scored.mean(key) for key in scored.scores}
+    result["test_views"] = len(scored.views)
     result["framing"] = framing.describe() if framing is not None else "stock (nerfacto's own settings)"
     return result
 

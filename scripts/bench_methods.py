@@ -30,13 +30,13 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods
 
 from nerfstudio.engine.trainer import TrainerConfig
 
+from eugen_nerf.bench.merge import write_report
 from eugen_nerf.bench.training import train_in_process
+from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
-from eugen_nerf.eval.runs import ground_truth, load_run
+from eugen_nerf.eval.runs import load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import render_and_score
 from eugen_nerf.layers import EUGenMLP
-from eugen_nerf.models.metrics import image_metrics
 
 GOAL_SPEEDUP = 1.5
 GOAL_MAX_PSNR_LOSS_DB = 0.1
@@ -127,36 +127,21 @@ def set_fused(model: torch.nn.Module, fused: bool) -> None:
 
 
 def measure(config_path: Path, repeats: int) -> Dict[str, object]:
-    """Quality, speed and size of a trained run on its test split."""
+    """Quality, speed and size of a trained run on its test split (the shared evaluation loop)."""
     run = load_run(config_path)
-    model, dataset = run.pipeline.model, run.pipeline.datamanager.eval_dataset
-    cameras = dataset.cameras.to(run.pipeline.device)
-    views = list(range(len(cameras)))
-    rays = [int(cameras[i].width) * int(cameras[i].height) for i in views]
-
-    def render(i: int):
-        return model.get_outputs_for_camera(cameras[i : i + 1])["rgb"]
-
-    def score(i: int, rgb: torch.Tensor) -> Dict[str, float]:
-        return image_metrics(ground_truth(run, i), rgb)
-
-    def timed_views() -> Tuple[List[Dict[str, float]], float, float]:
-        memory.reset()
-        results = render_and_score(views, render, score, run.pipeline.device, warmup=1, repeats=repeats)
-        rays_per_sec = sorted(n / t.median for n, t in zip(rays, results.render))[len(views) // 2]
-        return results.scores, rays_per_sec, 1.0 / results.median_seconds
-
+    model = run.pipeline.model
     memory = PeakMemory(run.pipeline.device)
-    scores, rays_per_sec, fps = timed_views()
+    memory.reset()
+    scored = score_test_views(run.pipeline, warmup=1, repeats=repeats, label=run.name)
     peak = memory.read()
     state = io.BytesIO()
     torch.save(model.state_dict(), state)
     result = {
         "config": str(config_path),
         "step": run.step,
-        **{key: sum(s[key] for s in scores) / len(scores) for key in scores[0]},
-        "fps": fps,
-        "rays_per_sec": rays_per_sec,
+        **{key: scored.mean(key) for key in scored.scores},
+        "fps": scored.fps,
+        "rays_per_sec": scored.rays_per_second,
         "parameters": count_parameters(model),
         "model_bytes": state.getbuffer().nbytes,
         "checkpoint_bytes": run.checkpoint.stat().st_size,
@@ -165,7 +150,8 @@ def measure(config_path: Path, repeats: int) -> Dict[str, object]:
     }
     if any(isinstance(m, EUGenMLP) and m.has_eugen for m in model.modules()):
         set_fused(model, False)
-        _, result["rays_per_sec_unfused"], result["fps_unfused"] = timed_views()
+        unfused = score_test_views(run.pipeline, warmup=1, repeats=repeats, label=f"{run.name} (unfused)")
+        result["rays_per_sec_unfused"], result["fps_unfused"] = unfused.rays_per_second, unfused.fps
         set_fused(model, True)
     return result
 
@@ -190,7 +176,7 @@ def plot(report: Dict[str, object], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     families = report["families"]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 5))
     for family, data in families.items():
         for label, row in data["runs"].items():
             marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")
@@ -209,9 +195,12 @@ def plot(report: Dict[str, object], path: Path) -> None:
                 title="quality vs size")
     axes[2].set(ylabel="rays / s", yscale=scale("rays_per_sec"), title="render throughput")
     axes[2].tick_params(axis="x", rotation=60, labelsize=7)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{report['scene']}, {report['steps']} steps, {report['device']}")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=5, frameon=False)
+    runs = sorted({f"{data.get('scene', report['scene'])} {data.get('steps', report['steps'])} steps"
+                   for data in families.values()})
+    fig.suptitle(f"{', '.join(runs)}; {report['device']}")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=120)
 
 
@@ -247,10 +236,10 @@ def main() -> None:
             rows[label] = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
             labels.append(label)
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
-        report["families"][family] = {"runs": rows, "goals": goals(rows, *labels)}
+        report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
+                                      "runs": rows, "goals": goals(rows, *labels)}
     report["wall_seconds"] = time.time() - started
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    report = write_report(args.out, report, [("families",)])  # families not run here stay as measured before
     plot(report, args.out.with_suffix(".png"))
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Dict
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_datasets import method_config  # noqa: E402  (stock nerfacto's plain-datamanager config)
@@ -45,10 +44,10 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
 from eugen_nerf.bench.training import train_in_process  # noqa: E402
-from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run  # noqa: E402
+from eugen_nerf.eval.evaluate import score_test_views  # noqa: E402
+from eugen_nerf.eval.runs import final_rgb, load_run  # noqa: E402
 from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
 from eugen_nerf.layers import EUGenMLP  # noqa: E402
-from eugen_nerf.models.metrics import image_metrics  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCALES = (1, 2, 4)
@@ -73,13 +72,6 @@ def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
     return out
 
 
-def area_downsample(image: torch.Tensor, scale: int) -> torch.Tensor:
-    """``(H, W, 3)`` averaged over ``scale x scale`` blocks."""
-    if scale == 1:
-        return image
-    return F.avg_pool2d(image.permute(2, 0, 1)[None], scale)[0].permute(1, 2, 0)
-
-
 def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
     """Mean test metrics per downscale factor (kept beside the run's checkpoint, read back on a rerun)."""
     cache = config_path.parent / "bench_multiscale.json"
@@ -96,18 +88,10 @@ def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
 
 def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
     run = load_run(config_path)
-    model = run.pipeline.model
-    cameras = run.pipeline.datamanager.eval_dataset.cameras.to(run.pipeline.device)
     result = {}
-    with torch.no_grad():
-        for scale in SCALES:
-            scores = []
-            for i in range(len(cameras)):
-                camera = copy.deepcopy(cameras[i : i + 1])
-                camera.rescale_output_resolution(1.0 / scale)
-                rgb = final_rgb(model.get_outputs_for_camera(camera))
-                scores.append(image_metrics(area_downsample(ground_truth(run, i), scale), rgb))
-            result[f"1/{scale}"] = {key: sum(s[key] for s in scores) / len(scores) for key in scores[0]}
+    for scale in SCALES:
+        scored = score_test_views(run.pipeline, warmup=0, downscale=scale, label=f"{run.name} 1/{scale}")
+        result[f"1/{scale}"] = {key: scored.mean(key) for key in scored.scores}
     return result
 
 

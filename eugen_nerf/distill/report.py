@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -18,13 +17,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 from torch import Tensor
-from tqdm import tqdm
 
 from eugen_nerf.eval import metrics
-from eugen_nerf.eval.lpips import lpips_unavailable_reason
+from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import render_and_score
 
 def render_rgb(model, camera) -> Tensor:
     return final_rgb(model.get_outputs_for_camera(camera)).clamp(0, 1)
@@ -41,35 +38,18 @@ def view_psnr(model, pipeline, dataset, indices) -> float:
 
 
 def evaluate(pipeline, views: Optional[int], repeats: int, label: str) -> Dict[str, float]:
-    """Test-split quality, FPS, parameters and peak memory of ``pipeline.model``."""
-    model, dataset = pipeline.model, pipeline.datamanager.eval_dataset
-    model.eval()
+    """Test-split quality, FPS, parameters and peak memory of ``pipeline.model`` (the shared evaluation loop)."""
+    dataset = pipeline.datamanager.eval_dataset
     count = len(dataset) if views is None else min(views, len(dataset))
     memory = PeakMemory(pipeline.device)
     memory.reset()
-
-    cameras = dataset.cameras.to(pipeline.device)  # once, outside the timed renders
-    lpips_reason = lpips_unavailable_reason((int(cameras[0].height), int(cameras[0].width)))
-
-    def score(index: int, rgb: Tensor) -> Dict[str, float]:
-        target = ground_truth_image(pipeline, dataset, index)
-        values = {"psnr": float(metrics.psnr(rgb, target)), "ssim": float(metrics.ssim(rgb, target))}
-        values["lpips"] = float("nan") if lpips_reason else float(metrics.lpips(rgb, target))  # NaN -> null
-        return values
-
-    results = render_and_score(
-        tqdm(range(count), desc=f"evaluate {label}", leave=False),
-        lambda i: render_rgb(model, cameras[i : i + 1]),
-        score,
-        pipeline.device,
-        warmup=1,
-        repeats=repeats,
-    )
-    summary = {key: statistics.fmean(s[key] for s in results.scores) for key in ("psnr", "ssim", "lpips")}
+    result = score_test_views(pipeline, list(range(count)), warmup=1, repeats=repeats, label=f"evaluate {label}")
+    summary = {key: result.mean(key) if key in result.scores else float("nan")  # NaN -> null in the JSON
+               for key in ("psnr", "ssim", "lpips")}
     summary.update(
-        fps=1.0 / results.median_seconds,
+        fps=result.fps,
         views=count,
-        parameters=count_parameters(model),
+        parameters=count_parameters(pipeline.model),
         peak_memory_bytes=memory.read(),
     )
     return summary

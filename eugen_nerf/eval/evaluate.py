@@ -7,6 +7,7 @@ timed region. Peak memory covers loading the run and rendering it.
 
 from __future__ import annotations
 
+import copy
 import gc
 import statistics
 from dataclasses import dataclass
@@ -21,9 +22,9 @@ from torch import Tensor
 from eugen_nerf.eval import metrics
 from eugen_nerf.eval.field_speed import NoFieldError, time_field
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
-from eugen_nerf.eval.runs import EvalInputError, Run, final_rgb, ground_truth, load_run
+from eugen_nerf.eval.runs import EvalInputError, Run, final_rgb, ground_truth_image, load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import benchmark, median_rate, render_and_score
+from eugen_nerf.eval.timing import Timing, median_rate, render_and_score
 from eugen_nerf.inputs.numerics import check_finite
 
 
@@ -61,9 +62,8 @@ def comparison_image(pred: Tensor, gt: Tensor) -> np.ndarray:
     return np.concatenate([to_bytes(pred), to_bytes(gt), error_image(pred, gt)], axis=1)
 
 
-def check_sizes(run: Run, views: list[int], images: list[Tensor]) -> None:
+def check_sizes(dataset, views: list[int], images: list[Tensor]) -> None:
     """Raise naming the image file when a ground-truth image and its test camera differ in size."""
-    dataset = run.pipeline.datamanager.eval_dataset
     for index, image in zip(views, images):
         camera = dataset.cameras[index]
         expected = (int(camera.height), int(camera.width))
@@ -74,49 +74,114 @@ def check_sizes(run: Run, views: list[int], images: list[Tensor]) -> None:
             )
 
 
-def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = None) -> dict[str, object]:
-    """Render and score the test split; returns ``{"metrics", "speed", "views"}`` report parts."""
-    model, device = run.pipeline.model, run.pipeline.device
-    dataset = run.pipeline.datamanager.eval_dataset
-    views = list(range(len(dataset)))[: settings.max_views]
-    images = [ground_truth(run, i).to(device) for i in views]
-    check_sizes(run, views, images)
-    lpips_reason = lpips_unavailable_reason(images[0].shape[:2]) if settings.lpips else "disabled (--no-lpips)"
+def area_downsample(image: Tensor, scale: int) -> Tensor:
+    """``(H, W, C)`` averaged over ``scale x scale`` blocks (how multiscale Blender makes its small images)."""
+    if scale == 1:
+        return image
+    return torch.nn.functional.avg_pool2d(image.permute(2, 0, 1)[None], scale)[0].permute(1, 2, 0)
+
+
+@dataclass
+class TestViewScores:
+    """What :func:`score_test_views` measured: per-view metrics and render timings."""
+
+    views: list[int]
+    scores: dict[str, list[float]]
+    """``psnr``, ``ssim`` and (when available) ``lpips``, one value per view."""
+    render: list[Timing]
+    pixels: list[int]
+    lpips_reason: str | None
+    """Why LPIPS is absent (``None`` when it was computed)."""
+
+    def mean(self, key: str) -> float:
+        return statistics.fmean(self.scores[key])
+
+    @property
+    def fps(self) -> float:
+        return 1.0 / statistics.median(t.median for t in self.render)
+
+    @property
+    def rays_per_second(self) -> float:
+        return median_rate(self.pixels, self.render)
+
+
+def score_test_views(
+    pipeline,
+    views: list[int] | None = None,
+    *,
+    warmup: int = 1,
+    repeats: int = 1,
+    lpips: bool | str = True,
+    downscale: int = 1,
+    error_dir: Path | None = None,
+    label: str = "",
+) -> TestViewScores:
+    """Render the test views of ``pipeline`` (timed: warm-up, synchronised, ``repeats`` each) and score them
+    against their ground truth (untimed): the one evaluation loop of ``eugen-eval``, ``eugen-distill``'s report
+    and the benchmarks.
+
+    ``downscale``: render with the camera's resolution divided by it and compare with the ground truth
+    area-averaged to that size (the multiscale check of anti-aliasing). ``lpips``: ``False`` or a reason
+    string leaves it out. Renders are checked finite and of the ground truth's size; ``error_dir`` receives
+    a prediction | ground truth | error image per view.
+    """
+    model, device = pipeline.model, pipeline.device
+    dataset = pipeline.datamanager.eval_dataset
+    views = list(range(len(dataset))) if views is None else list(views)
+    images = [ground_truth_image(pipeline, dataset, i).to(device) for i in views]
+    check_sizes(dataset, views, images)
+    images = [area_downsample(image, downscale) for image in images]
+    if lpips is True:
+        lpips_reason = lpips_unavailable_reason(tuple(images[0].shape[:2]))
+    else:
+        lpips_reason = lpips or "disabled (--no-lpips)"
     if error_dir is not None:
         error_dir.mkdir(parents=True, exist_ok=True)
-
     cameras = dataset.cameras.to(device)  # once, outside the timed renders
+    if downscale != 1:
+        cameras = copy.deepcopy(cameras)
+        cameras.rescale_output_resolution(1.0 / downscale)
+    model.eval()
 
     def render(i: int) -> Tensor:
         with torch.no_grad():
             return final_rgb(model.get_outputs_for_camera(cameras[views[i] : views[i] + 1]))
 
     def score(i: int, rgb: Tensor) -> dict[str, float]:
-        check_finite(rgb, f"{run.config_path}: render of test view {dataset.image_filenames[views[i]]}")
+        name = dataset.image_filenames[views[i]]
+        check_finite(rgb, f"render of test view {name}")
         pred, gt = rgb.clamp(0, 1), images[i]
         if pred.shape != gt.shape:
-            raise EvalInputError(
-                f"{dataset.image_filenames[views[i]]}: model rendered {tuple(pred.shape)}, image is {tuple(gt.shape)}"
-            )
+            raise EvalInputError(f"{name}: model rendered {tuple(pred.shape)}, image is {tuple(gt.shape)}")
         if error_dir is not None:
-            iio.imwrite(
-                error_dir / f"{Path(dataset.image_filenames[views[i]]).stem}.png", comparison_image(pred, gt)
-            )
+            iio.imwrite(error_dir / f"{Path(name).stem}.png", comparison_image(pred, gt))
         values = {"psnr": metrics.psnr(pred, gt).item(), "ssim": metrics.ssim(pred, gt).item()}
         if lpips_reason is None:
             values["lpips"] = metrics.lpips(pred, gt).item()
         return values
 
     results = render_and_score(
-        track(range(len(views)), description=f"rendering {run.name}", transient=True),
-        render,
-        score,
-        device,
-        warmup=settings.warmup,
-        repeats=settings.repeats,
+        track(range(len(views)), description=f"rendering {label}".strip(), transient=True),
+        render, score, device, warmup=warmup, repeats=repeats,
     )
-    scores = {key: [s[key] for s in results.scores] for key in results.scores[0]}
-    pixels = [int(dataset.cameras[i].height) * int(dataset.cameras[i].width) for i in views]
+    return TestViewScores(
+        views=views,
+        scores={key: [s[key] for s in results.scores] for key in results.scores[0]},
+        render=results.render,
+        pixels=[int(cameras[i].height) * int(cameras[i].width) for i in views],
+        lpips_reason=lpips_reason,
+    )
+
+
+def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = None) -> dict[str, object]:
+    """Render and score the test split; returns ``{"metrics", "speed", "views"}`` report parts."""
+    model, device = run.pipeline.model, run.pipeline.device
+    dataset = run.pipeline.datamanager.eval_dataset
+    views = list(range(len(dataset)))[: settings.max_views]
+    result = score_test_views(
+        run.pipeline, views, warmup=settings.warmup, repeats=settings.repeats, lpips=settings.lpips,
+        error_dir=error_dir, label=run.name,
+    )
     try:
         field_name, field_timing = time_field(
             model, settings.field_points, device, settings.warmup, settings.repeats
@@ -127,15 +192,15 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
     return {
         "views": [str(dataset.image_filenames[i]) for i in views],
         "metrics": {
-            "psnr": stats(scores["psnr"]),
-            "ssim": stats(scores["ssim"]),
-            "lpips": stats(scores["lpips"]) if lpips_reason is None else None,
-            "lpips_reason": lpips_reason,
+            "psnr": stats(result.scores["psnr"]),
+            "ssim": stats(result.scores["ssim"]),
+            "lpips": stats(result.scores["lpips"]) if result.lpips_reason is None else None,
+            "lpips_reason": result.lpips_reason,
         },
         "speed": {
-            "render_fps": 1.0 / results.median_seconds,
-            "render_seconds_per_view": [t.median for t in results.render],
-            "rays_per_second": median_rate(pixels, results.render),
+            "render_fps": result.fps,
+            "render_seconds_per_view": [t.median for t in result.render],
+            "rays_per_second": result.rays_per_second,
             "field_points_per_second": field_rate,
             "field_module": field_name,
             "resolution": [int(dataset.cameras[views[0]].width), int(dataset.cameras[views[0]].height)],
