@@ -33,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_methods import variants  # noqa: E402  (the EUGen / dense / narrowed configs of each family)
 
+from eugen_nerf.bench.merge import write_report  # noqa: E402
 from eugen_nerf.eval.field_speed import find_field, random_ray_samples  # noqa: E402
 from eugen_nerf.eval.size import count_parameters  # noqa: E402
 from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
@@ -196,18 +197,20 @@ def main() -> None:
     args = parser.parse_args()
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    command = "python " + " ".join(sys.argv)
     report = {
-        "command": "python " + " ".join(sys.argv),
+        "command": command,
         "scene": str(args.scene),
         "size": "full" if args.full_size else "small-cpu",
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "machine": platform.processor() or platform.machine(),
         "goals": GOALS,
-        "devices": {d: {f: bench_family(f, args.scene, d, args) for f in args.families} for d in devices},
+        "devices": {d: {f: {"command": command, **bench_family(f, args.scene, d, args)} for f in args.families}
+                    for d in devices},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    # heads not run here stay as measured before, each with the command that measured it
+    report = write_report(args.out, report, [("devices", d) for d in ("cpu", "cuda")])
     plot(report, args.out.with_suffix(".png"))
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 

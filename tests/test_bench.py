@@ -129,3 +129,15 @@ def test_table_rows_from_lists_with_a_filter_a_pivot_a_default_and_the_source_fi
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(InputError, match="matches 2 entries, not one"):
         Tables(tmp_path / "spec.yaml", tmp_path).render("t")
+
+
+def test_a_suite_run_replaces_only_the_sections_it_measured(tmp_path):
+    from eugen_nerf.bench.merge import write_report
+
+    path = tmp_path / "methods.json"
+    write_report(path, {"command": "first", "families": {"nerf": {"psnr": 1}, "zipnerf": {"psnr": 2}}}, [("families",)])
+    merged = write_report(path, {"command": "second", "families": {"zipnerf": {"psnr": 3}}}, [("families",)])
+    assert merged == json.loads(path.read_text())
+    assert merged == {"command": "second", "families": {"zipnerf": {"psnr": 3}, "nerf": {"psnr": 1}}}
+    path.write_text("{not json")  # an unreadable earlier file is replaced, not merged
+    assert write_report(path, {"families": {"a": {}}}, [("families",)]) == {"families": {"a": {}}}

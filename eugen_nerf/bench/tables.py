@@ -13,7 +13,7 @@ source's ``label``; ``@file.KEY`` reads KEY from the source's own file. A source
 ``join: {field: value}`` with ``same: [fields]`` reads its ``key`` from the sibling entry that has those field
 values and the same ``same`` fields as the row's entry (a pivot: one row per setting, one column per variant).
 A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
-``file``, ``{name}`` stands for the row's entry name; ``default`` is the text of a cell whose key is absent.
+``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text of a cell whose key is absent.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class Tables:
         if key.startswith("@file."):
             return self.lookup(self.read(source["file"]), key[len("@file."):], f"{where} ({source['file']})")
         if "file" in cell:
-            return self.lookup(self.read(cell["file"]), key.replace("{name}", name), f"{where} ({cell['file']})")
+            key = key.replace("{name}", name).replace("{label}", str(source.get("label", "")))
+            return self.lookup(self.read(cell["file"]), key, f"{where} ({cell['file']})")
         if "join" in cell:
             wanted = {**cell["join"], **{field: entry.get(field) for field in cell.get("same", ())}}
             siblings = self.entries({**source, "where": None}, where).values()

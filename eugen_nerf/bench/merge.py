@@ -1,0 +1,38 @@
+"""Write a benchmark report without losing the sections an earlier run measured.
+
+``bench_methods --families zipnerf`` measures one family; its rows belong in ``benchmarks/methods.json``
+beside the families measured by earlier runs, each family carrying the command that produced it. So a suite
+replaces only the entries it produced under a section (a key path to a mapping) and keeps the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Sequence
+
+
+def merge_report(path: Path, report: Dict[str, Any], sections: Sequence[Sequence[str]]) -> Dict[str, Any]:
+    """``report``, with every entry of the ``sections`` of the report already at ``path`` that this run did
+    not produce kept (an unreadable or absent file keeps nothing). Top-level keys are this run's."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return report
+    for section in sections:
+        old, new = earlier, report
+        for key in section:
+            old = old.get(key) if isinstance(old, dict) else None
+            new = new.setdefault(key, {})
+        if isinstance(old, dict):
+            for name, entry in old.items():
+                new.setdefault(name, entry)
+    return report
+
+
+def write_report(path: Path, report: Dict[str, Any], sections: Sequence[Sequence[str]] = ()) -> Dict[str, Any]:
+    """Merge (see :func:`merge_report`) and write ``report`` as JSON; returns what was written."""
+    merged = merge_report(path, report, sections)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged, indent=2) + "\n")
+    return merged
