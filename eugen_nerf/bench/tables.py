@@ -49,13 +49,21 @@ class Tables:
 
     @staticmethod
     def lookup(data: Any, key: str, where: str) -> Any:
-        for part in key.split("."):
-            if isinstance(data, dict) and part in data:
-                data = data[part]
-            elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
-                data = data[int(part)]
+        """``data`` at the dotted path ``key``; a JSON key that itself holds dots (``within_0.1_db``) is matched
+        whole, longest first."""
+        parts = key.split(".")
+        while parts:
+            for n in range(len(parts), 0, -1):
+                name = ".".join(parts[:n])
+                if isinstance(data, dict) and name in data:
+                    data = data[name]
+                    break
+                if n == 1 and isinstance(data, list) and name.isdigit() and int(name) < len(data):
+                    data = data[int(name)]
+                    break
             else:
-                raise InputError(f"{where}: key {key!r} not found (at {part!r})")
+                raise InputError(f"{where}: key {key!r} not found (at {parts[0]!r})")
+            parts = parts[n:]
         return data
 
     def value(self, cell: dict, key: str, where: str, entry: Any, name: str, source: dict) -> Any:
