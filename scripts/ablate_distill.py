@@ -21,14 +21,15 @@ Writes ``benchmarks/distill_ablation.json``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import platform
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import tyro
 
 from eugen_nerf.distill.capture import trace
 from eugen_nerf.distill.options import RIDGE_GRID
@@ -178,16 +179,26 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
             "seconds": time.perf_counter() - start, "options": {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()}}
 
 
+@dataclass
+class AblateDistill:
+    teacher: Path = Path("teachers/bunny64/dense-nerf/paper")
+    """the NeRF teacher's config.yml or the run directory holding it."""
+    image_fraction: float = 0.25
+    """fraction of the training images whose rays are captured."""
+    resolution_scale: float = 0.5
+    """scale of the captured images' resolution."""
+    pair_fraction: float = 0.25
+    """fraction of the captured (input, target) pairs each layer is fitted on."""
+    seed: int = 0
+    """seed of the ray capture, the held-out cameras and the fits."""
+    quick: bool = False
+    """three variants on 1/10 of the images at 1/4 resolution"""
+    output: Path = ROOT / "benchmarks" / "distill_ablation.json"
+    """the JSON written (with --quick, written only when given)."""
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--teacher", type=Path, default=Path("teachers/bunny64/dense-nerf/paper"))
-    p.add_argument("--image-fraction", type=float, default=0.25)
-    p.add_argument("--resolution-scale", type=float, default=0.5)
-    p.add_argument("--pair-fraction", type=float, default=0.25)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="three variants on 1/10 of the images at 1/4 resolution")
-    p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "distill_ablation.json")
-    args = p.parse_args()
+    args = tyro.cli(AblateDistill, description=__doc__)
     if args.quick:
         args.image_fraction, args.resolution_scale = 0.1, 0.25
     teacher = load_teacher(args.teacher, "cpu")
@@ -213,7 +224,7 @@ def main() -> None:
     out = {"machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads()},
            "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
            "held_out_cameras": held_cameras.tolist(), "variants": results}
-    if not args.quick or args.output != p.get_default("output"):
+    if not args.quick or args.output != AblateDistill.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(out, indent=2) + "\n")
         print(f"wrote {args.output}")

@@ -19,16 +19,16 @@ across processes with ``--only`` and ``--output``, then ``--merge a.json b.json`
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import platform
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Dict, List
 
 import torch
+import tyro
 
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
 from eugen_nerf.methods import siren as siren_methods
@@ -116,15 +116,24 @@ def summarise(runs: Dict[str, Dict[str, Dict[str, object]]]) -> Dict[str, object
     return {"frame_invariance": frame, "unbounded_vs_nerfacto": unbounded}
 
 
+@dataclass
+class BenchDatasets:
+    steps: int = 300
+    """training steps of every run."""
+    only: list[str] = field(default_factory=lambda: METHODS + ["nerfacto"])
+    """methods to run"""
+    output: Path = REPO / "benchmarks" / "datasets.json"
+    """the JSON written (rewritten after every run)."""
+    work_dir: Path = Path("outputs/bench_datasets")
+    """where the training runs go (one folder per method)."""
+    threads: int = 1
+    """torch CPU threads"""
+    merge: list[Path] = field(default_factory=list)
+    """merge partial reports into --output and exit"""
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--only", nargs="*", default=METHODS + ["nerfacto"], help="methods to run")
-    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "datasets.json")
-    parser.add_argument("--work-dir", type=Path, default=Path("outputs/bench_datasets"))
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--merge", nargs="*", type=Path, help="merge partial reports into --output and exit")
-    args = parser.parse_args()
+    args = tyro.cli(BenchDatasets, description=__doc__)
 
     if args.merge:
         parts = [json.loads(path.read_text()) for path in args.merge]
@@ -149,7 +158,7 @@ def main() -> None:
     print(json.dumps(summarise(runs), indent=2))
 
 
-def write_report(args: argparse.Namespace, runs: Dict[str, Dict[str, Dict[str, object]]]) -> None:
+def write_report(args: BenchDatasets, runs: Dict[str, Dict[str, Dict[str, object]]]) -> None:
     report = {
         "description": "test PSNR of each method on bunny64 vs its captured variant (same steps, seed); "
         "unbounded scene vs stock nerfacto. CPU, small configurations, short runs.",

@@ -16,13 +16,16 @@ Writes ``benchmarks/distill.json`` and ``benchmarks/distill.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
+import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
+import tyro
 
 from eugen_nerf.distill.options import DistillOptions
 from eugen_nerf.distill.run import distill
@@ -33,24 +36,46 @@ TEACHER = Path("teachers/bunny64/dense-nerf/shipped/config.yml")
 GOALS = {"closed_form_seconds": 60.0, "psnr_ratio_closed_form": 0.99, "psnr_ratio_finetuned": 0.998, "fps_ratio": 1.5}
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--teacher", type=Path, default=TEACHER)
-    p.add_argument("--layers", nargs="+", default=["field_*.trunk.layers.[2356]"])
-    p.add_argument("--num-features", type=int, default=32)
-    p.add_argument("--degree", type=int, default=2)
-    p.add_argument("--feature-map", default="identity")
-    p.add_argument("--image-fraction", type=float, default=0.25)
-    p.add_argument("--resolution-scale", type=float, default=0.5)
-    p.add_argument("--pair-fraction", type=float, default=0.25)
-    p.add_argument("--finetune-steps", type=int, default=300)
-    p.add_argument("--finetune-rays", type=int, default=512)
-    p.add_argument("--finetune-novel-views", type=int, default=8)
-    p.add_argument("--finetune-parameters", choices=("all", "eugen"), default="all")
-    p.add_argument("--refine-steps", type=int, default=0, help="per-layer refinement of G and A (0: closed form)")
-    p.add_argument("--fps-repeats", type=int, default=2)
-    p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "distill.json")
-    return p.parse_args()
+@dataclass
+class BenchDistill:
+    teacher: Path = TEACHER
+    """the teacher's config.yml or the run directory holding it."""
+    layers: list[str] = field(default_factory=lambda: ["field_*.trunk.layers.[2356]"])
+    """layer paths or glob patterns of the layers replaced by EUGen layers."""
+    num_features: int = 32
+    """features per order (m) of the EUGen layers."""
+    degree: int = 2
+    """polynomial degree (k) of the EUGen layers."""
+    feature_map: str = "identity"
+    """feature map of the EUGen layers."""
+    image_fraction: float = 0.25
+    """fraction of the training images whose rays are rendered."""
+    resolution_scale: float = 0.5
+    """camera resolution scale of the rendered images."""
+    pair_fraction: float = 0.25
+    """fraction of the recorded (input, output) pairs that enter the fit."""
+    finetune_steps: int = 300
+    """steps of the whole-student fine-tune after the closed form."""
+    finetune_rays: int = 512
+    """rays per fine-tune step."""
+    finetune_novel_views: int = 8
+    """cameras near the training ones that the teacher renders as extra fine-tune targets."""
+    finetune_parameters: Literal["all", "eugen"] = "all"
+    """all: every field parameter; eugen: only the EUGen layers."""
+    refine_steps: int = 0
+    """per-layer refinement of G and A (0: closed form)"""
+    fps_repeats: int = 2
+    """timed renders per test view in the report."""
+    output: Path = ROOT / "benchmarks" / "distill.json"
+    """the JSON written (the plot goes beside it as .png)."""
+
+
+def parse_args() -> BenchDistill:
+    args = tyro.cli(BenchDistill, description=__doc__)
+    if not args.layers:
+        print("bench_distill: error: --layers needs at least one layer path or pattern", file=sys.stderr)
+        raise SystemExit(2)
+    return args
 
 
 def ratio(student: dict, teacher: dict, key: str) -> float:

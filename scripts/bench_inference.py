@@ -20,15 +20,16 @@ radiance field).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import platform
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Literal
 
 import torch
+import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_methods import variants  # noqa: E402  (the EUGen / dense / narrowed configs of each family)
@@ -182,19 +183,34 @@ def plot(report: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+@dataclass
+class BenchInference:
+    scene: Path = Path("scenes/bunny64")
+    """the scene whose test cameras are rendered."""
+    families: list[Literal["nerf", "nerfacto", "zipnerf", "siren"]] = field(
+        default_factory=lambda: ["nerf", "nerfacto", "siren"])
+    """method families (heads) to measure."""
+    points: int = 16384
+    """field points per timed forward"""
+    views: int = 2
+    """test views per timed render"""
+    warmup: int = 1
+    """untimed warm-up rounds before the timed repeats."""
+    repeats: int = 5
+    """timed repeats of every measurement (the median is reported)."""
+    compile: bool = False
+    """also time the torch.compile'd fused form"""
+    full_size: bool = False
+    """the methods' default sizes, not the CPU ones"""
+    out: Path = Path("benchmarks/inference.json")
+    """the JSON written (merged with the heads measured before; the plot goes beside it as .png)."""
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
-    parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto", "siren"],
-                        choices=["nerf", "nerfacto", "zipnerf", "siren"])
-    parser.add_argument("--points", type=int, default=16384, help="field points per timed forward")
-    parser.add_argument("--views", type=int, default=2, help="test views per timed render")
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--compile", action="store_true", help="also time the torch.compile'd fused form")
-    parser.add_argument("--full-size", action="store_true", help="the methods' default sizes, not the CPU ones")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/inference.json"))
-    args = parser.parse_args()
+    args = tyro.cli(BenchInference, description=__doc__)
+    if not args.families:
+        print("bench_inference: error: --families needs at least one family", file=sys.stderr)
+        raise SystemExit(2)
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     command = "python " + " ".join(sys.argv)

@@ -11,13 +11,15 @@ Writes ``benchmarks/layers.json`` and ``benchmarks/layers.png``.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import platform
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import tyro
 
 from eugen_nerf.eval.timing import benchmark_interleaved
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
@@ -94,16 +96,29 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+@dataclass
+class BenchLayers:
+    points: int = 65536
+    """points per forward pass"""
+    warmup: int = 3
+    """untimed warm-up rounds before the timed repeats."""
+    repeats: int = 7
+    """timed repeats of every variant (the median is reported)."""
+    m: list[int] = field(default_factory=lambda: [16, 32, 64])
+    """features per order"""
+    k: list[int] = field(default_factory=lambda: [1, 2, 3])
+    """degrees"""
+    compile: bool = False
+    """also time the torch.compile'd fused form"""
+    output: Path = Path("benchmarks/layers.json")
+    """the JSON written (the plot goes beside it as .png)."""
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--points", type=int, default=65536, help="points per forward pass")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--m", type=int, nargs="+", default=[16, 32, 64], help="features per order")
-    parser.add_argument("--k", type=int, nargs="+", default=[1, 2, 3], help="degrees")
-    parser.add_argument("--compile", action="store_true", help="also time the torch.compile'd fused form")
-    parser.add_argument("--output", type=Path, default=Path("benchmarks/layers.json"))
-    args = parser.parse_args()
+    args = tyro.cli(BenchLayers, description=__doc__)
+    if not args.m or not args.k:
+        print("bench_layers: error: --m and --k need at least one value each", file=sys.stderr)
+        raise SystemExit(2)
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     results = {

@@ -13,16 +13,18 @@ longer runs. Example: ``python scripts/bench_methods.py --scene scenes/bunny64 -
 
 from __future__ import annotations
 
-import argparse
 import copy
 import io
 import json
 import platform
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Literal, Tuple
 
 import torch
+import tyro
 
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
 from eugen_nerf.methods import nerfacto as nerfacto_methods
@@ -204,19 +206,33 @@ def plot(report: Dict[str, object], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+@dataclass
+class BenchMethods:
+    scene: Path = Path("scenes/bunny64")
+    """the scene every run trains on and is evaluated on."""
+    steps: int = 100
+    """training steps of every run"""
+    families: list[Literal["nerf", "nerfacto", "zipnerf"]] = field(default_factory=lambda: ["nerf", "nerfacto"])
+    """method families to train and measure."""
+    repeats: int = 3
+    """timed renders per test view"""
+    full_size: bool = False
+    """the methods' default sizes, not the CPU ones"""
+    output_dir: Path = Path("outputs/bench_methods")
+    """where the training runs go."""
+    out: Path = Path("benchmarks/methods.json")
+    """the JSON written (merged with the families measured before; the plot goes beside it as .png)."""
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", type=Path, default=Path("scenes/bunny64"))
-    parser.add_argument("--steps", type=int, default=100, help="training steps of every run")
-    parser.add_argument("--families", nargs="+", default=["nerf", "nerfacto"], choices=["nerf", "nerfacto", "zipnerf"])
-    parser.add_argument("--repeats", type=int, default=3, help="timed renders per test view")
-    parser.add_argument("--full-size", action="store_true", help="the methods' default sizes, not the CPU ones")
-    parser.add_argument("--output-dir", type=Path, default=Path("outputs/bench_methods"))
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/methods.json"))
-    args = parser.parse_args()
+    args = tyro.cli(BenchMethods, description=__doc__)
+    if not args.families:
+        print("bench_methods: error: --families needs at least one family", file=sys.stderr)
+        raise SystemExit(2)
 
     started = time.time()
     report: Dict[str, object] = {
+        "command": " ".join(["python", "scripts/bench_methods.py", *sys.argv[1:]]),
         "scene": str(args.scene),
         "steps": args.steps,
         "size": "full" if args.full_size else "small-cpu",

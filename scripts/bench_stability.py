@@ -16,13 +16,15 @@ Writes ``benchmarks/stability.json`` and ``benchmarks/stability.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import platform
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import tyro
 from tqdm import tqdm
 
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
@@ -125,14 +127,23 @@ def plot(rows, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+@dataclass
+class BenchStability:
+    steps: int = 500
+    """Adam steps each trunk is trained for."""
+    device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
+    """torch device the trunks run on (cuda when available, else cpu)."""
+    scalings: list[str] = field(default_factory=lambda: ["linear", "unit", "polynomial"])
+    """EUGen scalings to run (bf16 autocast on a CPU is slow: one scaling takes ~20 min)"""
+    output: Path = ROOT / "benchmarks" / "stability.json"
+    """the JSON written (the plot goes beside it as .png)."""
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--scalings", nargs="+", default=["linear", "unit", "polynomial"],
-                   help="EUGen scalings to run (bf16 autocast on a CPU is slow: one scaling takes ~20 min)")
-    p.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "stability.json")
-    args = p.parse_args()
+    args = tyro.cli(BenchStability, description=__doc__)
+    if not args.scalings:
+        print("bench_stability: error: --scalings needs at least one scaling", file=sys.stderr)
+        raise SystemExit(2)
     device = torch.device(args.device)
     data = target(device)
     configs = [("dense", 0, 0, "linear", prec) for prec in ("fp32", "autocast")]

@@ -24,17 +24,18 @@ training again; ``--retrain`` trains everything afresh.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict
+from typing import Dict, NoReturn
 
 import torch
+import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_datasets import method_config  # noqa: E402  (stock nerfacto's plain-datamanager config)
@@ -167,21 +168,39 @@ def plot(report: Dict[str, object], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+@dataclass
+class BenchZipNeRF:
+    scene: Path = REPO / "scenes" / "bunny128"
+    """the scene every run trains on and is evaluated on."""
+    steps: int = 400
+    """training steps of every run."""
+    rays: int = 256
+    """rays per training step, every method"""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """training seeds (each trains all three methods; speed is timed on the first)."""
+    repeats: int = 3
+    """timed repeats of each speed measurement"""
+    work_dir: Path = REPO / "outputs" / "bench_zipnerf"
+    """where the training runs go (seed<N>/<method>); finished ones are reused."""
+    output: Path = REPO / "benchmarks" / "zipnerf.json"
+    """the JSON written (the plot goes beside it as .png)."""
+    retrain: bool = False
+    """train every run afresh (otherwise finished ones are reused)"""
+
+
+def usage_error(message: str) -> NoReturn:
+    print(f"bench_zipnerf: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", type=Path, default=REPO / "scenes" / "bunny128")
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--rays", type=int, default=256, help="rays per training step, every method")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each speed measurement")
-    parser.add_argument("--work-dir", type=Path, default=REPO / "outputs" / "bench_zipnerf")
-    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "zipnerf.json")
-    parser.add_argument("--retrain", action="store_true", help="train every run afresh (default: reuse finished ones)")
-    args = parser.parse_args()
+    args = tyro.cli(BenchZipNeRF, description=__doc__)
     if args.steps < 1 or args.rays < 1 or args.repeats < 1:
-        parser.error("--steps, --rays and --repeats must be >= 1")
+        usage_error("--steps, --rays and --repeats must be >= 1")
+    if not args.seeds:
+        usage_error("--seeds needs at least one seed")
     if not (args.scene / "transforms.json").is_file():
-        parser.error(f"--scene {args.scene}: not a scene folder (no transforms.json)")
+        usage_error(f"--scene {args.scene}: not a scene folder (no transforms.json)")
 
     runs: Dict[str, Dict[str, object]] = {}
     paths: Dict[int, Dict[str, Path]] = {}

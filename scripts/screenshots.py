@@ -15,15 +15,16 @@ Needs Debian's chromium (``apt-get install -y chromium``, installed by ``scripts
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tyro
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,15 +105,20 @@ def shoot(args: list, path: Path, texts: tuple, port: int, log: Path, zoom: int 
     print(f"wrote {path}")
 
 
+@dataclass
+class Screenshots:
+    run: Path = ROOT / "outputs/demo/eugen-nerfacto/latest/config.yml"
+    """config.yml of the eugen-nerfacto run to show (the default is make demo's)"""
+    teacher: Path = ROOT / "teachers/bunny64/dense-nerf/shipped/config.yml"
+    """left side of the eugen-viewer screenshot"""
+    zoom: int = 0
+    """mouse-wheel clicks over the ns-viewer render (moves its camera)"""
+    out_dir: Path = ROOT / "viewer" / "screenshots"
+    """where the screenshots (ns-viewer.png, eugen-viewer.png) are written."""
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", type=Path, default=ROOT / "outputs/demo/eugen-nerfacto/latest/config.yml",
-                   help="config.yml of the eugen-nerfacto run to show (default: make demo's)")
-    p.add_argument("--teacher", type=Path, default=ROOT / "teachers/bunny64/dense-nerf/shipped/config.yml",
-                   help="left side of the eugen-viewer screenshot")
-    p.add_argument("--zoom", type=int, default=0, help="mouse-wheel clicks over the ns-viewer render (moves its camera)")
-    p.add_argument("--out-dir", type=Path, default=ROOT / "viewer" / "screenshots")
-    args = p.parse_args()
+    args = tyro.cli(Screenshots, description=__doc__)
     missing = chromium_missing()
     if missing:
         raise SystemExit(missing)
