@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Regenerate the README's viewer screenshots from fresh runs, in headless Chromium.
 
-``viewer/screenshots/ns-viewer.png``: stock ``ns-viewer`` on the demo's eugen-nerfacto run (``make demo``
-first), with the EUGen control under Custom Elements. ``viewer/screenshots/eugen-viewer.png``:
+``docs/screenshots/ns-viewer.png``: stock ``ns-viewer`` on the demo's eugen-nerfacto run (``make demo``
+first), with the EUGen control under Custom Elements. ``docs/screenshots/eugen-viewer.png``:
 ``eugen-viewer`` with the shipped dense NeRF teacher on the left and the same demo run on the right.
 Each screenshot is taken once the render area holds an image (not a flat colour); look at both before
 committing them.
@@ -113,7 +113,7 @@ class Screenshots:
     """left side of the eugen-viewer screenshot"""
     zoom: int = 0
     """mouse-wheel clicks over the ns-viewer render (moves its camera)"""
-    out_dir: Path = ROOT / "viewer" / "screenshots"
+    out_dir: Path = ROOT / "docs" / "screenshots"
     """where the screenshots (ns-viewer.png, eugen-viewer.png) are written."""
 
 
