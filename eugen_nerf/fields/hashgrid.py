@@ -5,13 +5,16 @@ and interpolates pairwise; on a CPU that costs several times the MLPs it feeds (
 for a Zip-NeRF field at 131k frustums), which would hide any MLP saving. This subclass computes the same
 function (same table, hash and trilinear weights; tests compare it with nerfstudio's):
 
-- each axis's two hashed coordinates and two weights are combined by broadcasting, and the table size's
-  power of two turns the modulo into a mask, so the hash runs in 32-bit integers (only the low bits of the
-  products survive the mask, and wrapping multiplication keeps them);
+- each axis's two hashed coordinates and two weights are combined by broadcasting over a ``[corner, level,
+  point]`` layout (points innermost: with the corners innermost the loops were 2 long and the forward took
+  twice as long), and the table size's power of two turns the modulo into a mask, so the hash runs in 32-bit
+  integers (only the low bits of the products survive the mask, and wrapping multiplication keeps them);
 - the eight corners' rows are read in one gather; a row of 2 or 4 float32 features is read as one 8- or
   16-byte scalar (``torch.take``), about 4x faster on a CPU than gathering rows;
 - points go through in chunks, so the ``[points, levels, 8, features]`` intermediates stay in cache.
-  Together: 196k points on one core, nerfstudio's forward 1.09 s, this one 0.52 s.
+  Together, 196k points on one core (the CPU preset's grid, 6 levels to 512, 2^16 rows of 4 features):
+  nerfstudio's forward 0.86 s, this one 0.23 s (0.51 s with the corners innermost); nerfacto's default grid
+  (16 levels to 2048, 2^19 rows of 2): 4.20 s and 0.93 s.
 
 tiny-cuda-nn, where installed, is untouched.
 """
@@ -70,20 +73,21 @@ class GatherHashEncoding(HashEncoding):
         return torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]).view(*lead, -1)
 
     def _encode(self, points: Tensor) -> Tensor:
+        # Layout [..., levels, points]: every broadcast below runs over a long contiguous inner dimension
+        # (with the corners last, the inner loops were 2 long and the XOR alone cost a fifth of the forward).
         device = points.device
-        scaled = points[:, None, :] * self.scalings.to(device).view(-1, 1)  # [N, L, 3]
-        floor = torch.floor(scaled)
-        frac = scaled - floor
-        primes = torch.tensor(_PRIMES_INT32, dtype=torch.int32, device=device)
-        low = floor.int() * primes  # [N, L, 3]: the cell's lower corner, hashed per axis (wrapping)
-        high = low + primes
-        hx, hy, hz = (torch.stack([low[..., a], high[..., a]], dim=-1) for a in range(3))  # [N, L, 2]
-        index = hx[..., :, None, None] ^ hy[..., None, :, None] ^ hz[..., None, None, :]  # [N, L, 2, 2, 2]
-        offsets = self.hash_offset.to(device=device, dtype=torch.int64).view(-1, 1, 1, 1)
-        index = (index & (self.hash_table_size - 1)).long() + offsets
-        wx, wy, wz = (torch.stack([1 - frac[..., a], frac[..., a]], dim=-1) for a in range(3))
-        weights = wx[..., :, None, None] * wy[..., None, :, None] * wz[..., None, None, :]
         n, levels = points.shape[0], self.num_levels
-        features = _GatherRows.apply(self.hash_table, index.view(n, levels, 8))  # [N, L, 8, F]
-        encoded = torch.einsum("...cf,...c->...f", features, weights.view(n, levels, 8))
-        return encoded.flatten(start_dim=-2)
+        scaled = points.T.contiguous()[:, None, :] * self.scalings.to(device).view(1, -1, 1)  # [3, L, N]
+        floor = torch.floor(scaled)
+        frac = (scaled - floor).view(3, 1, levels, n)
+        primes = torch.tensor(_PRIMES_INT32, dtype=torch.int32, device=device).view(3, 1, 1, 1)
+        low = floor.int().view(3, 1, levels, n) * primes  # the cell's lower corner, hashed per axis (wrapping)
+        corners = torch.cat([low, low + primes], dim=1)  # [3, 2, L, N]
+        index = corners[0][:, None, None] ^ corners[1][None, :, None] ^ corners[2][None, None, :]  # [2, 2, 2, L, N]
+        offsets = self.hash_offset.to(device=device, dtype=torch.int32).view(levels, 1)
+        index = ((index & (self.hash_table_size - 1)) + offsets).view(8, levels * n).long()
+        weight = torch.cat([1 - frac, frac], dim=1)  # [3, 2, L, N]
+        weights = weight[0][:, None, None] * weight[1][None, :, None] * weight[2][None, None, :]
+        features = _GatherRows.apply(self.hash_table, index)  # [8, L * N, F]
+        encoded = (features * weights.view(8, levels * n, 1)).sum(0)  # [L * N, F]
+        return encoded.view(levels, n, -1).transpose(0, 1).reshape(n, -1)
