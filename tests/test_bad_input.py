@@ -222,7 +222,7 @@ CASES = [
          "eugen-fit-image", lambda i, s: "--lr must be a finite number"),
     # ---------------------------------------------------------------- eugen-eval
     Case("eval-missing-config", lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: f"{s / 'none.yml'}: no such run config", code=1),
+         "eugen-eval", lambda i, s: f"{s / 'none.yml'}: not a nerfstudio run directory (no config.yml)", code=1),
     Case("eval-garbage-config", lambda i, s: ["--load-config", str(i / "run_garbage" / "config.yml"), "--output", str(s / "r.json")],
          "eugen-eval", lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a nerfstudio TrainerConfig", code=1),
     Case("eval-no-checkpoints", lambda i, s: ["--load-config", str(run_dir(i, "run_no_ckpt") / "config.yml"), "--output", str(s / "r.json")],

@@ -48,7 +48,7 @@ from eugen_nerf.distill.output import (
 )
 from eugen_nerf.distill.report import evaluate, print_report, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
-from eugen_nerf.eval.runs import final_rgb
+from eugen_nerf.eval.runs import Run, final_rgb
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
@@ -60,7 +60,7 @@ from eugen_nerf.distill.student import (
     resolve_layers,
     student_trainer_config,
 )
-from eugen_nerf.distill.teacher import Teacher, load_teacher
+from eugen_nerf.distill.teacher import load_teacher
 
 
 @dataclass
@@ -72,7 +72,7 @@ class DistillResult:
     statistics: Dict[str, dict]
     """Final (all-reduced) normal equations per layer: ``{"train": ..., "heldout": ...}``."""
     report: dict
-    teacher: Teacher
+    teacher: Run
 
 
 @dataclass

@@ -92,3 +92,31 @@ def install_checkpoint_checks() -> None:
 
     eval_load_checkpoint._eugen_nerf = True  # type: ignore[attr-defined]
     eval_utils.eval_load_checkpoint = eval_load_checkpoint
+
+
+def load_checkpoint_strict(pipeline, checkpoint: Path, config_path: Path, method: str, loaded: dict | None = None) -> int:
+    """Load ``checkpoint`` (already read: ``loaded``) into ``pipeline``'s model, every key and shape matching,
+    and return its step. A checkpoint of another method or model configuration is one clear error (a non-strict
+    load would silently leave half the model random)."""
+    loaded = loaded if loaded is not None else load_checkpoint(checkpoint)
+    state = {key.removeprefix("module."): value for key, value in loaded["pipeline"].items()}
+    model_state = {key[len("_model."):]: value for key, value in state.items() if key.startswith("_model.")}
+    expected = pipeline.model.state_dict()
+    missing = sorted(set(expected) - set(model_state))
+    unexpected = sorted(set(model_state) - set(expected))
+    mismatched = sorted(k for k in set(expected) & set(model_state) if expected[k].shape != model_state[k].shape)
+    if missing or unexpected or mismatched:
+        details = "; ".join(
+            f"{label} {len(keys)} (e.g. {keys[0]})"
+            for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong-shaped", mismatched))
+            if keys
+        )
+        raise CheckpointError(
+            f"{checkpoint} does not fit the model of {config_path} (method {method!r}): "
+            f"it was saved by a different method or model configuration [{details}]"
+        )
+    step = int(loaded.get("step", 0))
+    pipeline.model.update_to_step(step)
+    pipeline.model.load_state_dict(model_state, strict=True)
+    return step
+

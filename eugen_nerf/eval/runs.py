@@ -1,21 +1,28 @@
-"""Load a trained nerfstudio run (``.../<timestamp>/config.yml``) for offline evaluation.
+"""Load a trained nerfstudio run (``.../<timestamp>/config.yml``, any method) offline: the one run loader.
 
-Wraps :func:`nerfstudio.utils.eval_utils.eval_setup` so that checkpoints are read from next to
-``config.yml`` (not from ``output_dir`` relative to the current directory), numpy-holding checkpoints
-load under torch >= 2.6, LPIPS needs no download, and bad input fails with an error naming the file
-instead of ``sys.exit`` or an assertion deep inside nerfstudio.
+As nerfstudio's ``eval_setup``, but checkpoints are read from next to ``config.yml`` (not from ``output_dir``
+relative to the current directory), numpy-holding checkpoints load under torch >= 2.6, LPIPS needs no
+download, the checkpoint must fit the model exactly, the device can be chosen, and bad input fails with an
+error naming the file instead of ``sys.exit`` or an assertion deep inside nerfstudio.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+import torch
 import yaml
 from torch import Tensor
 
-from eugen_nerf.eval.checkpoints import _STEP, allow_numpy_checkpoints, install_checkpoint_checks
+from eugen_nerf.eval.checkpoints import (
+    _STEP,
+    allow_numpy_checkpoints,
+    install_checkpoint_checks,
+    load_checkpoint,
+    load_checkpoint_strict,
+)
 from eugen_nerf.eval.lpips import install_offline_lpips
 from eugen_nerf.inputs.errors import InputError, one_line
 
@@ -37,6 +44,10 @@ class Run:
     pipeline: Pipeline
     checkpoint: Path
     step: int
+
+    @property
+    def model(self):
+        return self.pipeline.model
 
     @property
     def name(self) -> str:
@@ -67,9 +78,7 @@ def latest_checkpoint(config_path: Path) -> Path:
         if (match := _STEP.fullmatch(path.name))
     )
     if not checkpoints:
-        raise EvalInputError(
-            f"{config_path.parent}: not a nerfstudio run directory (no nerfstudio_models/step-*.ckpt)"
-        )
+        raise EvalInputError(f"{config_path}: no checkpoints (no step-*.ckpt in {directory})")
     return checkpoints[-1][1]
 
 
@@ -97,46 +106,39 @@ def read_config(config_path: Path, check_scene: bool = True) -> TrainerConfig:
     return config
 
 
-def checkpoint_dir(config_path: Path) -> Path:
-    """``nerfstudio_models`` next to ``config.yml``; raise if it holds no ``step-*.ckpt``."""
-    directory = config_path.absolute().parent / "nerfstudio_models"
-    if not any(directory.glob("step-*.ckpt")):
-        raise EvalInputError(f"{config_path}: no checkpoints (no step-*.ckpt in {directory})")
-    return directory
+def load_run(
+    path: Path,
+    eval_num_rays_per_chunk: int | None = None,
+    *,
+    test_mode: Literal["test", "val", "inference"] = "inference",
+    device: str | torch.device | None = None,
+) -> Run:
+    """The one run loader (``eugen-eval``, ``eugen-distill``, the viewers, the benchmarks): the run at ``path``
+    (``config.yml`` or its directory) in eval mode, offline.
 
-
-def _prepare_config(config: TrainerConfig, config_path: Path) -> TrainerConfig:
-    """Point the checkpoint directory next to ``config_path`` and check that the scene exists."""
-    # get_checkpoint_dir() is base_dir / relative_model_dir, and joining an absolute path replaces the base
-    config.relative_model_dir = checkpoint_dir(config_path)
-    datamanager = config.pipeline.datamanager
-    data = datamanager.data or datamanager.dataparser.data
-    if not Path(data).exists():
-        raise EvalInputError(
-            f"{config_path}: scene {data} not found (relative paths are resolved against the current "
-            "directory; run eugen-eval from where training ran)"
-        )
-    return config
-
-
-def load_run(config_path: Path, eval_num_rays_per_chunk: int | None = None) -> Run:
-    """Load a run for evaluation on its test split (images are read per view, on demand)."""
-    from nerfstudio.utils.eval_utils import eval_setup
-
-    config_path = Path(config_path)
-    if not config_path.is_file():
-        raise EvalInputError(f"{config_path}: no such run config")
-    read_config(config_path, check_scene=False)  # the scene is checked by _prepare_config, with its message
+    Checked before the slow pipeline setup: the config, its method and scene, and the newest checkpoint (a
+    truncated file is one clear error); the checkpoint is then loaded strictly (another method's checkpoint is
+    an error, never a half-random model). ``test_mode``: ``inference`` builds the test split only, ``test``
+    also the training cameras (a distillation casts their rays). ``device``: default CUDA when available.
+    """
+    config_path = find_config(Path(path))
+    config = read_config(config_path)
     allow_numpy_checkpoints()
     install_offline_lpips()
-    install_checkpoint_checks()
-    config, pipeline, checkpoint, step = eval_setup(
-        config_path,
-        eval_num_rays_per_chunk=eval_num_rays_per_chunk,
-        test_mode="inference",  # test split, but no training data workers or image caches
-        update_config_callback=lambda config: _prepare_config(config, config_path),
-    )
-    run = Run(config_path, config, pipeline, Path(checkpoint), step)
+    install_checkpoint_checks()  # stock nerfstudio loaders used later in this process get the same checks
+    checkpoint = latest_checkpoint(config_path)
+    loaded = load_checkpoint(checkpoint)
+    # checkpoints are read from next to config.yml, not from output_dir relative to the current directory
+    config.relative_model_dir = checkpoint.parent.absolute()
+    config.load_dir = config.get_checkpoint_dir()
+    if eval_num_rays_per_chunk:
+        config.pipeline.model.eval_num_rays_per_chunk = eval_num_rays_per_chunk
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    config.machine.device_type = device.type
+    pipeline = config.pipeline.setup(device=device, test_mode=test_mode)
+    pipeline.eval()
+    step = load_checkpoint_strict(pipeline, checkpoint, config_path, config.method_name, loaded)
+    run = Run(config_path, config, pipeline, checkpoint, step)
     if len(pipeline.datamanager.eval_dataset) == 0:
         raise EvalInputError(f"{run.scene}: the test split is empty (run {config_path})")
     return run

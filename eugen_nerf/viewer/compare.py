@@ -80,20 +80,14 @@ class Run:
 
     @classmethod
     def load(cls, config_path: Path) -> Run:
-        """Load with nerfstudio's ``eval_setup`` after making checkpoints and LPIPS load offline."""
-        from nerfstudio.utils.eval_utils import eval_setup
+        """Load with the one run loader (offline, checkpoint checked and loaded strictly)."""
+        from eugen_nerf.eval.runs import load_run
 
-        from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints, install_checkpoint_checks
-        from eugen_nerf.eval.lpips import install_offline_lpips
-        from eugen_nerf.eval.runs import find_config
-
-        install_offline_lpips()
-        allow_numpy_checkpoints()
-        install_checkpoint_checks()
-        config, pipeline, _, step = eval_setup(find_config(config_path), test_mode="test")
+        run = load_run(config_path, test_mode="test")
         # a distilled student keeps its teacher's method name, and its model config holds the teacher's
-        kind = "student of " if isinstance(getattr(config.pipeline.model, "teacher", None), ModelConfig) else ""
-        return cls(config_path, f"{kind}{config.method_name} @ step {step}", pipeline)
+        model_config = run.config.pipeline.model
+        kind = "student of " if isinstance(getattr(model_config, "teacher", None), ModelConfig) else ""
+        return cls(config_path, f"{kind}{run.config.method_name} @ step {run.step}", run.pipeline)
 
     def render(self, camera: Cameras) -> tuple[Tensor, float]:
         """``(H, W, 3)`` rgb in [0, 1] and the seconds the model took for it."""
