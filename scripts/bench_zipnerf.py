@@ -150,7 +150,9 @@ def plot(report: Dict[str, object], path: Path) -> None:
     means = report["mean_over_seeds"]
     for offset, method in enumerate(means):
         values = [means[method][f"1/{s}"]["psnr"] for s in SCALES]
-        left.bar([i + 0.27 * (offset - 1) for i in range(len(SCALES))], values, width=0.27, label=method)
+        spread = [report.get("std_over_seeds", {}).get(method, {}).get(f"1/{s}", {}).get("psnr", 0.0) for s in SCALES]
+        left.bar([i + 0.27 * (offset - 1) for i in range(len(SCALES))], values, width=0.27, label=method,
+                 yerr=spread, capsize=3)
     left.set_xticks(range(len(SCALES)), [f"1/{s}" for s in SCALES])
     left.set_ylabel("test PSNR (dB)")
     left.set_xlabel("test resolution (trained at 1/1)")
@@ -163,7 +165,9 @@ def plot(report: Dict[str, object], path: Path) -> None:
     right.axhline(GOAL_SPEEDUP, color="tab:red", ls="--", lw=0.8, label=f"goal {GOAL_SPEEDUP}x")
     right.set_ylabel("eugen-zipnerf / dense-zipnerf throughput")
     right.legend(fontsize=8)
-    fig.suptitle(f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, {report['device']}")
+    seeds = len(report["seeds"])
+    fig.suptitle(f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, "
+                 f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± std), {report['device']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

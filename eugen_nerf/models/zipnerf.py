@@ -33,8 +33,8 @@ class ZipNeRFEUGenConfig(EUGenSpec):
 
     num_features: int = 32
     """m: 32 features per order (64 wide at degree 2) against the 256-wide layers. At m = 32 the merged MLPs of a
-    trained field run 3.06x faster than dense on a CPU (``benchmarks/zipnerf.json``) at -0.09 dB; at m = 64
-    only about 1.3x (32k samples, one core)."""
+    trained field run about 2x faster than dense on a CPU, render 1.33x, at -0.35 dB over three seeds
+    (``benchmarks/zipnerf.json``); at m = 64 the MLPs gain only about 1.3x (32k samples, one core)."""
 
     density_layers: Tuple[int, ...] = (1,)
     """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck)."""
