@@ -18,6 +18,7 @@ from eugen_nerf.eval.field_speed import NoFieldError, find_field, time_field
 from eugen_nerf.eval.lpips_weights import setup_lpips_weights
 from eugen_nerf.eval.report import SCHEMA
 from eugen_nerf.eval.runs import EvalInputError, load_run
+from eugen_nerf.inputs.errors import InputError
 
 SIZE = 32  # LPIPS needs at least 31x31
 
@@ -222,3 +223,16 @@ def test_field_speed_for_vanilla_nerf():
         find_field(torch.nn.Linear(2, 2))
     name, timing = time_field(model, 256, torch.device("cpu"), warmup=0, repeats=1)
     assert name == "field_fine" and timing.median > 0
+
+
+def test_a_checkpoint_of_another_model_size_is_one_clear_error(run_config, tmp_path):
+    """Same method and keys, other widths: the model's own load reports the sizes, as one line naming the file."""
+    config = yaml.load(run_config.read_text(), Loader=yaml.Loader)
+    config.pipeline.model.hidden_dim_color = 8  # the checkpoint's colour MLP is 16 wide
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "nerfstudio_models").symlink_to(run_config.parent / "nerfstudio_models")
+    (run_dir / "config.yml").write_text(yaml.dump(config))
+    with pytest.raises(InputError, match="does not fit the model of .*size mismatch") as info:
+        load_run(run_dir / "config.yml")
+    assert "\n" not in str(info.value)

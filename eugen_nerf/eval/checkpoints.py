@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.errors import InputError, one_line
 
 _STEP = re.compile(r"step-(\d+)\.ckpt")
 
@@ -95,28 +95,30 @@ def install_checkpoint_checks() -> None:
 
 
 def load_checkpoint_strict(pipeline, checkpoint: Path, config_path: Path, method: str, loaded: dict | None = None) -> int:
-    """Load ``checkpoint`` (already read: ``loaded``) into ``pipeline``'s model, every key and shape matching,
-    and return its step. A checkpoint of another method or model configuration is one clear error (a non-strict
-    load would silently leave half the model random)."""
+    """Load ``checkpoint`` (already read: ``loaded``) into ``pipeline``'s model, every key present and every
+    tensor loaded, and return its step. A checkpoint of another method or model configuration is one clear
+    error (a non-strict load would silently leave half the model random). Shapes are the model's own
+    ``load_state_dict``'s to check: some models (Gaussian splatting) resize their parameters to the checkpoint."""
     loaded = loaded if loaded is not None else load_checkpoint(checkpoint)
     state = {key.removeprefix("module."): value for key, value in loaded["pipeline"].items()}
     model_state = {key[len("_model."):]: value for key, value in state.items() if key.startswith("_model.")}
     expected = pipeline.model.state_dict()
     missing = sorted(set(expected) - set(model_state))
     unexpected = sorted(set(model_state) - set(expected))
-    mismatched = sorted(k for k in set(expected) & set(model_state) if expected[k].shape != model_state[k].shape)
-    if missing or unexpected or mismatched:
-        details = "; ".join(
-            f"{label} {len(keys)} (e.g. {keys[0]})"
-            for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong-shaped", mismatched))
-            if keys
-        )
-        raise CheckpointError(
+
+    def misfit(details: str) -> CheckpointError:
+        return CheckpointError(
             f"{checkpoint} does not fit the model of {config_path} (method {method!r}): "
             f"it was saved by a different method or model configuration [{details}]"
         )
+
+    if missing or unexpected:
+        raise misfit("; ".join(f"{label} {len(keys)} (e.g. {keys[0]})"
+                               for label, keys in (("missing", missing), ("unexpected", unexpected)) if keys))
     step = int(loaded.get("step", 0))
     pipeline.model.update_to_step(step)
-    pipeline.model.load_state_dict(model_state, strict=True)
+    try:
+        pipeline.model.load_state_dict(model_state, strict=True)
+    except RuntimeError as error:  # torch's size-mismatch report, several lines long
+        raise misfit(one_line(error)) from None
     return step
-
