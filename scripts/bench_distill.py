@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import platform
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Literal
 import torch
 import tyro
 
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.distill.options import DistillOptions
 from eugen_nerf.distill.run import distill
 from eugen_nerf.layers import EUGenSpec
@@ -73,8 +73,7 @@ class BenchDistill:
 def parse_args() -> BenchDistill:
     args = tyro.cli(BenchDistill, description=__doc__)
     if not args.layers:
-        print("bench_distill: error: --layers needs at least one layer path or pattern", file=sys.stderr)
-        raise SystemExit(2)
+        usage_error("bench_distill", "--layers needs at least one layer path or pattern")
     return args
 
 

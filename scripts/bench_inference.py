@@ -21,7 +21,6 @@ radiance field).
 from __future__ import annotations
 
 import copy
-import json
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import tyro
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_methods import variants  # noqa: E402  (the EUGen / dense / narrowed configs of each family)
 
+from eugen_nerf.inputs.errors import usage_error  # noqa: E402
 from eugen_nerf.bench.merge import write_report  # noqa: E402
 from eugen_nerf.eval.field_speed import find_field, random_ray_samples  # noqa: E402
 from eugen_nerf.eval.size import count_parameters  # noqa: E402
@@ -209,8 +209,7 @@ class BenchInference:
 def main() -> None:
     args = tyro.cli(BenchInference, description=__doc__)
     if not args.families:
-        print("bench_inference: error: --families needs at least one family", file=sys.stderr)
-        raise SystemExit(2)
+        usage_error("bench_inference", "--families needs at least one family")
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     command = "python " + " ".join(sys.argv)

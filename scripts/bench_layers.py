@@ -14,13 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import platform
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import tyro
 
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.eval.timing import benchmark_interleaved
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
@@ -117,8 +117,7 @@ class BenchLayers:
 def main() -> None:
     args = tyro.cli(BenchLayers, description=__doc__)
     if not args.m or not args.k:
-        print("bench_layers: error: --m and --k need at least one value each", file=sys.stderr)
-        raise SystemExit(2)
+        usage_error("bench_layers", "--m and --k need at least one value each")
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     results = {

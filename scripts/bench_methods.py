@@ -26,6 +26,7 @@ from typing import Dict, List, Literal, Tuple
 import torch
 import tyro
 
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
 from eugen_nerf.methods import nerfacto as nerfacto_methods
 from eugen_nerf.methods import zipnerf as zipnerf_methods
@@ -227,8 +228,7 @@ class BenchMethods:
 def main() -> None:
     args = tyro.cli(BenchMethods, description=__doc__)
     if not args.families:
-        print("bench_methods: error: --families needs at least one family", file=sys.stderr)
-        raise SystemExit(2)
+        usage_error("bench_methods", "--families needs at least one family")
 
     started = time.time()
     report: Dict[str, object] = {

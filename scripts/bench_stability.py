@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import torch
 import tyro
 from tqdm import tqdm
 
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,8 +142,7 @@ class BenchStability:
 def main() -> None:
     args = tyro.cli(BenchStability, description=__doc__)
     if not args.scalings:
-        print("bench_stability: error: --scalings needs at least one scaling", file=sys.stderr)
-        raise SystemExit(2)
+        usage_error("bench_stability", "--scalings needs at least one scaling")
     device = torch.device(args.device)
     data = target(device)
     configs = [("dense", 0, 0, "linear", prec) for prec in ("fp32", "autocast")]

@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, NoReturn
+from typing import Dict
 
 import torch
 import tyro
@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_datasets import method_config  # noqa: E402  (stock nerfacto's plain-datamanager config)
 from bench_methods import small_zipnerf  # noqa: E402  (the README's CPU preset)
 
+from eugen_nerf.inputs.errors import usage_error  # noqa: E402
 from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
@@ -192,19 +193,14 @@ class BenchZipNeRF:
     """train every run afresh (otherwise finished ones are reused)"""
 
 
-def usage_error(message: str) -> NoReturn:
-    print(f"bench_zipnerf: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
 def main() -> None:
     args = tyro.cli(BenchZipNeRF, description=__doc__)
     if args.steps < 1 or args.rays < 1 or args.repeats < 1:
-        usage_error("--steps, --rays and --repeats must be >= 1")
+        usage_error("bench_zipnerf", "--steps, --rays and --repeats must be >= 1")
     if not args.seeds:
-        usage_error("--seeds needs at least one seed")
+        usage_error("bench_zipnerf", "--seeds needs at least one seed")
     if not (args.scene / "transforms.json").is_file():
-        usage_error(f"--scene {args.scene}: not a scene folder (no transforms.json)")
+        usage_error("bench_zipnerf", f"--scene {args.scene}: not a scene folder (no transforms.json)")
 
     runs: Dict[str, Dict[str, object]] = {}
     paths: Dict[int, Dict[str, Path]] = {}

@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 INTERRUPTED_EXIT = 130
 
@@ -37,6 +38,13 @@ def one_line(message: object) -> str:
 
 def report(prog: str, error: BaseException | str) -> None:
     print(f"{prog}: error: {one_line(error)}", flush=True)
+
+
+def usage_error(prog: str, message: str) -> NoReturn:
+    """A command-line value the parser accepted but the command cannot use: one line on stderr, exit status 2
+    (argparse's convention), before anything is written."""
+    print(f"{prog}: error: {one_line(message)}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001 (signal handler signature)
