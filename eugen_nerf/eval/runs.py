@@ -128,9 +128,6 @@ def load_run(
     install_checkpoint_checks()  # stock nerfstudio loaders used later in this process get the same checks
     checkpoint = latest_checkpoint(config_path)
     loaded = load_checkpoint(checkpoint)
-    # checkpoints are read from next to config.yml, not from output_dir relative to the current directory
-    config.relative_model_dir = checkpoint.parent.absolute()
-    config.load_dir = config.get_checkpoint_dir()
     if eval_num_rays_per_chunk:
         config.pipeline.model.eval_num_rays_per_chunk = eval_num_rays_per_chunk
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
