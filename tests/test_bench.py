@@ -141,3 +141,41 @@ def test_a_suite_run_replaces_only_the_sections_it_measured(tmp_path):
     assert merged == {"command": "second", "families": {"zipnerf": {"psnr": 3}, "nerf": {"psnr": 1}}}
     path.write_text("{not json")  # an unreadable earlier file is replaced, not merged
     assert write_report(path, {"families": {"a": {}}}, [("families",)]) == {"families": {"a": {}}}
+
+
+def test_a_finished_run_is_reused_only_for_the_same_seed_and_model(tmp_path, monkeypatch):
+    """A benchmark rerun must not measure a run trained at another seed or with another model default."""
+    import copy
+
+    from eugen_nerf.bench import training
+    from eugen_nerf.methods.zipnerf import eugen_zipnerf
+
+    config = copy.deepcopy(eugen_zipnerf.config)
+    config.machine.seed = 3
+    calls = []
+
+    class FakeTrainer:  # training is not what is tested: it writes the final checkpoint and nothing else
+        def setup(self):
+            pass
+
+        def train(self):
+            calls.append(1)
+            models = tmp_path / "run" / "scene" / config.method_name / "bench" / "nerfstudio_models"
+            models.mkdir(parents=True, exist_ok=True)
+            (models / "step-000000001.ckpt").write_bytes(b"")
+
+    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: FakeTrainer())
+    scene = tmp_path / "scene"
+    first, _ = training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
+    again, _ = training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
+    assert first == again and len(calls) == 1
+    other_seed = copy.deepcopy(config)
+    other_seed.machine.seed = 4
+    training.train_in_process(other_seed, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 2
+    other_model = copy.deepcopy(other_seed)
+    other_model.pipeline.model.eugen.density_layers = (1,)
+    training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 3
+    training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 3

@@ -7,14 +7,38 @@ A finished run is recorded in ``bench_train.json`` beside its ``config.yml``, so
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from pathlib import Path
 from typing import Tuple
 
+import yaml
 from nerfstudio.engine.trainer import TrainerConfig
 
 RECORD = "bench_train.json"
+
+
+def plain(value: object) -> object:
+    """A config as nested plain values, field by field (a field added since a run was saved reads as its
+    class default, so older runs of an unchanged model still match)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name, "<missing>")) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
+def same_model(config_path: Path, config: TrainerConfig) -> bool:
+    """Whether the run saved at ``config_path`` was trained with ``config``'s model configuration."""
+    if not config_path.is_file():
+        return False
+    saved = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+    return plain(saved.pipeline.model) == plain(config.pipeline.model)
 
 
 def train_in_process(
@@ -23,7 +47,8 @@ def train_in_process(
     """Train ``config`` on ``scene`` for ``steps`` (one checkpoint, at the end; no evaluation during training).
 
     Returns the run's ``config.yml`` and the training seconds per step. With ``reuse``, a run recorded in
-    ``output_dir`` for the same steps whose final checkpoint exists is returned as it is.
+    ``output_dir`` for the same steps, seed and model configuration whose final checkpoint exists is returned
+    as it is (a changed default, say the EUGen layers of a method, trains afresh).
     """
     config = copy.deepcopy(config)
     config.data = None
@@ -39,7 +64,8 @@ def train_in_process(
     record = path.parent / RECORD
     if reuse and record.is_file():
         saved = json.loads(record.read_text())
-        if saved["steps"] == steps and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
+        same_run = saved.get("seed") == config.machine.seed and same_model(path, config)
+        if same_run and saved["steps"] == steps and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
             return path, saved["seconds_per_step"]
     config.save_config()
     trainer = config.setup(local_rank=0, world_size=1)
@@ -47,5 +73,5 @@ def train_in_process(
     start = time.perf_counter()
     trainer.train()
     seconds_per_step = (time.perf_counter() - start) / steps
-    record.write_text(json.dumps({"steps": steps, "seconds_per_step": seconds_per_step}) + "\n")
+    record.write_text(json.dumps({"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step}) + "\n")
     return path, seconds_per_step
