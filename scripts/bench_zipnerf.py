@@ -97,12 +97,15 @@ def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
     return result
 
 
-def speed(dense_path: Path, eugen_path: Path, repeats: int) -> Dict[str, object]:
-    """Render and field throughput of the two Zip-NeRF runs, timed in turn in one process."""
+def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> Dict[str, object]:
+    """Render and field throughput of the two Zip-NeRF runs, timed in turn in one process (render: the first
+    ``views`` test views, all when 0)."""
     runs = {"dense": load_run(dense_path), "eugen": load_run(eugen_path)}
     for run in runs.values():
         run.pipeline.model.eval()
     cameras = runs["dense"].pipeline.datamanager.eval_dataset.cameras.to(runs["dense"].pipeline.device)
+    if views:
+        cameras = cameras[:views]
     pixels = sum(int(cameras[i].width) * int(cameras[i].height) for i in range(len(cameras)))
 
     def render_all(model):
@@ -133,6 +136,7 @@ def speed(dense_path: Path, eugen_path: Path, repeats: int) -> Dict[str, object]
         "test_pixels": pixels,
         "field_samples": num_samples,
         "repeats": repeats,
+        "render_views": len(cameras),
         "fused": all(m.fuse_in_eval for m in runs["eugen"].pipeline.model.modules() if isinstance(m, EUGenMLP)),
     }
     for kind, count in (("render", pixels), ("field", num_samples), ("mlp", num_samples)):
@@ -185,6 +189,8 @@ class BenchZipNeRF:
     """training seeds (each trains all three methods; speed is timed on the first)."""
     repeats: int = 3
     """timed repeats of each speed measurement"""
+    speed_views: int = 0
+    """test views rendered for the render timing (0: all; on a CPU a 128x128 view takes about 30 s)"""
     work_dir: Path = REPO / "outputs" / "bench_zipnerf"
     """where the training runs go (seed<N>/<method>); finished ones are reused."""
     output: Path = REPO / "benchmarks" / "zipnerf.json"
@@ -195,8 +201,8 @@ class BenchZipNeRF:
 
 def main() -> None:
     args = tyro.cli(BenchZipNeRF, description=__doc__)
-    if args.steps < 1 or args.rays < 1 or args.repeats < 1:
-        usage_error("bench_zipnerf", "--steps, --rays and --repeats must be >= 1")
+    if args.steps < 1 or args.rays < 1 or args.repeats < 1 or args.speed_views < 0:
+        usage_error("bench_zipnerf", "--steps, --rays and --repeats must be >= 1, --speed-views >= 0")
     if not args.seeds:
         usage_error("bench_zipnerf", "--seeds needs at least one seed")
     if not (args.scene / "transforms.json").is_file():
@@ -232,7 +238,7 @@ def main() -> None:
     }
     first = args.seeds[0]
     print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
-    speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats)
+    speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats, args.speed_views)
     dz, ez, nf = means["dense-zipnerf"], means["eugen-zipnerf"], means["nerfacto"]
     report = {
         "scene": str(args.scene.relative_to(REPO) if args.scene.is_relative_to(REPO) else args.scene),

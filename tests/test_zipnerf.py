@@ -147,8 +147,11 @@ def test_field_shapes_ranges_and_eugen_layers(contraction):
     assert outputs[FieldHeadNames.DENSITY].shape == (6, 5, 1) and (outputs[FieldHeadNames.DENSITY] >= 0).all()
     rgb = outputs[FieldHeadNames.RGB]
     assert rgb.shape == (6, 5, 3) and (rgb >= -0.001).all() and (rgb <= 1.001).all()
-    assert isinstance(field.density_mlp.layers[1], EUGenLinear)
+    # the default: the two wide view layers are EUGen, the bottleneck stays dense (it saves nothing as EUGen)
+    assert not any(isinstance(layer, EUGenLinear) for layer in field.density_mlp.layers)
     assert [isinstance(layer, EUGenLinear) for layer in field.view_mlp.layers] == [True, True, False]
+    bottleneck = zipnerf_field(ZipNeRFEUGenConfig(num_features=8, density_layers=(1,)), contraction)
+    assert isinstance(bottleneck.density_mlp.layers[1], EUGenLinear)
     dense = zipnerf_field(ZipNeRFEUGenConfig(density_layers=(), view_layers=()))
     assert not any(isinstance(m, EUGenLinear) for m in dense.modules())
 
@@ -191,6 +194,7 @@ def test_field_without_pixel_area_is_one_clear_error():
     "kwargs,match",
     [
         ({"bottleneck_width": 16, "eugen": ZipNeRFEUGenConfig(num_features=16)}, "wider than the bottleneck"),
+        ({"hidden_dim_color": 16, "eugen": ZipNeRFEUGenConfig(num_features=16)}, "wider than the view MLP"),
         ({"num_proposal_samples_per_ray": (64, -1)}, "num-proposal-samples-per-ray"),
         ({"interlevel_pulse_widths": (0.03,)}, "interlevel-pulse-widths"),
         ({"hash_decay_loss_mult": -1.0}, "hash-decay-loss-mult"),

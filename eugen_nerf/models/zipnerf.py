@@ -32,12 +32,15 @@ class ZipNeRFEUGenConfig(EUGenSpec):
     """EUGen knobs of the Zip-NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 32
-    """m: 32 features per order (64 wide at degree 2) against the 256-wide layers. At m = 32 the merged MLPs of a
-    trained field run about 2x faster than dense on a CPU, render 1.33x, at -0.35 dB over three seeds
-    (``benchmarks/zipnerf.json``); at m = 64 the MLPs gain only about 1.3x (32k samples, one core)."""
+    """m: 32 features per order (64 wide at degree 2) against the 256-wide view layers. At m = 32 the merged
+    MLPs of a trained field run 2.8x faster than dense on one CPU core, render 1.44x, at -0.17 dB over three
+    seeds (``benchmarks/zipnerf.json``); m = 64 gained +0.11 dB but rendered only 1.02x."""
 
-    density_layers: Tuple[int, ...] = (1,)
-    """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck)."""
+    density_layers: Tuple[int, ...] = ()
+    """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: over three seeds
+    a dense bottleneck (EUGen in the view MLP only) lost 0.17 dB against the dense twin where an EUGen bottleneck
+    lost 0.35 dB, at the same MLP speed (2.7x): an EUGen bottleneck's 256-wide output is built anyway (its
+    first channel is the density), so it saves nothing."""
     view_layers: Tuple[int, ...] = (0, 1)
     """EUGen layers of the 3-layer view-dependent MLP (0 and 1 are 256 wide, 2 outputs RGB)."""
 
@@ -109,12 +112,25 @@ class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
             unknown = set(args) - set(PROPOSAL_ARGS)
             if unknown:
                 raise ValueError(f"proposal-net-args-list: unknown keys {sorted(unknown)} (known: {PROPOSAL_ARGS})")
+        self.check_eugen_widths()
+
+    def check_eugen_widths(self) -> None:
+        """EUGen features wider than a layer they replace would cost more than the dense layer: refuse them."""
+        if self.eugen.layer_type != "eugen":
+            return
         feature_width = self.eugen.num_features * self.eugen.degree
-        if self.eugen.layer_type == "eugen" and self.eugen.density_layers and feature_width > self.bottleneck_width:
+        features = f"EUGen features (num-features {self.eugen.num_features} x degree {self.eugen.degree} = {feature_width})"
+        feeds_view = 0 in self.eugen.view_layers
+        if (self.eugen.density_layers or feeds_view) and feature_width > self.bottleneck_width:
+            where = "EUGen bottleneck" if self.eugen.density_layers else "input of the EUGen view layer 0"
             raise ValueError(
-                f"EUGen features (num-features {self.eugen.num_features} x degree {self.eugen.degree} = "
-                f"{feature_width}) are wider than the bottleneck ({self.bottleneck_width}): EUGen would cost more "
-                "than the dense layer it replaces; lower eugen.num-features or widen the bottleneck"
+                f"{features} are wider than the bottleneck ({self.bottleneck_width}, the {where}): EUGen would cost "
+                "more than the dense layer it replaces; lower eugen.num-features or widen the bottleneck"
+            )
+        if self.eugen.view_layers and feature_width > self.hidden_dim_color:
+            raise ValueError(
+                f"{features} are wider than the view MLP (hidden-dim-color {self.hidden_dim_color}): EUGen would "
+                "cost more than the dense layers it replaces; lower eugen.num-features or widen the view MLP"
             )
 
 
