@@ -1,5 +1,6 @@
-"""Train each EUGen method beside its dense twin (and a dense twin narrowed to the EUGen parameter count)
-on a shipped scene for the same number of steps, then measure quality, speed and size.
+"""Train each EUGen method beside its dense twin (and a dense twin narrowed to the EUGen parameter count;
+with ``--baselines`` the reviewers' low-rank and SNNK layers in EUGen's place) on a shipped scene for the
+same number of steps and seeds, then measure quality, speed and size.
 
 Writes ``benchmarks/methods.json`` and ``benchmarks/methods.png``. Measured on the test split from the saved
 checkpoint (``eugen_nerf.eval.runs.load_run``): PSNR/SSIM (LPIPS when its offline weights exist), render
@@ -7,8 +8,13 @@ FPS and rays per second (one warm-up render, median of ``--repeats`` timed rende
 views, metrics computed outside the timed region), parameters, model and checkpoint bytes, peak memory.
 EUGen models are also timed with fused inference off, to show what the merged form buys.
 
+Quality is the mean (and population std) over ``--seeds`` (the seed sets the initialisation, the ray
+batches and the EUGen projections; ``--baseline-seeds`` for the narrowed twin and the baselines); speed and
+size are measured on the first seed's run. Finished runs are
+reused (``--retrain`` trains afresh).
+
 The default invocation uses the small CPU configuration (see README); ``--steps`` and ``--full-size`` for
-longer runs. Example: ``python scripts/bench_methods.py --scene scenes/bunny64 --steps 300``.
+longer runs. Example: ``python scripts/bench_methods.py --families nerf --steps 300 --seeds 0 1 2 --baselines``.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ import copy
 import io
 import json
 import platform
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Literal, Tuple
+from typing import Dict, List, Literal, Optional, Tuple
 
 import torch
 import tyro
@@ -97,8 +104,9 @@ def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConf
     return best
 
 
-def variants(family: str, full_size: bool) -> List[Tuple[str, TrainerConfig]]:
-    """(label, trainer config) for the EUGen method, its dense twin and the narrowed dense twin."""
+def variants(family: str, full_size: bool, baselines: bool = False) -> List[Tuple[str, TrainerConfig]]:
+    """(label, trainer config) for the EUGen method, its dense twin and the narrowed dense twin; with
+    ``baselines``, also the EUGen method with its EUGen layers made low-rank and SNNK layers."""
     if family == "nerf":
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
@@ -115,12 +123,51 @@ def variants(family: str, full_size: bool) -> List[Tuple[str, TrainerConfig]]:
     narrow = narrowed(dense, width_field, _model_params(eugen))
     narrow.method_name = dense.method_name
     width = getattr(narrow.pipeline.model, width_field)
-    return [(eugen.method_name, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
+    out = [(eugen.method_name, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
+    if baselines:
+        for kind in ("lowrank", "snnk"):
+            baseline = copy.deepcopy(eugen)
+            baseline.pipeline.model.eugen.layer_type = kind
+            baseline.pipeline.model.eugen.feature_map = "relu"
+            baseline.pipeline.model.eugen.validate()
+            out.append((f"{eugen.method_name} (layer-type={kind})", baseline))
+    return out
 
 
-def timestamp(label: str) -> str:
-    """The run folder of a variant: its label without spaces and brackets."""
-    return label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
+def timestamp(label: str, seed: int = 0) -> str:
+    """The run folder of a variant: its label without spaces and brackets (seeds other than 0 suffixed)."""
+    name = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
+    return name if seed == 0 else f"{name}_seed{seed}"
+
+
+def with_seed(config: TrainerConfig, seed: int) -> TrainerConfig:
+    """``config`` trained at ``seed``: nerfstudio's machine seed, and the EUGen projections' seed."""
+    config = copy.deepcopy(config)
+    config.machine.seed = seed
+    eugen = getattr(config.pipeline.model, "eugen", None)
+    if eugen is not None:
+        eugen.seed = seed
+    return config
+
+
+def quality(config_path: Path) -> Dict[str, float]:
+    """Test-view quality only (no timing): the runs of the seeds after the first."""
+    run = load_run(config_path)
+    scored = score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name)
+    return {key: scored.mean(key) for key in scored.scores}
+
+
+def over_seeds(first: Dict[str, object], per_seed: List[Dict[str, object]]) -> Dict[str, object]:
+    """The first seed's row with its quality replaced by the mean over seeds (std and each seed beside)."""
+    row = dict(first)
+    for key in ("psnr", "ssim", "lpips"):
+        values = [s[key] for s in per_seed if s.get(key) is not None]
+        if values:
+            row[key] = statistics.fmean(values)
+            row[f"{key}_std"] = statistics.pstdev(values)
+    row["seeds"] = [s["seed"] for s in per_seed]
+    row["per_seed"] = per_seed
+    return row
 
 
 def set_fused(model: torch.nn.Module, fused: bool) -> None:
@@ -159,17 +206,23 @@ def measure(config_path: Path, repeats: int) -> Dict[str, object]:
     return result
 
 
-def goals(rows: Dict[str, Dict[str, object]], eugen: str, dense: str, narrow: str) -> Dict[str, object]:
+def goals(rows: Dict[str, Dict[str, object]], eugen: str, dense: str, narrow: str,
+          *baselines: str) -> Dict[str, object]:
+    """The issue's goals from the rows (quality: means over seeds); ``baselines``: the other variants."""
     e, d, n = rows[eugen], rows[dense], rows[narrow]
     speedup = e["fps"] / d["fps"]
     psnr_loss = d["psnr"] - e["psnr"]
-    return {
+    out = {
         "fps_speedup_vs_dense": speedup,
         "psnr_loss_vs_dense_db": psnr_loss,
         "psnr_gain_vs_narrowed_dense_db": e["psnr"] - n["psnr"],
         "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
         "goal_equal_parameters_met": e["psnr"] >= n["psnr"],
     }
+    if baselines:
+        out["psnr_gain_vs_baselines_db"] = {b: e["psnr"] - rows[b]["psnr"] for b in baselines}
+        out["goal_ahead_of_every_baseline_met"] = all(e["psnr"] >= rows[b]["psnr"] for b in (narrow, *baselines))
+    return out
 
 
 def plot(report: Dict[str, object], path: Path) -> None:
@@ -223,12 +276,24 @@ class BenchMethods:
     """where the training runs go."""
     out: Path = Path("benchmarks/methods.json")
     """the JSON written (merged with the families measured before; the plot goes beside it as .png)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """training seeds of every variant (quality: mean ± std over them; speed: the first)."""
+    baselines: bool = False
+    """also train the reviewers' baselines (low-rank, SNNK) in place of the EUGen layers"""
+    baseline_seeds: Optional[list[int]] = None
+    """seeds of the narrowed dense twin and the baselines (default: ``--seeds``; fewer saves CPU time)"""
+    retrain: bool = False
+    """train every run afresh (otherwise a finished run of the same steps is reused)"""
 
 
 def main() -> None:
     args = tyro.cli(BenchMethods, description=__doc__)
     if not args.families:
         usage_error("bench_methods", "--families needs at least one family")
+    if not args.seeds or args.baseline_seeds == []:
+        usage_error("bench_methods", "--seeds and --baseline-seeds need at least one seed")
+    if args.steps < 1 or args.repeats < 1:
+        usage_error("bench_methods", "--steps and --repeats must be >= 1")
 
     started = time.time()
     report: Dict[str, object] = {
@@ -247,13 +312,26 @@ def main() -> None:
     for family in args.families:
         rows: Dict[str, Dict[str, object]] = {}
         labels = []
-        for label, config in variants(family, args.full_size):
-            config_path, sec_per_iter = train_in_process(config, args.scene, args.steps, args.output_dir, timestamp(label))
-            rows[label] = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
+        for index, (label, config) in enumerate(variants(family, args.full_size, args.baselines)):
+            per_seed = []
+            seeds = args.seeds if index < 2 or args.baseline_seeds is None else args.baseline_seeds
+            for seed in seeds:
+                config_path, sec_per_iter = train_in_process(
+                    with_seed(config, seed), args.scene, args.steps, args.output_dir, timestamp(label, seed),
+                    reuse=not args.retrain,
+                )
+                if seed == seeds[0]:
+                    first = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
+                    scores = {key: first.get(key) for key in ("psnr", "ssim", "lpips")}
+                else:
+                    scores = quality(config_path)
+                per_seed.append({"seed": seed, "config": str(config_path), **scores})
+                print(f"[bench_methods] {label} seed {seed}: PSNR {scores['psnr']:.2f}", flush=True)
+            rows[label] = over_seeds(first, per_seed)
             labels.append(label)
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
         report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
-                                      "runs": rows, "goals": goals(rows, *labels)}
+                                      "seeds": args.seeds, "runs": rows, "goals": goals(rows, *labels)}
     report["wall_seconds"] = time.time() - started
     report = write_report(args.out, report, [("families",)])  # families not run here stay as measured before
     plot(report, args.out.with_suffix(".png"))
