@@ -164,6 +164,7 @@ def over_seeds(first: Dict[str, object], per_seed: List[Dict[str, object]]) -> D
         values = [s[key] for s in per_seed if s.get(key) is not None]
         if values:
             row[key] = statistics.fmean(values)
+        if len(values) > 1:
             row[f"{key}_std"] = statistics.pstdev(values)
     row["seeds"] = [s["seed"] for s in per_seed]
     row["per_seed"] = per_seed
@@ -216,6 +217,7 @@ def goals(rows: Dict[str, Dict[str, object]], eugen: str, dense: str, narrow: st
         "fps_speedup_vs_dense": speedup,
         "psnr_loss_vs_dense_db": psnr_loss,
         "psnr_gain_vs_narrowed_dense_db": e["psnr"] - n["psnr"],
+        "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
         "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
         "goal_equal_parameters_met": e["psnr"] >= n["psnr"],
     }
