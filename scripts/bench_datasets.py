@@ -95,7 +95,7 @@ def evaluate(config_path: Path) -> Dict[str, object]:
     run = load_run(config_path)
     scored = score_test_views(run.pipeline, warmup=0, label=run.name)
     framing = run.pipeline.datamanager.train_dataset.metadata.get(FRAMING_KEY)
-    result: Dict[str, object] = {key: scored.mean(key) for key in scored.scores}
+    result: Dict[str, object] = dict(scored.means())
     result["test_views"] = len(scored.views)
     result["framing"] = framing.describe() if framing is not None else "stock (nerfacto's own settings)"
     return result

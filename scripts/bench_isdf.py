@@ -27,6 +27,7 @@ against inference throughput, with std bars).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -36,6 +37,7 @@ import matplotlib
 import torch
 import tyro
 
+from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.eval.timing import benchmark, benchmark_interleaved
 from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig, dense_isdf_config
 from eugen_nerf.inputs.errors import usage_error
@@ -169,10 +171,11 @@ def step_seconds(trainer: StreamingTrainer, repeats: int) -> float:
     return seconds
 
 
-def train(name: str, sdf: ISDFFieldConfig, seed: int, config: BenchISDF) -> tuple[StreamingTrainer, dict]:
-    """Stream the scene into a fresh field at ``seed``; evaluate it (meshes exported for the first seed)."""
+def train(name: str, sdf: ISDFFieldConfig, seed: int, config: BenchISDF, stream_data) -> tuple[StreamingTrainer, dict]:
+    """Stream the scene (``load_stream``'s scene and frames) into a fresh field at ``seed``; evaluate it (meshes
+    exported for the first seed, named after the variant)."""
     device = torch.device("cpu")
-    scene, frames = load_stream(config.data)
+    scene, frames = stream_data
     sdf = replace(sdf, eugen=replace(sdf.eugen, seed=seed))
     stream = StreamingConfig(sdf=sdf, frame_stride=config.frame_stride, steps_per_frame=config.steps_per_frame,
                              seed=seed)
@@ -181,19 +184,12 @@ def train(name: str, sdf: ISDFFieldConfig, seed: int, config: BenchISDF) -> tupl
     field_ = trainer.field.eval()
     export = None
     if seed == config.seeds[0]:  # meshes of the first seed (the timed one)
-        export = config.mesh_dir / (name.split(" (")[0].replace(" ", "_") + f"_{sdf.width}_{len(sdf.eugen.layers)}"
-                                    f"_{sdf.eugen.num_features}.ply")
+        export = config.mesh_dir / (re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".ply")
     metrics = evaluate_field(lambda points: field_(points), scene.mesh_path, frames, scene.intrinsics,
                              scene.height, scene.width, config.evaluation, device, export_to=export)
     return trainer, {"seed": seed, "stream_train_seconds": log.train_seconds, "steps": log.steps,
                      "keyframes": len(log.keyframes), "final_loss": statistics.fmean(log.losses[-8:]),
                      **{k: metrics[k] for k in QUALITY_KEYS}}
-
-
-def summarise(runs: list[dict]) -> tuple[dict, dict]:
-    means = {k: statistics.fmean(r[k] for r in runs) for k in QUALITY_KEYS + ("final_loss",)}
-    spread = {k: statistics.pstdev(r[k] for r in runs) for k in QUALITY_KEYS + ("final_loss",)}
-    return means, spread
 
 
 def plot(results: list[dict], path: Path, title: str) -> None:
@@ -226,18 +222,19 @@ def main(config: BenchISDF) -> None:
         usage_error("bench_isdf", "--frame-stride, --steps-per-frame and --repeats must be >= 1")
     torch.set_num_threads(config.threads)
     chosen = variants(config)
+    stream_data = load_stream(config.data)
     results: list[dict] = []
     first_trainers: dict[str, StreamingTrainer] = {}
     for name, (sdf, seeds) in chosen.items():
         runs = []
         for seed in seeds:
-            trainer, run = train(name, sdf, seed, config)
+            trainer, run = train(name, sdf, seed, config, stream_data)
             runs.append(run)
             if seed == seeds[0]:
                 first_trainers[name] = trainer
             print(f"{name:52s} seed {seed}  SDF err {run['sdf_error']:.4f}  Chamfer {run['chamfer']:.4f}  "
                   f"F@0.02 {run['f_score@0.02']:.3f}", flush=True)
-        means, spread = summarise(runs)
+        means, spread = mean_and_std(runs, QUALITY_KEYS + ("final_loss",))
         field_ = first_trainers[name].field
         results.append({
             "name": name, "width": sdf.width, "eugen_layers": list(sdf.eugen.layers), "eugen": asdict(sdf.eugen),

@@ -23,7 +23,6 @@ import copy
 import io
 import json
 import platform
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods
 from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.merge import write_report
+from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
@@ -154,18 +154,16 @@ def quality(config_path: Path) -> Dict[str, float]:
     """Test-view quality only (no timing): the runs of the seeds after the first."""
     run = load_run(config_path)
     scored = score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name)
-    return {key: scored.mean(key) for key in scored.scores}
+    return scored.means()
 
 
 def over_seeds(first: Dict[str, object], per_seed: List[Dict[str, object]]) -> Dict[str, object]:
     """The first seed's row with its quality replaced by the mean over seeds (std and each seed beside)."""
     row = dict(first)
-    for key in ("psnr", "ssim", "lpips"):
-        values = [s[key] for s in per_seed if s.get(key) is not None]
-        if values:
-            row[key] = statistics.fmean(values)
-        if len(values) > 1:
-            row[f"{key}_std"] = statistics.pstdev(values)
+    means, spread = mean_and_std(per_seed, ("psnr", "ssim", "lpips"))
+    row.update(means)
+    if len(per_seed) > 1:
+        row.update({f"{key}_std": value for key, value in spread.items()})
     row["seeds"] = [s["seed"] for s in per_seed]
     row["per_seed"] = per_seed
     return row
@@ -190,7 +188,7 @@ def measure(config_path: Path, repeats: int) -> Dict[str, object]:
     result = {
         "config": str(config_path),
         "step": run.step,
-        **{key: scored.mean(key) for key in scored.scores},
+        **scored.means(),
         "fps": scored.fps,
         "rays_per_sec": scored.rays_per_second,
         "parameters": count_parameters(model),

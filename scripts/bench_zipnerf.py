@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import json
 import platform
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from eugen_nerf.inputs.errors import usage_error  # noqa: E402
 from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
+from eugen_nerf.bench.seeds import mean_and_std  # noqa: E402
 from eugen_nerf.bench.training import train_in_process  # noqa: E402
 from eugen_nerf.eval.evaluate import score_test_views  # noqa: E402
 from eugen_nerf.eval.runs import final_rgb, load_run  # noqa: E402
@@ -93,7 +93,7 @@ def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
     result = {}
     for scale in SCALES:
         scored = score_test_views(run.pipeline, warmup=0, downscale=scale, label=f"{run.name} 1/{scale}")
-        result[f"1/{scale}"] = {key: scored.mean(key) for key in scored.scores}
+        result[f"1/{scale}"] = scored.means()
     return result
 
 
@@ -223,19 +223,12 @@ def main() -> None:
                 "multiscale": multiscale_quality(path),
             }
     means: Dict[str, Dict[str, Dict[str, float]]] = {}
+    spread: Dict[str, Dict[str, Dict[str, float]]] = {}  # population std over seeds (0 for one seed)
     for name, seeds in runs.items():
-        means[name] = {}
         for scale in SCALES:
             key = f"1/{scale}"
-            metrics = [s["multiscale"][key] for s in seeds.values()]
-            means[name][key] = {m: sum(x[m] for x in metrics) / len(metrics) for m in metrics[0]}
-    spread = {  # population std over seeds of each metric (0 for one seed)
-        name: {
-            key: {m: statistics.pstdev(s["multiscale"][key][m] for s in seeds.values()) for m in means[name][key]}
-            for key in means[name]
-        }
-        for name, seeds in runs.items()
-    }
+            mean, std = mean_and_std([s["multiscale"][key] for s in seeds.values()])
+            means.setdefault(name, {})[key], spread.setdefault(name, {})[key] = mean, std
     first = args.seeds[0]
     print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
     speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats, args.speed_views)

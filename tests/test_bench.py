@@ -179,3 +179,12 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_and_model(tmp_path, mon
     assert len(calls) == 3
     training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
     assert len(calls) == 3
+
+
+def test_mean_and_std_over_seeds_skips_missing_metrics():
+    from eugen_nerf.bench.seeds import mean_and_std
+
+    means, spread = mean_and_std([{"psnr": 20.0, "lpips": None}, {"psnr": 22.0, "lpips": 0.2}], ("psnr", "lpips"))
+    assert means == {"psnr": 21.0, "lpips": 0.2} and spread == {"psnr": 1.0, "lpips": 0.0}
+    with pytest.raises(ValueError):
+        mean_and_std([])

@@ -96,6 +96,10 @@ class TestViewScores:
     def mean(self, key: str) -> float:
         return statistics.fmean(self.scores[key])
 
+    def means(self) -> dict[str, float]:
+        """The mean over views of every metric (what the benchmarks and reports record)."""
+        return {key: self.mean(key) for key in self.scores}
+
     @property
     def fps(self) -> float:
         return 1.0 / statistics.median(t.median for t in self.render)

@@ -1,0 +1,20 @@
+"""Quality over training seeds: the one mean and spread every benchmark suite reports."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Iterable, Mapping, Sequence, Tuple
+
+
+def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None = None
+                 ) -> Tuple[dict[str, float], dict[str, float]]:
+    """Mean and population std (0 for one run) of each metric over ``runs`` (one mapping per seed); ``keys``
+    defaults to the first run's metrics. Runs missing a metric (LPIPS without weights) are left out of it."""
+    if not runs:
+        raise ValueError("mean_and_std needs at least one run")
+    means, spread = {}, {}
+    for key in keys if keys is not None else runs[0]:
+        values = [run[key] for run in runs if run.get(key) is not None]
+        if values:
+            means[key], spread[key] = statistics.fmean(values), statistics.pstdev(values)
+    return means, spread
