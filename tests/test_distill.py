@@ -325,6 +325,27 @@ def test_novel_cameras_lie_between_the_training_ones_and_are_seeded(dense_teache
     assert (turned <= torch.deg2rad(torch.tensor(4.0)) + 1e-4).all()
 
 
+def test_heldout_pairs_come_from_whole_heldout_cameras(dense_teacher):
+    """R² and the ridge are judged on cameras the fit never saw: every sample of a held-out camera's rays goes
+    to the held-out statistics, and no sample of another camera does."""
+    from eugen_nerf.distill.capture import Capture
+    from eugen_nerf.distill.sampling import sample_rays
+    from eugen_nerf.distill.teacher import load_teacher
+
+    cameras = load_teacher(dense_teacher, "cpu").pipeline.datamanager.train_dataset.cameras
+    rays = sample_rays(cameras, 0.5, 0.25, batch_rays=100, seed=3)
+    held = rays.heldout_cameras(0.25, seed=3)
+    assert held and set(held) < set(rays.camera_indices) and held == rays.heldout_cameras(0.25, seed=3)
+    assert sample_rays(cameras, 1e-3, 0.25, 100, 3).heldout_cameras(0.25, 3) == []  # one camera: no view split
+    capture = Capture({}, {}, [], pair_fraction=1.0, heldout_fraction=0.1)
+    for b in range(rays.num_batches):
+        capture.held_rays = rays.heldout_mask(b, held)
+        owners = rays.batch(b, torch.device("cpu")).camera_indices.reshape(-1)
+        samples = 7  # a field's MLP sees rays x samples rows, ray-major
+        expected = torch.isin(owners, torch.tensor(held)).repeat_interleave(samples)
+        assert torch.equal(capture.held_rows(len(owners) * samples), expected)
+
+
 @pytest.mark.parametrize("parameters", ["all", "eugen"])
 def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result, parameters):
     from eugen_nerf.distill.finetune import finetune

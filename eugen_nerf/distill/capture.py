@@ -10,7 +10,9 @@ seeded ``pair_fraction`` of its rows, and walks the kept rows through two copies
   ``X`` of the layer, including the skip concatenation.
 
 ``F = Φ(f(X))`` of the (frozen, seeded) EUGen layer and ``Y`` go into two :class:`NormalEquations`
-per layer, a training one and a held-out one (R², ridge selection). Nothing else is kept: memory
+per layer, a training one and a held-out one (R², ridge selection). The held-out rows are those of whole
+held-out cameras (``Capture.held_rays``, set per batch): other samples of the same rays would overstate how
+well a layer generalises to a new view. Nothing else is kept: memory
 is ``O(M²)`` per layer whatever the number of rays.
 """
 
@@ -118,7 +120,8 @@ class Capture:
         teachers: dense copies of the same MLPs, taken before any layer was replaced.
         equations: the layers to fit.
         pair_fraction: fraction of each MLP call's rows that enter the fit.
-        heldout_fraction: fraction of the kept rows that go to the held-out statistics.
+        heldout_fraction: fraction of the kept rows that go to the held-out statistics when no ray-level
+            split is given (``held_rays`` is ``None``: a single sampled camera).
     """
 
     def __init__(self, mlps: Dict[str, EUGenMLP], teachers: Dict[str, EUGenMLP], equations: List[LayerEquations],
@@ -131,6 +134,8 @@ class Capture:
         self.pair_fraction = pair_fraction
         self.heldout_fraction = heldout_fraction
         self.generator: Optional[torch.Generator] = None
+        self.held_rays: Optional[Tensor] = None
+        """Per ray of the batch being rendered: held out (its camera is a held-out one). Set per batch."""
         self._handles: list = []
 
     def __enter__(self) -> "Capture":
@@ -149,6 +154,13 @@ class Capture:
 
         return hook
 
+    def held_rows(self, rows: int) -> Tensor:
+        """Held-out flag of each of an MLP call's ``rows``: samples are ray-major (``rays × samples`` flattened,
+        as nerfstudio's fields call their MLPs), so a ray's flag covers its ``rows / rays`` samples."""
+        if self.held_rays is not None and self.held_rays.numel() and rows % self.held_rays.numel() == 0:
+            return self.held_rays.cpu().repeat_interleave(rows // self.held_rays.numel())
+        return torch.rand(rows, generator=self.generator) < self.heldout_fraction
+
     @torch.no_grad()
     def record(self, mlp_path: str, in_tensor: Tensor) -> None:
         """Add the kept rows of one MLP call to the statistics of the layers it holds."""
@@ -156,8 +168,9 @@ class Capture:
             raise RuntimeError("Capture.generator must be set (per batch) before rendering")
         x = in_tensor.reshape(-1, in_tensor.shape[-1])
         keep = torch.rand(x.shape[0], generator=self.generator) < self.pair_fraction
+        held = self.held_rows(x.shape[0])
         x = x[keep.to(x.device)]
-        held = (torch.rand(x.shape[0], generator=self.generator) < self.heldout_fraction).to(x.device)
+        held = held[keep].to(x.device)
         if x.shape[0] == 0:
             return
         targets = self.by_mlp[mlp_path]

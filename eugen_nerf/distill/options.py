@@ -79,7 +79,8 @@ class DistillOptions:
     pair_fraction: FractionArg = 0.1
     """Fraction of the recorded (input, output) pairs that enter the fit."""
     heldout_fraction: FractionArg = 0.1
-    """Fraction of the kept pairs held out for R² and ridge selection."""
+    """Fraction of the sampled cameras held out, whole, for R² and ridge selection (at least one; with a
+    single sampled camera, this fraction of its pairs)."""
     ridge: Union[float, Literal["auto"]] = "auto"
     """Relative ridge strength, or auto: the best held-out R² over 1e-10, 1e-8, ..., 1."""
     fit: Literal["sequential", "parallel"] = "sequential"

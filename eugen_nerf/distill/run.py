@@ -177,8 +177,10 @@ class Distillation:
             train = self.teacher.pipeline.datamanager.train_dataset
             self.rays = sample_rays(train.cameras, options.image_fraction, options.resolution_scale,
                                     options.batch_rays, options.eugen.seed)
+            self.heldout_cameras = self.rays.heldout_cameras(options.heldout_fraction, options.eugen.seed)
         self.say(f"teacher {self.teacher.checkpoint} (step {self.teacher.step}); "
-                 f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views in "
+                 f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views "
+                 f"({len(self.heldout_cameras) or 'none'} held out for R² and the ridge) in "
                  f"{self.rays.num_batches} batches; {len(self.refs)} layer(s)"
                  + (" as auto candidates" if options.auto else ""))
 
@@ -227,6 +229,7 @@ class Distillation:
                                       options.heldout_fraction) as capture:
             for b in tqdm(batches, desc=f"capture stage {stage + 1}", disable=self.rank != 0, leave=False):
                 capture.generator = batch_generator(options.eugen.seed, b)
+                capture.held_rays = self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None
                 outputs = model(self.rays.batch(b, self.device))
                 if record_rgb:
                     self.state["teacher_rgb"][b] = final_rgb(outputs).float().cpu()

@@ -34,6 +34,21 @@ class RaySet:
         start = index * self.batch_rays
         return self.rays[start : start + self.batch_rays].to(device)
 
+    def heldout_cameras(self, fraction: float, seed: int) -> List[int]:
+        """A seeded ``fraction`` (at least one) of the sampled cameras whose rays never enter a fit: R² and the
+        ridge are judged on views the fit has not seen. Empty when only one camera was sampled."""
+        if len(self.camera_indices) < 2:
+            return []
+        count = min(len(self.camera_indices) - 1, max(1, round(fraction * len(self.camera_indices))))
+        picks = torch.randperm(len(self.camera_indices), generator=torch.Generator().manual_seed(seed + 104729))
+        return sorted(self.camera_indices[i] for i in picks[:count].tolist())
+
+    def heldout_mask(self, index: int, cameras: List[int]) -> torch.Tensor:
+        """Per ray of batch ``index``: does it come from one of ``cameras``?"""
+        start = index * self.batch_rays
+        owners = self.rays.camera_indices[start : start + self.batch_rays].reshape(-1)
+        return torch.isin(owners, torch.tensor(cameras, dtype=owners.dtype))
+
 
 def choose_cameras(num_cameras: int, fraction: float, seed: int) -> List[int]:
     """``ceil(fraction * n)`` distinct camera indices, seeded, in increasing order."""
