@@ -13,8 +13,13 @@ Each run is evaluated on its test split from the saved checkpoint (``eugen_nerf.
 PSNR/SSIM (LPIPS when its offline weights exist) averaged over the test views; the framing each run chose
 from its data is recorded. Writes ``benchmarks/datasets.json``.
 
-CPU example (the numbers in the shipped JSON): ``python scripts/bench_datasets.py --steps 300``; split
-across processes with ``--only`` and ``--output``, then ``--merge a.json b.json``.
+Over ``--seeds`` (nerfstudio's seed and the EUGen projections' seed), each scene's metrics are the mean over
+seeds, and the frame gap is the mean of the per-seed gaps (the same seed trains both scenes) with its
+spread: one seed's gap is within the run-to-run noise of these short runs.
+
+CPU example (the numbers in the shipped JSON): ``python scripts/bench_datasets.py --steps 300 --seeds 0 1 2
+--only eugen-nerfacto dense-nerfacto nerfacto``; split across processes with ``--only`` and ``--output``, then
+``--merge a.json b.json``.
 """
 
 from __future__ import annotations
@@ -38,9 +43,11 @@ from nerfstudio.configs.method_configs import method_configs as stock_methods
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.engine.trainer import TrainerConfig
 
+from eugen_nerf.bench.seeds import mean_and_std, with_seed
 from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.runs import load_run
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.scenes.framing import FRAMING_KEY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,13 +108,34 @@ def evaluate(config_path: Path) -> Dict[str, object]:
     return result
 
 
+def per_seed_psnr(scene: Dict[str, object]) -> Dict[int, float]:
+    """Test PSNR by training seed (a run from before --seeds is seed 0)."""
+    return {s["seed"]: s["psnr"] for s in scene.get("per_seed", [{"seed": 0, "psnr": scene["psnr"]}])}
+
+
+def over_seeds(per_seed: List[Dict[str, object]]) -> Dict[str, object]:
+    """A scene's row: the first seed's run with its metrics replaced by the means over seeds."""
+    row = {k: v for k, v in per_seed[0].items() if k != "seed"}
+    means, spread = mean_and_std(per_seed, ("psnr", "ssim", "lpips", "seconds_per_step"))
+    row.update(means)
+    row.update({f"{key}_std": spread[key] for key in ("psnr", "ssim", "lpips") if key in spread})
+    row["per_seed"] = [{k: s[k] for k in ("seed", "psnr", "ssim", "lpips") if k in s} for s in per_seed]
+    return row
+
+
 def summarise(runs: Dict[str, Dict[str, Dict[str, object]]]) -> Dict[str, object]:
     frame = {}
     for method, scenes in runs.items():
         if "canonical" in scenes and "captured" in scenes:
-            gap = scenes["captured"]["psnr"] - scenes["canonical"]["psnr"]
-            frame[method] = {"psnr_captured_minus_canonical_db": gap,
-                             "goal_frame_invariant_met": abs(gap) <= GOAL_FRAME_PSNR_DB}
+            canonical, captured = per_seed_psnr(scenes["canonical"]), per_seed_psnr(scenes["captured"])
+            gaps = [{"seed": seed, "gap": captured[seed] - canonical[seed]} for seed in canonical if seed in captured]
+            if not gaps:
+                continue
+            means, spread = mean_and_std(gaps, ("gap",))
+            frame[method] = {"psnr_captured_minus_canonical_db": means["gap"],
+                             "psnr_captured_minus_canonical_std_db": spread["gap"],
+                             "per_seed_gap_db": {str(g["seed"]): g["gap"] for g in gaps},
+                             "goal_frame_invariant_met": abs(means["gap"]) <= GOAL_FRAME_PSNR_DB}
     unbounded = {}
     reference = runs.get("nerfacto", {}).get("unbounded")
     for method, scenes in runs.items():
@@ -122,6 +150,10 @@ class BenchDatasets:
     """training steps of every run."""
     only: list[str] = field(default_factory=lambda: METHODS + ["nerfacto"])
     """methods to run"""
+    scenes: list[str] = field(default_factory=lambda: list(SCENES))
+    """scenes to run: canonical, captured, unbounded (stock nerfacto runs only the unbounded one)"""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """training seeds of every run (metrics: means over them; finished runs are reused)"""
     output: Path = REPO / "benchmarks" / "datasets.json"
     """the JSON written (rewritten after every run)."""
     work_dir: Path = Path("outputs/bench_datasets")
@@ -143,28 +175,39 @@ def main() -> None:
         print(json.dumps(summarise(runs), indent=2))
         return
 
+    unknown = sorted(set(args.scenes) - set(SCENES))
+    if unknown or not args.seeds:
+        usage_error("bench_datasets", f"unknown scene(s) {unknown}: choose from {list(SCENES)}" if unknown
+                    else "--seeds needs at least one seed")
     torch.set_num_threads(args.threads)
     runs: Dict[str, Dict[str, Dict[str, object]]] = {}
     for method in args.only:
-        scenes: List[str] = ["unbounded"] if method == "nerfacto" else ["canonical", "captured", "unbounded"]
+        scenes: List[str] = [s for s in args.scenes if method != "nerfacto" or s == "unbounded"]
         for scene in scenes:
-            torch.manual_seed(0)
-            config = method_config(method)
-            config_path, seconds = train_in_process(config, SCENES[scene], args.steps, args.work_dir / method)
-            result = {**evaluate(config_path), "seconds_per_step": seconds, "steps": args.steps}
-            runs.setdefault(method, {})[scene] = result
-            print(f"{method:14s} {scene:10s} PSNR {result['psnr']:.2f}  {result['framing']}", flush=True)
-            write_report(args, runs)  # after every run: an interrupted benchmark keeps what it measured
+            per_seed = []
+            for seed in args.seeds:
+                torch.manual_seed(seed)
+                config = with_seed(method_config(method), seed)
+                config_path, seconds = train_in_process(config, SCENES[scene], args.steps, args.work_dir / method,
+                                                        "bench" if seed == 0 else f"bench_seed{seed}", reuse=True)
+                per_seed.append({"seed": seed, **evaluate(config_path), "seconds_per_step": seconds,
+                                 "steps": args.steps})
+                print(f"{method:14s} {scene:10s} seed {seed} PSNR {per_seed[-1]['psnr']:.2f}  "
+                      f"{per_seed[-1]['framing']}", flush=True)
+                runs.setdefault(method, {})[scene] = over_seeds(per_seed)
+                write_report(args, runs)  # after every run: an interrupted benchmark keeps what it measured
     print(json.dumps(summarise(runs), indent=2))
 
 
 def write_report(args: BenchDatasets, runs: Dict[str, Dict[str, Dict[str, object]]]) -> None:
     report = {
-        "description": "test PSNR of each method on bunny64 vs its captured variant (same steps, seed); "
+        "description": "test PSNR of each method on bunny64 vs its captured variant (same steps and seeds; "
+        "means over seeds); "
         "unbounded scene vs stock nerfacto. CPU, small configurations, short runs.",
         "command": " ".join(["python", "scripts/bench_datasets.py", *sys.argv[1:]]),
         "platform": {"machine": platform.machine(), "torch": torch.__version__,
                      "device": "cuda" if torch.cuda.is_available() else "cpu", "threads": args.threads},
+        "seeds": args.seeds,
         "goal_frame_psnr_db": GOAL_FRAME_PSNR_DB,
         "runs": runs,
         **summarise(runs),

@@ -40,7 +40,7 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods
 from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.merge import write_report
-from eugen_nerf.bench.seeds import mean_and_std
+from eugen_nerf.bench.seeds import mean_and_std, with_seed
 from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
@@ -138,16 +138,6 @@ def timestamp(label: str, seed: int = 0) -> str:
     """The run folder of a variant: its label without spaces and brackets (seeds other than 0 suffixed)."""
     name = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
     return name if seed == 0 else f"{name}_seed{seed}"
-
-
-def with_seed(config: TrainerConfig, seed: int) -> TrainerConfig:
-    """``config`` trained at ``seed``: nerfstudio's machine seed, and the EUGen projections' seed."""
-    config = copy.deepcopy(config)
-    config.machine.seed = seed
-    eugen = getattr(config.pipeline.model, "eugen", None)
-    if eugen is not None:
-        eugen.seed = seed
-    return config
 
 
 def quality(config_path: Path) -> Dict[str, float]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import statistics
 from typing import Iterable, Mapping, Sequence, Tuple
+
+from nerfstudio.engine.trainer import TrainerConfig
 
 
 def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None = None
@@ -18,3 +21,13 @@ def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None
         if values:
             means[key], spread[key] = statistics.fmean(values), statistics.pstdev(values)
     return means, spread
+
+
+def with_seed(config: TrainerConfig, seed: int) -> TrainerConfig:
+    """``config`` trained at ``seed``: nerfstudio's machine seed, and the EUGen projections' seed."""
+    config = copy.deepcopy(config)
+    config.machine.seed = seed
+    eugen = getattr(config.pipeline.model, "eugen", None)
+    if eugen is not None:
+        eugen.seed = seed
+    return config
