@@ -124,6 +124,8 @@ def test_closed_form_student_matches_teacher(dense_result):
     assert report["student"]["psnr"] == pytest.approx(report["teacher"]["psnr"], abs=0.3)
     # each 32-wide layer's 32x32 W became a 32x64 A (k·m = 2·32 features); frozen projections are not parameters
     assert report["student"]["parameters"] == report["teacher"]["parameters"] + 6 * 32 * (64 - 32)
+    # the speed-up is timed with an untouched teacher beside the student: a ratio, positive and finite
+    assert 0 < report["render_speedup"] < float("inf")
 
 
 def test_student_run_directory_loads_strictly_and_renders_the_student(dense_result):

@@ -3,6 +3,8 @@
 Quality is PSNR/SSIM/LPIPS of the rendered test views against the ground truth (metrics from
 :mod:`eugen_nerf.eval`); speed is frames per second from the median render time (one warm-up
 render, ``repeats`` timed renders per view); size is the parameter count without metric modules.
+The student's speed-up over its teacher is timed side by side (:func:`render_speedup`): two FPS figures
+measured minutes apart on a shared machine do not make a ratio.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from eugen_nerf.eval import metrics
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import PeakMemory, count_parameters
+from eugen_nerf.eval.timing import benchmark_interleaved
 
 def render_rgb(model, camera) -> Tensor:
     return final_rgb(model.get_outputs_for_camera(camera)).clamp(0, 1)
@@ -55,6 +58,24 @@ def evaluate(pipeline, views: Optional[int], repeats: int, label: str) -> Dict[s
     return summary
 
 
+def render_speedup(teacher, students: Dict[str, torch.nn.Module], pipeline, views: int = 2,
+                   repeats: int = 2) -> Dict[str, float]:
+    """Median render time of ``teacher`` over that of each student, on the first ``views`` test views of
+    ``pipeline``, every model rendering each view in turn (``benchmark_interleaved``: load from elsewhere hits
+    all alike; each first output checked finite)."""
+    dataset = pipeline.datamanager.eval_dataset
+    models = {"teacher": teacher, **students}
+    seconds: Dict[str, list] = {name: [] for name in models}
+    for view in range(min(views, len(dataset))):
+        camera = dataset.cameras[view : view + 1].to(pipeline.device)
+        fns = {name: (lambda m=model: final_rgb(m.get_outputs_for_camera(camera))) for name, model in models.items()}
+        with torch.no_grad():
+            for name, timing in benchmark_interleaved(fns, pipeline.device, warmup=1, repeats=repeats).items():
+                seconds[name].extend(timing.seconds)
+    median = {name: sorted(times)[len(times) // 2] for name, times in seconds.items()}
+    return {name: median["teacher"] / median[name] for name in students}
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -85,6 +106,8 @@ def print_report(report: dict, console: Optional[Console] = None) -> None:
         for key, spec in (("psnr", ".3f"), ("ssim", ".4f"), ("lpips", ".4f"), ("fps", ".2f"),
                           ("parameters", ",d"), ("peak_memory_bytes", ",d")):
             ratio = student[key] / teacher[key] if teacher[key] else float("nan")
+            if key == "fps" and report.get("render_speedup") is not None:
+                ratio = report["render_speedup"]  # timed side by side, not the ratio of two separate runs
             table.add_row(key, _fmt(teacher[key], spec), _fmt(student[key], spec), _fmt(ratio, ".4f"))
         table.add_row("checkpoint_bytes", _fmt(report["teacher_checkpoint_bytes"], ",d"),
                       _fmt(report["student_checkpoint_bytes"], ",d"), "")

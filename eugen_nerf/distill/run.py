@@ -46,7 +46,7 @@ from eugen_nerf.distill.output import (
     stage_checkpoint,
     write_yaml_atomic,
 )
-from eugen_nerf.distill.report import evaluate, print_report, view_psnr, write_json_atomic
+from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
 from eugen_nerf.eval.runs import Run, final_rgb
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
@@ -198,8 +198,11 @@ class Distillation:
                                            "decisions": [], "teacher_rgb": {}}
         if self.state["stage"] or self.state["next_batch"]:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
-        # an untouched teacher renders the fine-tune's novel views (the model itself becomes the student)
-        self.teacher_model = copy.deepcopy(model) if options.finetune_steps and options.finetune_novel_views else None
+        # an untouched teacher renders the fine-tune's novel views and is timed beside the student (the model
+        # itself becomes the student)
+        novel = options.finetune_steps and options.finetune_novel_views
+        self.reference = copy.deepcopy(model) if novel or (options.evaluate and self.rank == 0) else None
+        self.teacher_model = self.reference if novel else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
         self.dense = {ref.path: self.mlps[ref.mlp_path].layers[ref.index] for ref in self.refs}
@@ -341,6 +344,17 @@ class Distillation:
         with self.timer("evaluate"):
             return evaluate(self.teacher.pipeline, self.options.eval_views, self.options.fps_repeats, label)
 
+    def render_speedup(self) -> Optional[float]:
+        """The student's render speed-up over an untouched teacher, timed side by side (``None`` without
+        ``evaluate``)."""
+        if not self.options.evaluate or self.reference is None:
+            return None
+        with self.timer("evaluate"):
+            speedup = render_speedup(self.reference, {"student": self.teacher.model}, self.teacher.pipeline,
+                                     repeats=self.options.fps_repeats)["student"]
+        self.say(f"render speed-up over the teacher, timed side by side: {speedup:.2f}x")
+        return speedup
+
     def write(self, report: dict) -> None:
         options, teacher = self.options, self.teacher
         work = self.work_dir
@@ -381,6 +395,7 @@ def distill(options: DistillOptions, console: Optional[Console] = None) -> Disti
         report["student_closed_form"] = run.evaluate("student (closed form)")
         report["finetune_losses"] = run.finetune()
     report["student"] = run.evaluate("student")
+    report["render_speedup"] = run.render_speedup()
     run.write(report)
     result.run_dir = str(options.output_dir)
     print_report(report, run.console)
