@@ -12,10 +12,14 @@ Variants (each one change from the baseline, ``relu`` map, m = 64, k = 2, layers
 feature map; pair weights (transmittance ``T`` of the teacher, rendering weight ``T·α``); refitting the
 dense layers after the replaced ones and the density head in closed form (pre-activation targets, the
 density floored at -8); one ridge for all features vs a ridge per feature variance; more features; other
-layer sets; and per-layer refinement of ``G`` and ``A`` by gradient descent on the same layer loss.
+layer sets; per-layer refinement of ``G`` and ``A`` by gradient descent on the same layer loss; and a joint
+refinement of every replaced layer after it, on the teacher's render of the training samples (what
+``--finetune-steps`` with ``--finetune-parameters eugen`` does in ``eugen-distill``) or on the teacher's trunk
+output.
 
     python scripts/ablate_distill.py                       # paper-sized teacher, ~15 min on 2 cores
     python scripts/ablate_distill.py --quick               # three variants, small sample
+    python scripts/ablate_distill.py --only 'layers 6, 7 + refine'   # some variants, merged into the JSON
 Writes ``benchmarks/distill_ablation.json``.
 """
 
@@ -41,7 +45,8 @@ from eugen_nerf.layers import EUGenLinear, EUGenSpec, NormalEquations
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
-            refine_steps=0)
+            refine_steps=0, joint=None, non_negative=False)
+REFINED = dict(feature_map="identity", refine_steps=300)
 VARIANTS = {
     "baseline (relu, m=64, k=2, layers 2,3,5,6)": {},
     "feature map identity": dict(feature_map="identity"),
@@ -54,6 +59,16 @@ VARIANTS = {
     "refine G and A per layer (300 Adam steps)": dict(refine_steps=300),
     "layers 5, 6 only": dict(layers=(5, 6)),
     "layers 6, 7 only": dict(layers=(6, 7)),
+    "identity + refine": REFINED,
+    "identity + refine, then jointly on the teacher's render (300 steps)": dict(REFINED, joint="render"),
+    "identity + refine, then jointly on the teacher's trunk output (300 steps)": dict(REFINED, joint="trunk"),
+    "identity + refine, layers 5, 6, 7": dict(REFINED, layers=(5, 6, 7)),
+    "identity + refine, layers 6, 7": dict(REFINED, layers=(6, 7)),
+    "identity + refine, layer 7": dict(REFINED, layers=(7,)),
+    "identity + refine, layers 1-7": dict(REFINED, layers=(1, 2, 3, 4, 5, 6, 7)),
+    "identity + refine, non-negative (the ReLU kept after each EUGen layer: A no longer merges)":
+        dict(REFINED, non_negative=True),
+    "identity + refine, layers 6, 7, non-negative": dict(REFINED, layers=(6, 7), non_negative=True),
 }
 QUICK = ("baseline (relu, m=64, k=2, layers 2,3,5,6)", "feature map identity", "weights: teacher transmittance T")
 
@@ -127,6 +142,42 @@ def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int) 
     return trainable.requires_grad_(False)
 
 
+def joint_refine(student, data: dict, reference, train_rays, layers, background, target: str, steps: int,
+                 seed: int, rays_per_step: int = 256):
+    """Every replaced layer's ``G``, ``A``, ``c`` trained together, from their per-layer fits, to match the
+    teacher's render of the training samples (``render``) or the teacher's trunk output (``trunk``)."""
+    for index in layers:
+        layer = student.trunk.layers[index]
+        trainable = EUGenLinear(layer.in_features, layer.out_features, layer.num_features, layer.degree,
+                                feature_map=layer.feature_map, trainable_projections=True, seed=layer.seed,
+                                scaling=layer.scaling)
+        trainable.load_state_dict({**layer.state_dict(), "projections": layer.projections}, strict=False)
+        install_layer(student.trunk, index, trainable)
+    params = [p for index in layers for p in student.trunk.layers[index].parameters()]
+    for p in params:
+        p.requires_grad_(True)
+    student.train()  # eval mode runs the fused form, which is built without gradients
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+    generator = torch.Generator().manual_seed(seed + 7)
+    goal = reference[0] if target == "render" else reference[3]
+    with torch.enable_grad():
+        for _ in range(steps):
+            pick = train_rays[torch.randint(len(train_rays), (rays_per_step,), generator=generator)]
+            if target == "render":
+                out, _, _ = composite(student, {k: t[pick] for k, t in data.items() if k != "camera"}, background)
+            else:
+                out = student.trunk(data["x"][pick])
+            loss = (out - goal[pick]).square().mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    for p in params:
+        p.requires_grad_(False)
+    return student.eval()
+
+
 @torch.no_grad()
 def run_variant(teacher_field, data, reference, held_cameras, background, pair_fraction, seed, **v) -> dict:
     start = time.perf_counter()
@@ -134,7 +185,7 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     held_ray = torch.isin(data["camera"], held_cameras)
     keep = torch.rand(rays, samples, generator=torch.Generator().manual_seed(seed + 1)) < pair_fraction
     train_rows, held_rows = keep & ~held_ray[:, None], keep & held_ray[:, None]
-    _, render_weight, transmittance = reference
+    _, render_weight, transmittance, _ = reference
     weights = {"none": torch.ones(rays, samples), "T": transmittance[..., 0], "Talpha": render_weight[..., 0]}[v["weight"]]
     weights = weights / weights[train_rows].mean()
     student = copy.deepcopy(teacher_field)
@@ -152,7 +203,8 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
             with torch.enable_grad():
                 layer = refine(layer, student_in[index][train_rows], teacher_out[index][train_rows],
                                weights[train_rows], v["refine_steps"], seed)
-        install_layer(student.trunk, index, layer)
+        # non-negative: wrapped, the layer is no longer an EUGenLinear to the MLP, which then applies its ReLU
+        install_layer(student.trunk, index, torch.nn.Sequential(layer) if v["non_negative"] else layer)
         fits.append({"layer": index, "r2_heldout": score, "ridge": solution.ridge})
     for target in v["refit"]:
         if target == "density":  # the density head's pre-activation, floored where it renders the same
@@ -172,6 +224,9 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
         module.weight.copy_(solution.weight)
         module.bias.copy_(solution.bias)
         fits.append({"layer": str(target), "r2_heldout": score, "ridge": solution.ridge})
+    if v["joint"]:
+        student = joint_refine(student, data, reference, torch.nonzero(~held_ray).squeeze(1), v["layers"], background,
+                               v["joint"], 300, seed)
     student.eval()
     rgb, _, _ = composite(student, {k: t[held_ray] for k, t in data.items() if k != "camera"}, background)
     mse = (rgb - reference[0][held_ray]).square().mean()
@@ -195,6 +250,8 @@ class AblateDistill:
     """three variants on 1/10 of the images at 1/4 resolution"""
     output: Path = ROOT / "benchmarks" / "distill_ablation.json"
     """the JSON written (with --quick, written only when given)."""
+    only: tuple[str, ...] = ()
+    """run these variants only (names as in the JSON) and merge them into an existing --output"""
 
 
 def main() -> None:
@@ -211,12 +268,16 @@ def main() -> None:
     background = float(colour.reshape(-1)[0]) if isinstance(colour, torch.Tensor) else float(colour == "white")
     data = capture(teacher, args.image_fraction, args.resolution_scale, args.seed)
     with torch.no_grad():
-        reference = composite(field, data, background)
+        reference = (*composite(field, data, background), field.trunk(data["x"]))
     cameras = data["camera"].unique()
     held_cameras = cameras[torch.randperm(len(cameras), generator=torch.Generator().manual_seed(args.seed))[
         : max(1, len(cameras) // 5)]]
-    results = {}
-    for name in (QUICK if args.quick else VARIANTS):
+    unknown = [name for name in args.only if name not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"ablate_distill: unknown variant(s) {unknown}; the variants are {list(VARIANTS)}")
+    previous = json.loads(args.output.read_text()) if args.only and args.output.is_file() else {}
+    results = previous.get("variants", {})
+    for name in (QUICK if args.quick else args.only or VARIANTS):
         results[name] = run_variant(field, data, reference, held_cameras, background, args.pair_fraction, args.seed,
                                     **{**BASE, **VARIANTS[name]})
         print(f"{results[name]['psnr_vs_teacher_heldout_cameras']:6.2f} dB  {name}  "
@@ -224,6 +285,10 @@ def main() -> None:
     out = {"machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads()},
            "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
            "held_out_cameras": held_cameras.tolist(), "variants": results}
+    if previous:  # variants added to an earlier run: keep how that run was made, and how each addition was
+        this = out["command"]
+        out["command"] = previous["command"]
+        out["added_by"] = previous.get("added_by", []) + [this]
     if not args.quick or args.output != AblateDistill.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(out, indent=2) + "\n")

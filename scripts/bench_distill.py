@@ -10,8 +10,14 @@ before the fine-tune) and the fine-tuned one, and compares them with the issue's
 
 Writes ``benchmarks/distill.json`` and ``benchmarks/distill.png``.
 
+``--front P1 P2 ...`` instead distils once per layer pattern (closed form, with ``--refine-steps`` if given,
+no fine-tune), the teacher scored once, and writes the quality/speed front: which layers a user can replace
+for which loss (``benchmarks/distill_front.json`` and its plot).
+
     python scripts/bench_distill.py
     python scripts/bench_distill.py --teacher outputs/.../config.yml --finetune-steps 100
+    python scripts/bench_distill.py --teacher teachers/bunny64/dense-nerf/paper --num-features 64 --refine-steps 300 \
+        --front 'field_*.trunk.layers.[67]' 'field_*.trunk.layers.[567]' --output benchmarks/distill_front.json
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ class BenchDistill:
     """per-layer refinement of G and A (0: closed form)"""
     fps_repeats: int = 2
     """timed renders per test view in the report."""
+    front: list[str] = field(default_factory=list)
+    """layer patterns (several in one entry: comma-separated), one distillation each (closed form and
+    --refine-steps, no fine-tune): the front mode."""
     output: Path = ROOT / "benchmarks" / "distill.json"
     """the JSON written (the plot goes beside it as .png)."""
 
@@ -90,7 +99,8 @@ def summarise(report: dict) -> dict:
         "refine_seconds": seconds.get("refine", 0.0),
         "psnr_ratio_closed_form": ratio(closed, teacher, "psnr"),
         "psnr_ratio_finetuned": ratio(tuned, teacher, "psnr"),
-        "fps_ratio": ratio(tuned, teacher, "fps"),
+        "fps_ratio": report["render_speedup"],  # the fine-tuned student beside the teacher, timed side by side
+        "fps_ratio_sequential": ratio(tuned, teacher, "fps"),
     }
     met = {key: (value <= GOALS[key] if key.endswith("seconds") else value >= GOALS[key])
            for key, value in measured.items() if key in GOALS}
@@ -123,8 +133,117 @@ def plot(report: dict, summary: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def front(args: BenchDistill) -> None:
+    """One closed-form (and refined) student per pattern of ``--front``, scored beside the teacher (scored once);
+    rerunning the same command keeps the points already measured. Speed: every student's architecture and the
+    teacher rendered side by side, interleaved, in one process (:func:`front_speed`)."""
+    from eugen_nerf.distill.report import evaluate
+    from eugen_nerf.distill.teacher import load_teacher
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    settings = {k: v for k, v in front_command(args).items() if k not in ("front", "output")}
+    previous = json.loads(args.output.read_text()) if args.output.is_file() else {}
+    same = {k: v for k, v in previous.get("command", {}).items() if k not in ("front", "output")} == settings
+    done = {p["layers"]: p for p in previous.get("points", [])} if same else {}
+    teacher_scores = previous["teacher"] if same else None
+    if teacher_scores is None:
+        teacher = load_teacher(args.teacher, device)
+        teacher_scores = evaluate(teacher.pipeline, None, args.fps_repeats, "teacher")
+        del teacher
+    points = []
+    for pattern in args.front:
+        if pattern in done:
+            point = done[pattern]
+            point.setdefault("fps_ratio_sequential", point.pop("fps_ratio", None))  # a point from before the timing
+            points.append(point)
+            continue
+        with tempfile.TemporaryDirectory(prefix="bench-distill-front-") as tmp:
+            options = DistillOptions(
+                teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(pattern.split(",")),
+                eugen=EUGenSpec(num_features=args.num_features, degree=args.degree, feature_map=args.feature_map),
+                image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
+                pair_fraction=args.pair_fraction, refine_steps=args.refine_steps, evaluate=False,
+            )
+            result = distill(options)
+            student = evaluate(result.teacher.pipeline, None, args.fps_repeats, f"student {pattern}")
+        points.append({
+            "layers": pattern, "replaced": [fit.path for fit in result.fits.values()], "student": student,
+            "psnr_ratio": student["psnr"] / teacher_scores["psnr"],
+            "fps_ratio_sequential": student["fps"] / teacher_scores["fps"],
+            "r2_heldout": {fit.path: fit.r2_heldout for fit in result.fits.values()},
+            "seconds": result.report.get("seconds", {}),
+        })
+        print(f"{pattern}: PSNR {student['psnr']:.2f} dB ({points[-1]['psnr_ratio']:.3f} of the teacher)", flush=True)
+        write_front(args, teacher_scores, points)
+    speed = render_speedups(args, device, {pattern: pattern.split(",") for pattern in args.front})
+    for point in points:
+        point["fps_ratio"] = speed[point["layers"]]
+        print(f"{point['layers']}: {point['psnr_ratio']:.3f} of the teacher's PSNR at {point['fps_ratio']:.2f}x its "
+              f"render speed", flush=True)
+    write_front(args, teacher_scores, points)
+
+
+def front_command(args: BenchDistill) -> dict:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+
+
+def render_speedups(args: BenchDistill, device: str, students: dict, views: int = 2) -> dict:
+    """Render-speed ratio teacher / student for each of ``students`` (name -> layer patterns): the students'
+    architectures (EUGen layers at the patterns, fused in eval mode; the fitted values do not change the cost)
+    beside the untouched teacher, timed side by side (``eugen_nerf.distill.report.render_speedup``)."""
+    import copy
+
+    from eugen_nerf.distill.report import render_speedup
+    from eugen_nerf.distill.student import apply_student
+    from eugen_nerf.distill.teacher import load_teacher
+
+    run = load_teacher(args.teacher, device)
+    spec = EUGenSpec(num_features=args.num_features, degree=args.degree, feature_map=args.feature_map)
+    models = {}
+    for name, patterns in students.items():
+        student = copy.deepcopy(run.model)
+        apply_student(student, patterns, spec)
+        models[name] = student.eval()
+    return render_speedup(run.model, models, run.pipeline, views=views, repeats=args.fps_repeats)
+
+
+def write_front(args: BenchDistill, teacher: dict, points: list) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    result = {
+        "machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads(),
+                    "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "command": front_command(args),
+        "goals": {"psnr_ratio_closed_form": GOALS["psnr_ratio_closed_form"], "fps_ratio": GOALS["fps_ratio"]},
+        "teacher": teacher, "points": points,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    points = [p for p in points if "fps_ratio" in p]  # timed side by side once every point is fitted
+    ax.scatter([p["fps_ratio"] for p in points], [p["psnr_ratio"] for p in points], color="tab:blue")
+    for p in points:
+        ax.annotate(p["layers"].replace("field_*.", ""), (p["fps_ratio"], p["psnr_ratio"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.axhline(GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="PSNR goal (99%)")
+    ax.axvline(GOALS["fps_ratio"], color="tab:red", ls=":", lw=1, label="speed goal (1.5x)")
+    ax.set_xlabel("student / teacher render FPS (fused, side by side)")
+    ax.set_ylabel("student / teacher test PSNR")
+    ax.set_title(f"closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, k = {args.degree}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.output.with_suffix(".png"), dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     args = parse_args()
+    if args.front:
+        front(args)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
             teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(args.layers),
