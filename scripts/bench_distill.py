@@ -136,7 +136,7 @@ def plot(report: dict, summary: dict, path: Path) -> None:
 def front(args: BenchDistill) -> None:
     """One closed-form (and refined) student per pattern of ``--front``, scored beside the teacher (scored once);
     rerunning the same command keeps the points already measured. Speed: every student's architecture and the
-    teacher rendered side by side, interleaved, in one process (:func:`front_speed`)."""
+    teacher rendered side by side, interleaved, in one process (:func:`render_speedups`)."""
     from eugen_nerf.distill.report import evaluate
     from eugen_nerf.distill.teacher import load_teacher
 
