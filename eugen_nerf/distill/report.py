@@ -24,7 +24,7 @@ from eugen_nerf.eval import metrics
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import benchmark_interleaved
+from eugen_nerf.eval.timing import Timing, benchmark_interleaved
 
 def render_rgb(model, camera) -> Tensor:
     return final_rgb(model.get_outputs_for_camera(camera)).clamp(0, 1)
@@ -65,15 +65,14 @@ def render_speedup(teacher, students: Dict[str, torch.nn.Module], pipeline, view
     all alike; each first output checked finite)."""
     dataset = pipeline.datamanager.eval_dataset
     models = {"teacher": teacher, **students}
-    seconds: Dict[str, list] = {name: [] for name in models}
+    timings = {name: Timing() for name in models}  # every view's repeats pooled: one median per model
     for view in range(min(views, len(dataset))):
         camera = dataset.cameras[view : view + 1].to(pipeline.device)
         fns = {name: (lambda m=model: final_rgb(m.get_outputs_for_camera(camera))) for name, model in models.items()}
         with torch.no_grad():
             for name, timing in benchmark_interleaved(fns, pipeline.device, warmup=1, repeats=repeats).items():
-                seconds[name].extend(timing.seconds)
-    median = {name: sorted(times)[len(times) // 2] for name, times in seconds.items()}
-    return {name: median["teacher"] / median[name] for name in students}
+                timings[name].seconds.extend(timing.seconds)
+    return {name: timings["teacher"].median / timings[name].median for name in students}
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

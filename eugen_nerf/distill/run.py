@@ -202,7 +202,6 @@ class Distillation:
         # itself becomes the student)
         novel = options.finetune_steps and options.finetune_novel_views
         self.reference = copy.deepcopy(model) if novel or (options.evaluate and self.rank == 0) else None
-        self.teacher_model = self.reference if novel else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
         self.dense = {ref.path: self.mlps[ref.mlp_path].layers[ref.index] for ref in self.refs}
@@ -334,7 +333,7 @@ class Distillation:
         colours = []
         with torch.no_grad():
             for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
-                colours.append(final_rgb(self.teacher_model(rays[start:start + options.batch_rays].to(self.device)))
+                colours.append(final_rgb(self.reference(rays[start:start + options.batch_rays].to(self.device)))
                                .float().cpu())
         return rays, torch.cat(colours)
 
@@ -347,7 +346,7 @@ class Distillation:
     def render_speedup(self) -> Optional[float]:
         """The student's render speed-up over an untouched teacher, timed side by side (``None`` without
         ``evaluate``)."""
-        if not self.options.evaluate or self.reference is None:
+        if not self.options.evaluate or self.rank != 0:
             return None
         with self.timer("evaluate"):
             speedup = render_speedup(self.reference, {"student": self.teacher.model}, self.teacher.pipeline,
