@@ -232,7 +232,8 @@ def write_front(args: BenchDistill, teacher: dict, points: list) -> None:
     ax.axvline(GOALS["fps_ratio"], color="tab:red", ls=":", lw=1, label="speed goal (1.5x)")
     ax.set_xlabel("student / teacher render FPS (fused, side by side)")
     ax.set_ylabel("student / teacher test PSNR")
-    ax.set_title(f"closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, k = {args.degree}")
+    ax.set_title(f"closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, k = {args.degree}, "
+                 f"{args.feature_map} feature map")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.output.with_suffix(".png"), dpi=120)
