@@ -124,36 +124,27 @@ def fit_rows(inputs, targets, weights, train_rows, held_rows, standardise):
 
 
 def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int) -> EUGenLinear:
-    """The paper's refinement: ``G`` and ``A`` trained on the same weighted layer loss, from the closed form."""
-    trainable = EUGenLinear(layer.in_features, layer.out_features, layer.num_features, layer.degree,
-                            feature_map=layer.feature_map, trainable_projections=True, seed=layer.seed,
-                            scaling=layer.scaling)
-    trainable.load_state_dict({**layer.state_dict(), "projections": layer.projections}, strict=False)
-    optimizer = torch.optim.Adam(trainable.parameters(), lr=1e-3)
+    """The paper's refinement: ``G`` (trainable: the layer was made so) and ``A`` trained on the same weighted
+    layer loss, from the closed form."""
+    layer.requires_grad_(True)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=1e-3)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         pick = torch.randint(inputs.shape[0], (4096,), generator=generator)
-        loss = (weights[pick, None] * (trainable(inputs[pick]) - targets[pick]) ** 2).mean()
+        loss = (weights[pick, None] * (layer(inputs[pick]) - targets[pick]) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         schedule.step()
-    return trainable.requires_grad_(False)
+    return layer.requires_grad_(False)
 
 
 def joint_refine(student, data: dict, reference, train_rays, layers, background, target: str, steps: int,
                  seed: int, rays_per_step: int = 256):
     """Every replaced layer's ``G``, ``A``, ``c`` trained together, from their per-layer fits, to match the
     teacher's render of the training samples (``render``) or the teacher's trunk output (``trunk``)."""
-    for index in layers:
-        layer = student.trunk.layers[index]
-        trainable = EUGenLinear(layer.in_features, layer.out_features, layer.num_features, layer.degree,
-                                feature_map=layer.feature_map, trainable_projections=True, seed=layer.seed,
-                                scaling=layer.scaling)
-        trainable.load_state_dict({**layer.state_dict(), "projections": layer.projections}, strict=False)
-        install_layer(student.trunk, index, trainable)
-    params = [p for index in layers for p in student.trunk.layers[index].parameters()]
+    params = [p for index in layers for p in student.trunk.layers[index].parameters()]  # G trainable: made so
     for p in params:
         p.requires_grad_(True)
     student.train()  # eval mode runs the fused form, which is built without gradients
@@ -189,7 +180,8 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     weights = {"none": torch.ones(rays, samples), "T": transmittance[..., 0], "Talpha": render_weight[..., 0]}[v["weight"]]
     weights = weights / weights[train_rows].mean()
     student = copy.deepcopy(teacher_field)
-    spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed)
+    spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed,
+                     trainable_projections=bool(v["refine_steps"] or v["joint"]))  # refined G is a parameter
     teacher_in, teacher_out = trace(teacher_field.trunk, data["x"], 7)
     fits = []
     for index in v["layers"]:
@@ -277,7 +269,7 @@ def main() -> None:
         raise SystemExit(f"ablate_distill: unknown variant(s) {unknown}; the variants are {list(VARIANTS)}")
     previous = json.loads(args.output.read_text()) if args.only and args.output.is_file() else {}
     results = previous.get("variants", {})
-    for name in (QUICK if args.quick else args.only or VARIANTS):
+    for name in args.only or (QUICK if args.quick else VARIANTS):
         results[name] = run_variant(field, data, reference, held_cameras, background, args.pair_fraction, args.seed,
                                     **{**BASE, **VARIANTS[name]})
         print(f"{results[name]['psnr_vs_teacher_heldout_cameras']:6.2f} dB  {name}  "
