@@ -84,7 +84,9 @@ def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
     """Mean test metrics per downscale factor (kept beside the run's checkpoint, read back on a rerun)."""
     cache = config_path.parent / "bench_multiscale.json"
     checkpoints = sorted((config_path.parent / "nerfstudio_models").glob("*.ckpt"))
-    stamp = {"checkpoint": checkpoints[-1].name if checkpoints else None, "scales": list(SCALES)}
+    # the checkpoint's name and write time: a retrained run keeps its name, not its time
+    last = checkpoints[-1] if checkpoints else None
+    stamp = {"checkpoint": last and last.name, "written_ns": last and last.stat().st_mtime_ns, "scales": list(SCALES)}
     if cache.is_file():
         saved = json.loads(cache.read_text())
         if saved.get("stamp") == stamp:

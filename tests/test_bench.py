@@ -143,8 +143,9 @@ def test_a_suite_run_replaces_only_the_sections_it_measured(tmp_path):
     assert write_report(path, {"families": {"a": {}}}, [("families",)]) == {"families": {"a": {}}}
 
 
-def test_a_finished_run_is_reused_only_for_the_same_seed_and_model(tmp_path, monkeypatch):
-    """A benchmark rerun must not measure a run trained at another seed or with another model default."""
+def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_path, monkeypatch):
+    """A benchmark rerun must not measure a run trained at another seed, with another model default or at
+    other training scales."""
     import copy
 
     from eugen_nerf.bench import training
@@ -179,6 +180,10 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_and_model(tmp_path, mon
     assert len(calls) == 3
     training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
     assert len(calls) == 3
+    full_resolution_only = copy.deepcopy(other_model)
+    full_resolution_only.pipeline.datamanager.train_scales = (1,)
+    training.train_in_process(full_resolution_only, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 4
 
 
 def test_mean_and_std_over_seeds_skips_missing_metrics():

@@ -22,6 +22,11 @@ MLP_LR = 1e-3
 object's brown)."""
 
 
+TRAIN_SCALES = (1, 2, 4)
+"""Training rays at full, half and quarter resolution, made from the full-resolution images (Zip-NeRF's and
+mip-NeRF's multiscale training): the scale-aware grid learns the footprints it is tested on."""
+
+
 def _adam(lr: float) -> dict:
     """Zip-NeRF's optimiser: Adam (0.9, 0.99, eps 1e-15), the learning rate decaying tenfold over the run."""
     return {
@@ -40,6 +45,7 @@ def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecifi
         max_num_iterations=MAX_STEPS,
         train_num_rays_per_batch=4096,
     )
+    config.pipeline.datamanager.train_scales = TRAIN_SCALES
     layers = (
         "all layers dense (the dense twin)"
         if not eugen.density_layers and not eugen.view_layers
