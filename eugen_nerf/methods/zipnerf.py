@@ -37,7 +37,8 @@ def _adam(lr: float) -> dict:
 
 def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecification:
     """Zip-NeRF at the reference sizes; 4096 rays a step (the reference uses 65536 on 8 accelerators), the
-    field's MLPs at a tenth of the grid's learning rate (:data:`MLP_LR`)."""
+    field's MLPs at a tenth of the grid's learning rate (:data:`MLP_LR`), multiscale rays (:data:`TRAIN_SCALES`;
+    ``--pipeline.datamanager.train-scales 1`` trains at full resolution only)."""
     config = object_method_config(
         method_name,
         model=ZipNeRFModelConfig(eugen=eugen),
@@ -52,7 +53,9 @@ def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecifi
         else f"EUGen density layers {list(eugen.density_layers)}, view layers {list(eugen.view_layers)}"
     )
     return MethodSpecification(
-        config=config, description=f"{method_name}: Zip-NeRF (multisampled anti-aliased hash grid), {layers}"
+        config=config,
+        description=f"{method_name}: Zip-NeRF (multisampled anti-aliased hash grid, trained on rays at "
+        f"{', '.join(f'1/{s}' for s in TRAIN_SCALES)} resolution made from the images), {layers}",
     )
 
 

@@ -93,7 +93,11 @@ def block_average(
     if isinstance(images, Tensor):
         pixels = images[cs, ys, xs]
     else:
-        pixels = torch.stack([images[int(c)][int(y), int(x)] for c, y, x in zip(cs, ys, xs)])
+        # images of different sizes: one gather per image
+        pixels = torch.empty((len(cs), images[0].shape[-1]), dtype=images[0].dtype, device=images[0].device)
+        for c in cs.unique().tolist():
+            rows_of_c = cs == c
+            pixels[rows_of_c] = images[c][ys[rows_of_c], xs[rows_of_c]]
     pixels = pixels.float() if pixels.is_floating_point() else pixels.float() / 255.0
     pixels = pixels.reshape(len(rows), scale * scale, -1)
     if pixels.shape[-1] != 4:
