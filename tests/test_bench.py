@@ -185,6 +185,20 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_pa
     training.train_in_process(full_resolution_only, scene, 2, tmp_path / "run", reuse=True)
     assert len(calls) == 4
 
+    class InterruptedTrainer:  # a retraining stopped before its checkpoint: the old checkpoint is still there
+        def setup(self):
+            pass
+
+        def train(self):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: InterruptedTrainer())
+    with pytest.raises(KeyboardInterrupt):
+        training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
+    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: FakeTrainer())
+    training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 5  # trained again, not the interrupted run's predecessor passed off as it
+
 
 def test_mean_and_std_over_seeds_skips_missing_metrics():
     from eugen_nerf.bench.seeds import mean_and_std

@@ -69,6 +69,7 @@ def train_in_process(
         same_run = saved.get("seed") == config.machine.seed and same_model(path, config)
         if same_run and saved["steps"] == steps and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
             return path, saved["seconds_per_step"]
+    record.unlink(missing_ok=True)  # an interrupted retraining must not pass for the run recorded before it
     config.save_config()
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
