@@ -78,7 +78,9 @@ def small(config: TrainerConfig) -> TrainerConfig:
     return config
 
 
-def method_config(name: str) -> TrainerConfig:
+def method_config(name: str, datamanager: type = VanillaDataManagerConfig) -> TrainerConfig:
+    """One of our methods at the small sizes, or a stock method on ``datamanager`` (nerfstudio's plain one by
+    default: no worker processes; a subclass such as ``FramingDataManagerConfig`` for its options)."""
     specs = {
         "eugen-nerf": nerf_methods.eugen_nerf, "dense-nerf": nerf_methods.dense_nerf,
         "eugen-nerfacto": nerfacto_methods.eugen_nerfacto, "dense-nerfacto": nerfacto_methods.dense_nerfacto,
@@ -88,7 +90,7 @@ def method_config(name: str) -> TrainerConfig:
         return small(specs[name].config)
     config = small(stock_methods[name])  # stock nerfacto, on the plain datamanager (no worker processes)
     parallel = config.pipeline.datamanager
-    config.pipeline.datamanager = VanillaDataManagerConfig(
+    config.pipeline.datamanager = datamanager(
         **{f.name: getattr(parallel, f.name) for f in fields(VanillaDataManagerConfig) if f.name != "_target"}
     )
     config.machine.device_type = "cuda" if torch.cuda.is_available() else "cpu"

@@ -31,7 +31,7 @@ import json
 import platform
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict
 
@@ -44,7 +44,6 @@ from bench_methods import small_zipnerf  # noqa: E402  (the README's CPU preset)
 
 from eugen_nerf.inputs.errors import usage_error  # noqa: E402
 from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
-from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
 from eugen_nerf.bench.seeds import mean_and_std  # noqa: E402
@@ -75,13 +74,9 @@ def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
     out["nerfacto (white background)"].pipeline.model.background_color = "white"
     # the same multiscale training rays Zip-NeRF trains on, so that the comparison at 1/2 and 1/4 is not
     # only about the training data: nerfacto has no footprint input, so it can only learn their average
-    multiscale = method_config("nerfacto")
+    multiscale = method_config("nerfacto", FramingDataManagerConfig)
     multiscale.pipeline.model.background_color = "white"
-    plain = multiscale.pipeline.datamanager
-    multiscale.pipeline.datamanager = FramingDataManagerConfig(
-        **{f.name: getattr(plain, f.name) for f in fields(VanillaDataManagerConfig) if f.name != "_target"},
-        train_scales=zipnerf_methods.TRAIN_SCALES,
-    )
+    multiscale.pipeline.datamanager.train_scales = zipnerf_methods.TRAIN_SCALES
     out["nerfacto (white background, multiscale rays)"] = multiscale
     small_zipnerf(out["dense-zipnerf"])
     small_zipnerf(out["eugen-zipnerf"])

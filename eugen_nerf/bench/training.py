@@ -34,13 +34,13 @@ def plain(value: object) -> object:
 
 
 def same_model(config_path: Path, config: TrainerConfig) -> bool:
-    """Whether the run saved at ``config_path`` was trained with ``config``'s model configuration and training
-    scales (runs saved before ``train_scales`` existed trained at full resolution)."""
+    """Whether the run saved at ``config_path`` was trained with ``config``'s model and data configuration
+    (a changed model default or training rays, say ``train_scales``, trains afresh)."""
     if not config_path.is_file():
         return False
     saved = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-    scales = [tuple(getattr(c.pipeline.datamanager, "train_scales", (1,))) for c in (saved, config)]
-    return plain(saved.pipeline.model) == plain(config.pipeline.model) and scales[0] == scales[1]
+    return all(plain(getattr(saved.pipeline, part)) == plain(getattr(config.pipeline, part))
+               for part in ("model", "datamanager"))
 
 
 def train_in_process(

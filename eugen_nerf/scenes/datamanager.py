@@ -85,20 +85,18 @@ class FramingMixin:
         position = torch.full((len(cameras),), -1, dtype=torch.long)
         position[image_batch["image_idx"].long().cpu()] = torch.arange(len(image_batch["image_idx"]))
         scale_index = assign_scales(len(indices), len(self.train_scales)).to(indices.device)
-        image = batch["image"]
+        images, image = image_batch["image"], batch["image"]
+        image_device = images.device if isinstance(images, torch.Tensor) else images[0].device
         for k, scale in enumerate(self.train_scales):
             chosen = (scale_index == k).nonzero().squeeze(-1)
             if scale == 1 or len(chosen) == 0:
                 continue
             c = camera[chosen]
-            heights = cameras.height[c.cpu(), 0].to(c.device)
-            widths = cameras.width[c.cpu(), 0].to(c.device)
-            block_rows = torch.minimum(rows[chosen] // scale, heights // scale - 1)
-            block_cols = torch.minimum(cols[chosen] // scale, widths // scale - 1)
-            images = image_batch["image"]
-            device = images.device if isinstance(images, torch.Tensor) else images[0].device
+            # whole blocks only: a pixel of the last partial row or column takes the block before it
+            block_rows = torch.minimum(rows[chosen] // scale, cameras.height[c.cpu(), 0].to(c.device) // scale - 1)
+            block_cols = torch.minimum(cols[chosen] // scale, cameras.width[c.cpu(), 0].to(c.device) // scale - 1)
             average = block_average(
-                images, position[c.cpu()].to(device), (block_rows * scale).to(device), (block_cols * scale).to(device),
+                images, *(t.to(image_device) for t in (position[c.cpu()], block_rows * scale, block_cols * scale)),
                 scale,
             ).to(image.device)
             image[chosen.to(image.device)] = (

@@ -35,41 +35,24 @@ def check_scales(scales: Sequence[int]) -> Tuple[int, ...]:
 def stacked_scaled_cameras(cameras: Cameras, scales: Sequence[int]) -> Cameras:
     """The cameras once per scale, scale ``k``'s copy with its resolution divided by ``scales[k]``.
 
-    Camera ``c`` at scale index ``k`` is entry ``k * len(cameras) + c`` of the result.
+    Camera ``c`` at scale index ``k`` is entry ``k * len(cameras) + c`` of the result. Intrinsics are divided by
+    the scale as ``Cameras.rescale_output_resolution`` does; the size keeps whole blocks only (``w // s``).
     """
-    copies = []
-    for scale in scales:
-        copy = Cameras(
-            camera_to_worlds=cameras.camera_to_worlds.clone(),
-            fx=cameras.fx.clone(),
-            fy=cameras.fy.clone(),
-            cx=cameras.cx.clone(),
-            cy=cameras.cy.clone(),
-            width=cameras.width.clone(),
-            height=cameras.height.clone(),
-            distortion_params=None if cameras.distortion_params is None else cameras.distortion_params.clone(),
-            camera_type=cameras.camera_type.clone(),
-            times=None if cameras.times is None else cameras.times.clone(),
-        )
-        if scale != 1:
-            # whole blocks only: a w x h image has w // s x h // s blocks of s x s pixels
-            copy.rescale_output_resolution(1.0 / scale)
-            copy.width[...] = cameras.width // scale
-            copy.height[...] = cameras.height // scale
-        copies.append(copy)
+
+    def stack(value, divide: bool = False):
+        return None if value is None else torch.cat([value / s if divide else value for s in scales])
+
     return Cameras(
-        camera_to_worlds=torch.cat([c.camera_to_worlds for c in copies]),
-        fx=torch.cat([c.fx for c in copies]),
-        fy=torch.cat([c.fy for c in copies]),
-        cx=torch.cat([c.cx for c in copies]),
-        cy=torch.cat([c.cy for c in copies]),
-        width=torch.cat([c.width for c in copies]),
-        height=torch.cat([c.height for c in copies]),
-        distortion_params=None
-        if cameras.distortion_params is None
-        else torch.cat([c.distortion_params for c in copies]),
-        camera_type=torch.cat([c.camera_type for c in copies]),
-        times=None if cameras.times is None else torch.cat([c.times for c in copies]),
+        camera_to_worlds=stack(cameras.camera_to_worlds),
+        fx=stack(cameras.fx, divide=True),
+        fy=stack(cameras.fy, divide=True),
+        cx=stack(cameras.cx, divide=True),
+        cy=stack(cameras.cy, divide=True),
+        width=torch.cat([cameras.width // s for s in scales]),
+        height=torch.cat([cameras.height // s for s in scales]),
+        distortion_params=stack(cameras.distortion_params),
+        camera_type=stack(cameras.camera_type),
+        times=stack(cameras.times),
     )
 
 
