@@ -39,7 +39,7 @@ from eugen_nerf.distill.capture import trace
 from eugen_nerf.distill.options import RIDGE_GRID
 from eugen_nerf.distill.sampling import sample_rays
 from eugen_nerf.distill.solve import pooled_r2
-from eugen_nerf.distill.student import LayerRef, install_layer, make_eugen_layer
+from eugen_nerf.distill.student import LayerRef, install_layer, make_student_layer
 from eugen_nerf.distill.teacher import load_teacher
 from eugen_nerf.layers import EUGenLinear, EUGenSpec, NormalEquations
 
@@ -182,11 +182,11 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     student = copy.deepcopy(teacher_field)
     spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed,
                      trainable_projections=bool(v["refine_steps"] or v["joint"]))  # refined G is a parameter
-    teacher_in, teacher_out = trace(teacher_field.trunk, data["x"], 7)
+    teacher_in, teacher_out, _ = trace(teacher_field.trunk, data["x"], 7)
     fits = []
     for index in v["layers"]:
-        layer = make_eugen_layer(student.trunk, LayerRef("trunk", index), spec)
-        student_in, _ = trace(student.trunk, data["x"], index)
+        layer = make_student_layer(student.trunk, LayerRef("trunk", index), spec)
+        student_in = trace(student.trunk, data["x"], index)[0]
         features = layer.features(student_in[index])
         score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])
         layer.weight.copy_(solution.weight)

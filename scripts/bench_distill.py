@@ -74,7 +74,10 @@ class BenchDistill:
     """timed renders per test view in the report."""
     front: list[str] = field(default_factory=list)
     """layer patterns (several in one entry: comma-separated), one distillation each (closed form and
-    --refine-steps, no fine-tune): the front mode."""
+    --refine-steps, no fine-tune): the front mode. An entry 'snnk: PATTERN' or 'lowrank: PATTERN' fits a
+    reviewers' baseline the same way, at EUGen's feature width / parameter count: SNNK (ReLU random features of
+    width k*m, refined like EUGen) or low-rank (reduced-rank regression of the pre-activation at rank
+    l*k*m/(d+l), the ReLU kept, no refinement)."""
     output: Path = ROOT / "benchmarks" / "distill.json"
     """the JSON written (the plot goes beside it as .png)."""
 
@@ -141,46 +144,75 @@ def front(args: BenchDistill) -> None:
     from eugen_nerf.distill.teacher import load_teacher
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    settings = {k: v for k, v in front_command(args).items() if k not in ("front", "output")}
+    settings = {k: v for k, v in front_command(args).items() if k not in FRONT_SELECTION}
     previous = json.loads(args.output.read_text()) if args.output.is_file() else {}
-    same = {k: v for k, v in previous.get("command", {}).items() if k not in ("front", "output")} == settings
-    done = {p["layers"]: p for p in previous.get("points", [])} if same else {}
+    same = {k: v for k, v in previous.get("command", {}).items() if k not in FRONT_SELECTION} == settings
+    done = {point_key(p["layers"], p.get("layer_type", "eugen")): p for p in previous.get("points", [])} if same else {}
     teacher_scores = previous["teacher"] if same else None
     if teacher_scores is None:
         teacher = load_teacher(args.teacher, device)
         teacher_scores = evaluate(teacher.pipeline, None, args.fps_repeats, "teacher")
         del teacher
     points = []
-    for pattern in args.front:
-        if pattern in done:
-            point = done[pattern]
+    for entry in args.front:
+        layer_type, pattern = split_entry(entry)
+        key = point_key(pattern, layer_type)
+        if key in done:
+            point = done[key]
+            point.setdefault("layer_type", "eugen")  # a point from before the baselines
             point.setdefault("fps_ratio_sequential", point.pop("fps_ratio", None))  # a point from before the timing
             points.append(point)
             continue
+        refine_steps = 0 if layer_type == "lowrank" else args.refine_steps
         with tempfile.TemporaryDirectory(prefix="bench-distill-front-") as tmp:
             options = DistillOptions(
                 teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(pattern.split(",")),
-                eugen=EUGenSpec(num_features=args.num_features, degree=args.degree, feature_map=args.feature_map),
+                eugen=front_spec(args, layer_type),
                 image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
-                pair_fraction=args.pair_fraction, refine_steps=args.refine_steps, evaluate=False,
+                pair_fraction=args.pair_fraction, refine_steps=refine_steps, evaluate=False,
             )
             result = distill(options)
-            student = evaluate(result.teacher.pipeline, None, args.fps_repeats, f"student {pattern}")
+            student = evaluate(result.teacher.pipeline, None, args.fps_repeats, f"student {key}")
         points.append({
-            "layers": pattern, "replaced": [fit.path for fit in result.fits.values()], "student": student,
+            "layers": pattern, "layer_type": layer_type, "refine_steps": refine_steps,
+            "replaced": [fit.path for fit in result.fits.values()], "student": student,
             "psnr_ratio": student["psnr"] / teacher_scores["psnr"],
             "fps_ratio_sequential": student["fps"] / teacher_scores["fps"],
             "r2_heldout": {fit.path: fit.r2_heldout for fit in result.fits.values()},
             "seconds": result.report.get("seconds", {}),
         })
-        print(f"{pattern}: PSNR {student['psnr']:.2f} dB ({points[-1]['psnr_ratio']:.3f} of the teacher)", flush=True)
+        print(f"{key}: PSNR {student['psnr']:.2f} dB ({points[-1]['psnr_ratio']:.3f} of the teacher)", flush=True)
         write_front(args, teacher_scores, points)
-    speed = render_speedups(args, device, {pattern: pattern.split(",") for pattern in args.front})
+    speed = render_speedups(args, device, {point_key(p["layers"], p["layer_type"]): (p["layers"].split(","),
+                                                                                    p["layer_type"])
+                                           for p in points})
     for point in points:
-        point["fps_ratio"] = speed[point["layers"]]
-        print(f"{point['layers']}: {point['psnr_ratio']:.3f} of the teacher's PSNR at {point['fps_ratio']:.2f}x its "
-              f"render speed", flush=True)
+        point["fps_ratio"] = speed[point_key(point["layers"], point["layer_type"])]
+        print(f"{point_key(point['layers'], point['layer_type'])}: {point['psnr_ratio']:.3f} of the teacher's PSNR "
+              f"at {point['fps_ratio']:.2f}x its render speed", flush=True)
     write_front(args, teacher_scores, points)
+
+
+FRONT_SELECTION = ("front", "output")
+"""Options that choose which points a front run measures (not how): a rerun that adds points keeps the others."""
+
+
+def split_entry(entry: str) -> tuple:
+    """``'lowrank: PATTERN'`` -> ``("lowrank", PATTERN)``; a bare pattern is EUGen."""
+    head, sep, rest = entry.partition(":")
+    if sep and head.strip() in ("eugen", "snnk", "lowrank"):
+        return head.strip(), rest.strip()
+    return "eugen", entry
+
+
+def point_key(pattern: str, layer_type: str) -> str:
+    return pattern if layer_type == "eugen" else f"{layer_type}: {pattern}"
+
+
+def front_spec(args: BenchDistill, layer_type: str = "eugen") -> EUGenSpec:
+    # --feature-map is EUGen's: SNNK is ReLU features by definition, and a low-rank layer has none
+    return EUGenSpec(layer_type=layer_type, num_features=args.num_features, degree=args.degree,
+                     feature_map=args.feature_map if layer_type == "eugen" else "relu")
 
 
 def front_command(args: BenchDistill) -> dict:
@@ -188,9 +220,9 @@ def front_command(args: BenchDistill) -> dict:
 
 
 def render_speedups(args: BenchDistill, device: str, students: dict, views: int = 2) -> dict:
-    """Render-speed ratio teacher / student for each of ``students`` (name -> layer patterns): the students'
-    architectures (EUGen layers at the patterns, fused in eval mode; the fitted values do not change the cost)
-    beside the untouched teacher, timed side by side (``eugen_nerf.distill.report.render_speedup``)."""
+    """Render-speed ratio teacher / student for each of ``students`` (name -> (layer patterns, layer type)): the
+    students' architectures (EUGen layers fused in eval mode; the fitted values do not change the cost) beside the
+    untouched teacher, timed side by side (``eugen_nerf.distill.report.render_speedup``)."""
     import copy
 
     from eugen_nerf.distill.report import render_speedup
@@ -198,11 +230,10 @@ def render_speedups(args: BenchDistill, device: str, students: dict, views: int 
     from eugen_nerf.distill.teacher import load_teacher
 
     run = load_teacher(args.teacher, device)
-    spec = EUGenSpec(num_features=args.num_features, degree=args.degree, feature_map=args.feature_map)
     models = {}
-    for name, patterns in students.items():
+    for name, (patterns, layer_type) in students.items():
         student = copy.deepcopy(run.model)
-        apply_student(student, patterns, spec)
+        apply_student(student, patterns, front_spec(args, layer_type))
         models[name] = student.eval()
     return render_speedup(run.model, models, run.pipeline, views=views, repeats=args.fps_repeats)
 
@@ -224,9 +255,16 @@ def write_front(args: BenchDistill, teacher: dict, points: list) -> None:
     args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
     fig, ax = plt.subplots(figsize=(6, 4))
     points = [p for p in points if "fps_ratio" in p]  # timed side by side once every point is fitted
-    ax.scatter([p["fps_ratio"] for p in points], [p["psnr_ratio"] for p in points], color="tab:blue")
+    styles = {"eugen": ("tab:blue", "o", "EUGen"), "snnk": ("tab:orange", "s", "SNNK (k = 1, ReLU)"),
+              "lowrank": ("tab:green", "^", "low-rank (reduced-rank regression)")}
+    for layer_type, (colour, marker, label) in styles.items():
+        mine = [p for p in points if p.get("layer_type", "eugen") == layer_type]
+        if mine:
+            ax.scatter([p["fps_ratio"] for p in mine], [p["psnr_ratio"] for p in mine], color=colour, marker=marker,
+                       label=label)
     for p in points:
-        ax.annotate(p["layers"].replace("field_*.", ""), (p["fps_ratio"], p["psnr_ratio"]), fontsize=7,
+        ax.annotate(p["layers"].replace("field_*.", "").replace("trunk.layers.", "trunk "),
+                    (p["fps_ratio"], p["psnr_ratio"]), fontsize=6,
                     xytext=(4, 4), textcoords="offset points")
     ax.axhline(GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="PSNR goal (99%)")
     ax.axvline(GOALS["fps_ratio"], color="tab:red", ls=":", lw=1, label="speed goal (1.5x)")
@@ -248,7 +286,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
             teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(args.layers),
-            eugen=EUGenSpec(num_features=args.num_features, degree=args.degree, feature_map=args.feature_map),
+            eugen=front_spec(args),
             image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views,

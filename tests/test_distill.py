@@ -434,3 +434,47 @@ def test_refinement_under_torchrun_is_refused_before_anything_is_written(dense_t
     with pytest.raises(DistillError, match="refine-steps runs in one process"):
         distill(options(dense_teacher, tmp_path / "run", refine_steps=5))
     assert not (tmp_path / "run").exists()
+
+
+def test_lowrank_baseline_fits_in_closed_form_at_its_rank_and_loads_strictly(dense_teacher, tmp_path):
+    """The reviewers' low-rank baseline, fitted the same way (reduced-rank regression on the captured
+    pre-activations; the ReLU stays after it). At full rank it is the teacher; at rank 8 it has rank 8."""
+    from eugen_nerf.distill.teacher import load_teacher
+    from eugen_nerf.layers import LowRankLinear
+
+    full = distill(options(dense_teacher, tmp_path / "full", eugen=EUGenSpec(layer_type="lowrank", num_features=32)))
+    assert all(fit.r2_heldout > 0.9999 for fit in full.fits.values()), {p: f.r2_heldout for p, f in full.fits.items()}
+    assert full.report["student"]["psnr"] == pytest.approx(full.report["teacher"]["psnr"], abs=0.05)
+    narrow = distill(options(dense_teacher, tmp_path / "rank8", evaluate=False,
+                             eugen=EUGenSpec(layer_type="lowrank", lowrank_rank=8)))
+    assert all(0.2 < fit.r2_heldout < 0.9999 for fit in narrow.fits.values())
+    student = load_teacher(tmp_path / "rank8", "cpu").model  # strict
+    for path, fit in narrow.fits.items():
+        layer = student.get_submodule(path)
+        assert isinstance(layer, LowRankLinear) and layer.rank == 8
+        torch.testing.assert_close((layer.up @ layer.down).double(), fit.weight.double(), rtol=1e-4, atol=1e-5)
+        parent = student.get_submodule(path.rsplit(".layers.", 1)[0])
+        assert parent.applies_activation(int(path.rsplit(".", 1)[1])), "the ReLU after a low-rank layer was lost"
+
+
+def test_snnk_baseline_fits_in_closed_form_and_loads_strictly(dense_teacher, tmp_path):
+    from eugen_nerf.distill.teacher import load_teacher
+
+    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False,
+                             eugen=EUGenSpec(layer_type="snnk", num_features=32)))
+    assert all(fit.r2_heldout > 0.5 for fit in result.fits.values())
+    student = load_teacher(tmp_path / "run", "cpu").model
+    for path in result.fits:
+        layer = student.get_submodule(path)
+        assert isinstance(layer, EUGenLinear)
+        assert (layer.degree, layer.use_norm, layer.feature_map, layer.feature_dim) == (1, False, "relu", 64)
+
+
+@pytest.mark.parametrize("layer_type, extra, message", [
+    ("dense", {}, "replaces nothing"),
+    ("lowrank", {"refine_steps": 5}, "lowrank has none"),
+])
+def test_layer_types_distillation_cannot_build_are_refused(dense_teacher, tmp_path, layer_type, extra, message):
+    with pytest.raises(DistillError, match=message):
+        options(dense_teacher, tmp_path / "run", eugen=EUGenSpec(layer_type=layer_type), **extra)
+    assert not (tmp_path / "run").exists()

@@ -272,3 +272,39 @@ def test_standardised_ridge_shrinks_features_alike_whatever_their_scale():
             predictions[standardise, name] = features @ solution.weight.T + solution.bias
     assert torch.allclose(predictions[True, "f"], predictions[True, "scaled"], atol=1e-9)
     assert not torch.allclose(predictions[False, "f"], predictions[False, "scaled"], atol=1e-3)
+
+
+def _residual(f, y, weight, bias):
+    return float((f @ weight.T + bias - y).square().sum())
+
+
+def test_reduced_rank_fit_is_the_best_rank_r_fit_in_the_data_metric():
+    generator = torch.Generator().manual_seed(0)
+    n, d, l, rank = 2000, 6, 5, 2
+    truth = torch.randn(l, d, dtype=torch.float64, generator=generator)
+    # whitened inputs (centred, covariance exactly I): the best rank-r fit is the truncated SVD of the solution
+    q = torch.linalg.qr(torch.randn(n, d, dtype=torch.float64, generator=generator)).Q
+    white = (q - q.mean(0)) * n ** 0.5
+    white = torch.linalg.qr(white).Q * n ** 0.5
+    y = white @ truth.T + 0.5
+    equations = NormalEquations(d, l)
+    equations.update(white, y)
+    reduced = equations.reduce_rank(equations.solve(ridge=0.0), rank)
+    u, s, vh = torch.linalg.svd(truth)
+    assert torch.allclose(reduced.weight, (u[:, :rank] * s[:rank]) @ vh[:rank], atol=1e-6)
+    assert torch.linalg.matrix_rank(reduced.weight).item() == rank
+    # correlated inputs: it beats truncating the weight alone (which ignores which inputs occur)
+    mixing = torch.randn(d, d, dtype=torch.float64, generator=generator) * torch.tensor([5.0, 3, 1, 0.3, 0.1, 0.05])
+    f = torch.randn(n, d, dtype=torch.float64, generator=generator) @ mixing
+    y = f @ truth.T + 0.1 * torch.randn(n, l, dtype=torch.float64, generator=generator)
+    equations = NormalEquations(d, l)
+    equations.update(f, y)
+    full = equations.solve(ridge=0.0)
+    reduced = equations.reduce_rank(full, rank)
+    u, s, vh = torch.linalg.svd(full.weight)
+    truncated = (u[:, :rank] * s[:rank]) @ vh[:rank]
+    truncated_bias = y.mean(0) - f.mean(0) @ truncated.T
+    assert _residual(f, y, reduced.weight, reduced.bias) < 0.9 * _residual(f, y, truncated, truncated_bias)
+    assert _residual(f, y, full.weight, full.bias) <= _residual(f, y, reduced.weight, reduced.bias)
+    # the reported R² is the reduced fit's
+    assert torch.allclose(reduced.r2, equations.r2(reduced.weight, reduced.bias))

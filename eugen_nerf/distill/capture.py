@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from eugen_nerf.distill.student import LayerRef
-from eugen_nerf.layers import EUGenLinear, EUGenMLP, NormalEquations
+from eugen_nerf.layers import EUGenLinear, EUGenMLP, LowRankLinear, NormalEquations
 
 
 @dataclass
@@ -57,22 +57,36 @@ class RowStore:
         self.inputs, self.targets = list(state["inputs"]), list(state["targets"])
 
 
+def fitted_inputs(layer: nn.Module, x: Tensor) -> Tensor:
+    """What the closed form regresses on: an EUGen (or SNNK) layer's features ``Φ(f(x))``; a low-rank layer's
+    input itself (its rank is imposed after the solve)."""
+    return x if isinstance(layer, LowRankLinear) else layer.features(x)
+
+
+def fits_pre_activation(layer: nn.Module) -> bool:
+    """A low-rank layer keeps the MLP's activation after it, so it fits the teacher's pre-activation; an EUGen
+    layer replaces ``activation(linear(x))`` as a whole."""
+    return isinstance(layer, LowRankLinear)
+
+
 @dataclass
 class LayerEquations:
-    """The EUGen layer being fitted for ``ref``, its training / held-out statistics and, when the run
-    refines, the rows the refinement trains on (``rows``) and measures on (``heldout_rows``)."""
+    """The layer being fitted for ``ref`` (EUGen, or a baseline: SNNK, low-rank), its training / held-out
+    statistics and, when the run refines, the rows the refinement trains on (``rows``) and measures on
+    (``heldout_rows``)."""
 
     ref: LayerRef
-    layer: EUGenLinear
+    layer: nn.Module
     train: NormalEquations
     heldout: NormalEquations
     rows: Optional[RowStore] = None
     heldout_rows: Optional[RowStore] = None
 
     @classmethod
-    def create(cls, ref: LayerRef, layer: EUGenLinear, refine_rows: int = 0) -> "LayerEquations":
-        device = layer.weight.device
-        make = lambda: NormalEquations(layer.feature_dim, layer.out_features, device=device)
+    def create(cls, ref: LayerRef, layer: nn.Module, refine_rows: int = 0) -> "LayerEquations":
+        device = layer.bias.device
+        width = layer.in_features if isinstance(layer, LowRankLinear) else layer.feature_dim
+        make = lambda: NormalEquations(width, layer.out_features, device=device)
         stores = (RowStore(refine_rows), RowStore(max(1, refine_rows // 8))) if refine_rows else (None, None)
         return cls(ref, layer, make(), make(), *stores)
 
@@ -94,22 +108,23 @@ class LayerEquations:
         self.heldout.all_reduce()
 
 
-def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> Tuple[List[Tensor], List[Tensor]]:
-    """Inputs and outputs of layers ``0..upto`` of ``mlp`` on ``x`` (unfused).
+def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+    """Inputs, outputs and pre-activations of layers ``0..upto`` of ``mlp`` on ``x`` (unfused).
 
     An output is taken after the MLP's activation when one follows the layer, before ``out_activation``.
     """
-    inputs, outputs = [], []
+    inputs, outputs, pre = [], [], []
     h = x
     for i in range(upto + 1):
         if i in mlp.skip_connections:
             h = torch.cat([x, h], dim=-1)
         inputs.append(h)
         h = mlp.layers[i](h)
+        pre.append(h)
         if mlp.applies_activation(i):
             h = mlp.activation(h)
         outputs.append(h)
-    return inputs, outputs
+    return inputs, outputs, pre
 
 
 class Capture:
@@ -176,13 +191,13 @@ class Capture:
         targets = self.by_mlp[mlp_path]
         upto = max(eq.ref.index for eq in targets)
         student = self.mlps[mlp_path]
-        teacher_in, teacher_out = trace(self.teachers[mlp_path], x, upto)
+        teacher_in, teacher_out, teacher_pre = trace(self.teachers[mlp_path], x, upto)
         student_in = teacher_in  # until a layer before these is replaced, the inputs are the teacher's
-        if any(isinstance(layer, EUGenLinear) for layer in student.layers[:upto]):
-            student_in, _ = trace(student, x, upto)
+        if any(isinstance(layer, (EUGenLinear, LowRankLinear)) for layer in student.layers[:upto]):
+            student_in = trace(student, x, upto)[0]
         for eq in targets:
-            features = eq.layer.features(student_in[eq.ref.index])
-            target = teacher_out[eq.ref.index]
+            features = fitted_inputs(eq.layer, student_in[eq.ref.index])
+            target = (teacher_pre if fits_pre_activation(eq.layer) else teacher_out)[eq.ref.index]
             eq.train.update(features[~held], target[~held])
             eq.heldout.update(features[held], target[held])
             if eq.rows is not None:

@@ -138,8 +138,11 @@ class DistillOptions:
             self.eugen.validate()
         except ValueError as error:
             raise DistillError(str(error)) from None
-        if self.eugen.layer_type != "eugen":
-            raise DistillError(f"eugen.layer-type {self.eugen.layer_type!r}: eugen-distill fits EUGen layers only")
+        if self.eugen.layer_type == "dense":
+            raise DistillError("eugen.layer-type 'dense' replaces nothing: choose eugen, or a baseline (snnk, lowrank)")
+        if self.eugen.layer_type == "lowrank" and self.refine_steps:
+            raise DistillError("refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
+                               "eugen.layer-type lowrank has none (use --refine-steps 0)")
         for name in ("batch_rays", "finetune_rays", "fps_repeats", "auto_views",
                      "refine_rows"):
             value = getattr(self, name)

@@ -49,6 +49,7 @@ from eugen_nerf.distill.output import (
 from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
 from eugen_nerf.eval.runs import Run, final_rgb
+from eugen_nerf.layers import LowRankLinear
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
@@ -56,7 +57,7 @@ from eugen_nerf.distill.student import (
     install_layer,
     layer_seed,
     list_layers,
-    make_eugen_layer,
+    make_student_layer,
     resolve_layers,
     student_trainer_config,
 )
@@ -213,12 +214,18 @@ class Distillation:
 
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
         mlp = self.mlps[ref.mlp_path]
-        layer = make_eugen_layer(mlp, ref, self.options.spec)
+        layer = make_student_layer(mlp, ref, self.options.spec)
         with torch.no_grad():
-            layer.weight.copy_(fit.weight)
-            layer.bias.copy_(fit.bias)
-            if fit.projections is not None:
-                layer.projections.copy_(fit.projections)
+            if isinstance(layer, LowRankLinear):  # fit.weight has the layer's rank: its SVD factors it exactly
+                dense = torch.nn.Linear(layer.in_features, layer.out_features).to(fit.weight)
+                dense.weight.copy_(fit.weight)
+                dense.bias.copy_(fit.bias)
+                layer.load_state_dict(LowRankLinear.from_dense(dense, layer.rank).to(layer.up).state_dict())
+            else:
+                layer.weight.copy_(fit.weight)
+                layer.bias.copy_(fit.bias)
+                if fit.projections is not None:
+                    layer.projections.copy_(fit.projections)
         install_layer(mlp, ref.index, layer)
 
     # ------------------------------------------------------------------ capture and solve
@@ -255,7 +262,7 @@ class Distillation:
         for s, stage in enumerate(stages):
             if s < self.state["stage"]:
                 continue
-            equations = [LayerEquations.create(ref, make_eugen_layer(self.mlps[ref.mlp_path], ref, options.spec),
+            equations = [LayerEquations.create(ref, make_student_layer(self.mlps[ref.mlp_path], ref, options.spec),
                                                options.refine_rows if options.refine_steps else 0)
                          for ref in stage]
             for eq in equations:

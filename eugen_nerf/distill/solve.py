@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from eugen_nerf.distill.capture import LayerEquations
-from eugen_nerf.layers import NormalEquations
+from eugen_nerf.layers import LowRankLinear, NormalEquations
 from eugen_nerf.inputs.numerics import check_finite
 
 
@@ -62,10 +62,14 @@ def pooled_r2(equations: NormalEquations, weight: Tensor, bias: Tensor) -> float
 
 
 def solve_layer(eq: LayerEquations, ridges: Sequence[float]) -> LayerFit:
-    """Solve with each ridge on the training pairs; keep the best held-out R²."""
+    """Solve with each ridge on the training pairs; keep the best held-out R². A low-rank layer's solution is
+    reduced to its rank first (reduced-rank regression), so the ridge is chosen for what the layer can hold."""
+    rank = eq.layer.rank if isinstance(eq.layer, LowRankLinear) else None
     best = None
     for ridge in ridges:
         solution = eq.train.solve(ridge)
+        if rank is not None:
+            solution = eq.train.reduce_rank(solution, rank)
         score = pooled_r2(eq.heldout, solution.weight, solution.bias)
         if best is None or score > best[0] or (math.isnan(best[0]) and not math.isnan(score)):
             best = (score, solution)

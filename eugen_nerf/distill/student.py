@@ -28,6 +28,7 @@ from torch import nn
 from eugen_nerf.distill.options import DistillError
 from eugen_nerf.extensions import extend_model
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
+from eugen_nerf.layers.baselines import LowRankLinear
 
 KEYWORDS = ("hidden", "auto")
 
@@ -182,10 +183,11 @@ def layer_seed(spec: EUGenSpec, path: str) -> int:
     return (spec.seed + zlib.crc32(path.encode())) % 2**31
 
 
-def make_eugen_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec) -> EUGenLinear:
-    """The (unfitted) EUGen layer that will replace ``ref``, on its MLP's device and dtype."""
+def make_student_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec) -> nn.Module:
+    """The (unfitted) layer that will replace ``ref``, of ``spec.layer_type`` (EUGen, or a reviewers' baseline:
+    SNNK, low-rank), on its MLP's device and dtype."""
     dense = mlp.layers[ref.index]
-    layer = EUGenMLP._make_layer("eugen", dense.in_features, dense.out_features,
+    layer = EUGenMLP._make_layer(spec.layer_type, dense.in_features, dense.out_features,
                                  replace(spec, seed=layer_seed(spec, ref.path)))
     return layer.to(device=dense.weight.device, dtype=dense.weight.dtype)
 
@@ -194,16 +196,18 @@ def install_layer(mlp: EUGenMLP, index: int, layer: nn.Module) -> None:
     """Put ``layer`` at ``mlp.layers[index]`` (the fused form is rebuilt on the next eval call)."""
     mlp.layers[index] = layer
     types = list(mlp.layer_types)
-    types[index] = "eugen" if isinstance(layer, EUGenLinear) else "dense"
+    types[index] = ("eugen" if isinstance(layer, EUGenLinear) else "lowrank" if isinstance(layer, LowRankLinear)
+                    else "dense")
     mlp.layer_types = tuple(types)
 
 
 def apply_student(model: nn.Module, paths: Sequence[str], spec: EUGenSpec) -> List[LayerRef]:
-    """Make the layers at ``paths`` EUGen (randomly initialised) in ``model``; return their refs."""
+    """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``;
+    return their refs."""
     refs = resolve_layers(model, paths)
     mlps = convert_mlps(model, refs)
     for ref in refs:
-        install_layer(mlps[ref.mlp_path], ref.index, make_eugen_layer(mlps[ref.mlp_path], ref, spec))
+        install_layer(mlps[ref.mlp_path], ref.index, make_student_layer(mlps[ref.mlp_path], ref, spec))
     return refs
 
 

@@ -139,6 +139,23 @@ class NormalEquations:
         bias = mean_y - mean_f @ weight_t
         return RidgeSolution(weight=weight_t.T.contiguous(), bias=bias, ridge=ridge, r2=self.r2(weight_t.T, bias))
 
+    def reduce_rank(self, solution: RidgeSolution, rank: int) -> RidgeSolution:
+        """The best rank-``rank`` fit on the accumulated data, from a full-rank ``solution`` (reduced-rank
+        regression): ``A`` projected onto the top eigenvectors of the fitted values' covariance ``A Σ Aᵀ``, the
+        intercept solved again. With ``A`` the least-squares solution this minimises the squared error over
+        every rank-``rank`` ``A`` (Eckart–Young in the data's metric, not the weight's: a truncated SVD of ``A``
+        alone ignores which inputs occur)."""
+        if rank < 1:
+            raise ValueError(f"rank must be >= 1, got {rank}")
+        gram, _, mean_f, mean_y = self._centred()
+        weight = solution.weight.to(gram)
+        if rank < min(weight.shape):
+            fitted = weight @ (gram / self.count) @ weight.T
+            vectors = torch.linalg.eigh(fitted).eigenvectors[:, -rank:]
+            weight = vectors @ (vectors.T @ weight)
+        bias = mean_y - weight @ mean_f
+        return RidgeSolution(weight=weight.contiguous(), bias=bias, ridge=solution.ridge, r2=self.r2(weight, bias))
+
     def r2(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """Per-output R² of ``F Aᵀ + c`` on the accumulated data (from the statistics alone)."""
         a = weight.to(self.gram).T  # (M, out)

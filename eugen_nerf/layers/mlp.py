@@ -119,7 +119,8 @@ class EUGenMLP(nn.Module):
             rank = spec.lowrank_rank or max(1, round(fan_out * feature_dim / (fan_in + fan_out)))
             return LowRankLinear(fan_in, fan_out, rank=rank)
         if kind == "snnk":
-            return snnk_linear(fan_in, fan_out, num_features=feature_dim, seed=spec.seed)
+            return snnk_linear(fan_in, fan_out, num_features=feature_dim, seed=spec.seed,
+                               trainable_projections=spec.trainable_projections)
         return EUGenLinear(
             fan_in, fan_out, num_features=spec.num_features, degree=spec.degree, use_norm=spec.use_norm,
             feature_map=spec.feature_map, projection=spec.projection,
