@@ -27,7 +27,7 @@ import platform
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 import tyro
@@ -70,6 +70,14 @@ class BenchDistill:
     """all: every field parameter; eugen: only the EUGen layers."""
     refine_steps: int = 0
     """per-layer refinement of G and A (0: closed form)"""
+    layer_type: Literal["eugen", "snnk", "lowrank"] = "eugen"
+    """what the layers become (the front mode reads it from each entry instead): EUGen, or a reviewers' baseline
+    fitted the same way (see --front)."""
+    lowrank_rank: Optional[int] = None
+    """rank of low-rank layers (None: EUGen's parameter count, l*k*m/(d+l))."""
+    fit: Literal["sequential", "parallel"] = "sequential"
+    """sequential: each layer fitted on the inputs of the student built so far; parallel: every layer on the
+    teacher's own inputs, one capture (see eugen-distill --fit)."""
     fps_repeats: int = 2
     """timed renders per test view in the report."""
     front: list[str] = field(default_factory=list)
@@ -146,7 +154,10 @@ def front(args: BenchDistill) -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     settings = {k: v for k, v in front_command(args).items() if k not in FRONT_SELECTION}
     previous = json.loads(args.output.read_text()) if args.output.is_file() else {}
-    same = {k: v for k, v in previous.get("command", {}).items() if k not in FRONT_SELECTION} == settings
+    # options added since a previous run count as equal when at their defaults (which is what it ran with)
+    defaults = {k: v for k, v in front_command(BenchDistill()).items() if k not in FRONT_SELECTION}
+    old = {k: v for k, v in previous.get("command", {}).items() if k not in FRONT_SELECTION}
+    same = bool(previous) and {**{k: defaults[k] for k in settings.keys() - old.keys()}, **old} == settings
     done = {point_key(p["layers"], p.get("layer_type", "eugen")): p for p in previous.get("points", [])} if same else {}
     teacher_scores = previous["teacher"] if same else None
     if teacher_scores is None:
@@ -168,7 +179,7 @@ def front(args: BenchDistill) -> None:
             options = DistillOptions(
                 teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(pattern.split(",")),
                 eugen=front_spec(args, layer_type),
-                image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
+                image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
                 pair_fraction=args.pair_fraction, refine_steps=refine_steps, evaluate=False,
             )
             result = distill(options)
@@ -212,7 +223,7 @@ def point_key(pattern: str, layer_type: str) -> str:
 def front_spec(args: BenchDistill, layer_type: str = "eugen") -> EUGenSpec:
     # --feature-map is EUGen's: SNNK is ReLU features by definition, and a low-rank layer has none
     return EUGenSpec(layer_type=layer_type, num_features=args.num_features, degree=args.degree,
-                     feature_map=args.feature_map if layer_type == "eugen" else "relu")
+                     feature_map=args.feature_map if layer_type == "eugen" else "relu", lowrank_rank=args.lowrank_rank)
 
 
 def front_command(args: BenchDistill) -> dict:
@@ -270,8 +281,9 @@ def write_front(args: BenchDistill, teacher: dict, points: list) -> None:
     ax.axvline(GOALS["fps_ratio"], color="tab:red", ls=":", lw=1, label="speed goal (1.5x)")
     ax.set_xlabel("student / teacher render FPS (fused, side by side)")
     ax.set_ylabel("student / teacher test PSNR")
-    ax.set_title(f"closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, k = {args.degree}, "
-                 f"{args.feature_map} feature map")
+    ax.set_title(f"EUGen: closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, "
+                 f"k = {args.degree}, {args.feature_map} feature map\nbaselines at EUGen's feature width / parameters "
+                 f"(low-rank: closed form only)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.output.with_suffix(".png"), dpi=120)
@@ -286,11 +298,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
             teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(args.layers),
-            eugen=front_spec(args),
-            image_fraction=args.image_fraction, resolution_scale=args.resolution_scale,
+            eugen=front_spec(args, args.layer_type),
+            image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views,
-            finetune_parameters=args.finetune_parameters, refine_steps=args.refine_steps,
+            finetune_parameters=args.finetune_parameters,
+            refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
         )
         report = distill(options).report
     summary = summarise(report)

@@ -71,7 +71,9 @@ class DistillOptions:
     """Layer paths or glob patterns (see --list-layers), 'hidden' (every hidden, non-skip layer but the first
     of each MLP), or 'auto' (greedy selection within --psnr-budget)."""
     eugen: EUGenSpec = field(default_factory=distill_spec)
-    """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i."""
+    """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
+    eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
+    form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept."""
     image_fraction: FractionArg = 1 / 16
     """Fraction of the training images whose rays are rendered."""
     resolution_scale: FractionArg = 1 / 8
