@@ -64,6 +64,8 @@ class BenchDistill:
     """steps of the whole-student fine-tune after the closed form."""
     finetune_rays: int = 512
     """rays per fine-tune step."""
+    finetune_lr: float = 1e-3
+    """Adam learning rate of the fine-tune at its start (cosine-decayed)."""
     finetune_novel_views: int = 8
     """cameras near the training ones that the teacher renders as extra fine-tune targets."""
     finetune_parameters: Literal["all", "eugen"] = "all"
@@ -301,7 +303,7 @@ def main() -> None:
             eugen=front_spec(args, args.layer_type),
             image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
-            finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views,
+            finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
             finetune_parameters=args.finetune_parameters,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
         )

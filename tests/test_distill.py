@@ -362,7 +362,7 @@ def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result
     eugen = next(m for m in model.modules() if isinstance(m, EUGenLinear))
     eugen_before = eugen.weight.detach().clone()
     losses = finetune(model, rays, targets, steps=2, lr=1e-2, batch_rays=32, seed=0, device=torch.device("cpu"),
-                      parameters=parameters, show_progress=False)
+                      parameters=parameters, show_progress=False).losses
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
     assert not torch.equal(eugen.weight, eugen_before)
     assert torch.equal(model.field_fine.density_head.weight, density_before) == (parameters == "eugen")
@@ -371,6 +371,38 @@ def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result
     trained = {id(p) for p in field_parameters(model)}
     fields = {id(p) for field in (model.field_coarse, model.field_fine) for p in field.parameters()}
     assert trained == fields  # the fields and their heads, nothing else (no metric network)
+
+
+def test_finetune_keeps_the_state_that_renders_the_validation_rays_best(dense_result):
+    """A fine-tune towards wrong colours must not leave the student worse on the validation rays than it started:
+    with validation targets equal to the student's own render, the starting state is the one kept."""
+    from eugen_nerf.distill.finetune import finetune, validation_mse
+    from eugen_nerf.distill.sampling import novel_rays
+    from eugen_nerf.eval.runs import final_rgb
+
+    result, _ = dense_result
+    model = copy.deepcopy(result.teacher.model)
+    cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
+    rays = novel_rays(cameras, 2, 0.25, seed=0)
+    held = novel_rays(cameras, 1, 0.25, seed=1)
+    with torch.no_grad():
+        model.eval()
+        own = final_rgb(model(held)).detach()
+    before = [p.detach().clone() for p in model.parameters()]
+    cpu = torch.device("cpu")
+    log = finetune(model, rays, torch.rand(len(rays), 3), steps=6, lr=1e-2, batch_rays=32, seed=0, device=cpu,
+                   show_progress=False, validation=(held, own), check_every=2)
+    assert [step for step, _ in log.validation] == [0, 2, 4, 6]
+    assert log.validation[0][1] < min(error for _, error in log.validation[1:]), "the wrong colours changed nothing"
+    assert log.kept_step == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert validation_mse(model, held, own, cpu) == pytest.approx(log.validation[0][1])
+    # towards the validation targets themselves, a later state is kept and renders them better
+    targets = torch.rand(len(held), 3)
+    log = finetune(model, held, targets, steps=6, lr=1e-2, batch_rays=64, seed=0, device=cpu, show_progress=False,
+                   validation=(held, targets), check_every=2)
+    assert log.kept_step > 0
+    assert validation_mse(model, held, targets, cpu) == pytest.approx(min(e for _, e in log.validation))
 
 
 @pytest.fixture(scope="module")

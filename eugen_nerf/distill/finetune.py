@@ -6,17 +6,25 @@ of the teacher) are the targets. By default every parameter of the student's fie
 layers and the density head adapt to the EUGen layers' inputs, which the closed form cannot do for layers it
 did not replace); ``parameters="eugen"`` trains only the EUGen layers' ``A``, ``c`` (and trainable ``G``).
 Adam with a cosine-decayed learning rate.
+
+**Never worse than where it started.** Adam's first steps move every parameter by about the learning rate
+whatever the gradient, which can undo a closed form that already renders like the teacher (the low-rank
+student: 99.7% of the teacher's PSNR before 300 steps at 1e-3, 98.5% after). Given validation rays (the
+distillation's held-out cameras, which neither the fit nor the fine-tune sees), their error against the
+teacher is measured before the first step and every ``check_every`` steps, and the best state is kept.
 """
 
 from __future__ import annotations
 
-from typing import List
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
 from torch import Tensor
 from tqdm import tqdm
 
+from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.layers import EUGenLinear
 
 TRAINED_KEYS = ("rgb", "rgb_coarse", "rgb_fine")
@@ -34,10 +42,33 @@ def field_parameters(model) -> List[torch.nn.Parameter]:
     return [p for name, params in groups.items() if name != "camera_opt" for p in params]
 
 
+@dataclass
+class FinetuneLog:
+    """Per-step training losses; validation MSE against the teacher by step; the step whose state was kept."""
+
+    losses: List[float] = field(default_factory=list)
+    validation: List[Tuple[int, float]] = field(default_factory=list)
+    kept_step: Optional[int] = None
+
+
+@torch.no_grad()
+def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device, chunk: int = 4096) -> float:
+    """Mean squared error of the model's final colour against ``targets`` (eval mode: no sampler jitter)."""
+    model.eval()
+    total = 0.0
+    for start in range(0, len(rays), chunk):
+        outputs = model(rays[start:start + chunk].to(device))
+        total += float((final_rgb(outputs) - targets[start:start + chunk].to(device)).square().sum())
+    model.train()
+    return total / targets.numel()
+
+
 def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, batch_rays: int, seed: int,
-             device: torch.device, parameters: str = "all", show_progress: bool = True) -> List[float]:
-    """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``;
-    return the per-step losses. ``parameters``: one of :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`."""
+             device: torch.device, parameters: str = "all", show_progress: bool = True,
+             validation: Optional[Tuple[RayBundle, Tensor]] = None, check_every: int = 25) -> FinetuneLog:
+    """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
+    ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of
+    :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`."""
     params = eugen_parameters(model) if parameters == "eugen" else field_parameters(model)
     if not params:
         raise ValueError("the student has no EUGen layer to fine-tune" if parameters == "eugen"
@@ -49,15 +80,27 @@ def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, bat
     optimizer = torch.optim.Adam(params, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(steps, 1), eta_min=lr * 0.01)
     generator = torch.Generator().manual_seed(seed)
-    losses = []
+    log = FinetuneLog()
     model.train()
+    best = None
+
+    def check(step: int) -> None:
+        nonlocal best
+        if validation is None:
+            return
+        error = validation_mse(model, *validation, device)
+        log.validation.append((step, error))
+        if best is None or error < best[0]:
+            best = (error, step, [p.detach().clone() for p in params])
+
     # In train mode nerfstudio's samplers jitter with the global generator: seed it from ``seed``, in a fork that
     # leaves the caller's state alone, so that the student depends on the options only (bit-identical reruns).
     forked = [torch.device(device)] if torch.device(device).type == "cuda" else []
     try:
         with torch.random.fork_rng(devices=forked):
             torch.manual_seed(seed)
-            for _ in tqdm(range(steps), desc="fine-tune", disable=not show_progress, leave=False):
+            check(0)
+            for step in tqdm(range(1, steps + 1), desc="fine-tune", disable=not show_progress, leave=False):
                 pick = torch.randint(len(rays), (min(batch_rays, len(rays)),), generator=generator)
                 outputs = model(rays[pick].to(device))
                 target = targets[pick].to(device)
@@ -67,11 +110,18 @@ def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, bat
                 loss.backward()
                 optimizer.step()
                 schedule.step()
-                losses.append(float(loss))
+                log.losses.append(float(loss))
+                if step % check_every == 0 or step == steps:
+                    check(step)
+        if best is not None:
+            with torch.no_grad():
+                for p, saved in zip(params, best[2]):
+                    p.copy_(saved)
+            log.kept_step = best[1]
     finally:
         model.eval()
         for p, flag in frozen.items():
             p.requires_grad_(flag)
         for p in params:
             p.grad = None
-    return losses
+    return log

@@ -35,7 +35,7 @@ from rich.console import Console
 from tqdm import tqdm
 
 from eugen_nerf.distill.capture import Capture, LayerEquations
-from eugen_nerf.distill.finetune import finetune
+from eugen_nerf.distill.finetune import FinetuneLog, finetune
 from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
 from eugen_nerf.distill.output import (
     StateStore,
@@ -314,10 +314,12 @@ class Distillation:
         self.say(f"  auto: {ref.path} PSNR drop {drop:+.4f} dB -> {'kept' if kept else 'rejected'}")
 
     # ------------------------------------------------------------------ fine-tune, evaluate, write
-    def finetune(self) -> List[float]:
+    def finetune(self) -> Optional[FinetuneLog]:
+        """Fine-tune on the teacher's colours of the capture rays of the fitted cameras (and of novel views),
+        keeping the state that renders the held-out cameras' rays best (see :mod:`~eugen_nerf.distill.finetune`)."""
         if not self.fits:
             self.say("no layer was replaced: nothing to fine-tune")
-            return []
+            return None
         options = self.options
         rgb = self.state["teacher_rgb"]
         batches = sorted(rgb)
@@ -325,12 +327,22 @@ class Distillation:
             torch.arange(b * self.rays.batch_rays, b * self.rays.batch_rays + rgb[b].shape[0]) for b in batches
         ])
         rays, targets = self.rays.rays[ray_indices], torch.cat([rgb[b] for b in batches])
+        validation = None
+        if self.heldout_cameras:
+            held = torch.cat([self.rays.heldout_mask(b, self.heldout_cameras)[: rgb[b].shape[0]] for b in batches])
+            validation = (rays[held], targets[held])
+            rays, targets = rays[~held], targets[~held]
         with self.timer("finetune"):
             if options.finetune_novel_views:
                 novel, novel_rgb = self.novel_targets()
                 rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
-            return finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
-                            options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters)
+            log = finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
+                           options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters,
+                           validation=validation)
+        if log.kept_step is not None:
+            self.say(f"fine-tune: kept the state after step {log.kept_step} of {options.finetune_steps} (best on the "
+                     f"held-out cameras' rays against the teacher)")
+        return log
 
     def novel_targets(self):
         """Rays of ``finetune_novel_views`` cameras near the training ones and the teacher's colours of them."""
@@ -399,7 +411,10 @@ def distill(options: DistillOptions, console: Optional[Console] = None) -> Disti
         return result
     if options.finetune_steps:
         report["student_closed_form"] = run.evaluate("student (closed form)")
-        report["finetune_losses"] = run.finetune()
+        log = run.finetune()
+        report["finetune_losses"] = log.losses if log else []
+        report["finetune_validation_mse"] = log.validation if log else []
+        report["finetune_kept_step"] = log.kept_step if log else None
     report["student"] = run.evaluate("student")
     report["render_speedup"] = run.render_speedup()
     run.write(report)
