@@ -139,8 +139,10 @@ def plot(report: dict, summary: dict, path: Path) -> None:
     bars = right.bar(names, values, color=["tab:green" if v >= g else "tab:orange" for v, g in zip(values, goals)])
     right.scatter(names, goals, color="tab:red", marker="_", s=600, label="goal", zorder=3)
     right.bar_label(bars, fmt="%.3f")
+    right.set_ylim(0, max(values + goals) * 1.15)  # room for the labels
     right.set_ylabel("student / teacher")
-    right.set_title("student vs teacher (test split)")
+    kind = report.get("options", {}).get("eugen", {}).get("layer_type", "eugen")
+    right.set_title(f"{'EUGen' if kind == 'eugen' else kind} student vs teacher (test split)")
     right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
