@@ -236,3 +236,28 @@ def test_a_checkpoint_of_another_model_size_is_one_clear_error(run_config, tmp_p
     with pytest.raises(InputError, match="does not fit the model of .*size mismatch") as info:
         load_run(run_dir / "config.yml")
     assert "\n" not in str(info.value)
+
+
+def test_a_run_keeps_its_own_datamanager_when_it_is_not_its_methods(tmp_path):
+    """nerfstudio's loaders put the method's datamanager target back (generic targets do not survive YAML); a
+    run trained on another datamanager config class (stock nerfacto on the plain VanillaDataManager, as our
+    benchmarks train it) must keep its own, or its pipeline cannot be built."""
+    import copy
+
+    from nerfstudio.configs.method_configs import all_methods
+
+    from eugen_nerf.eval.runs import read_config
+    from eugen_nerf.scenes.datamanager import FramingDataManager, FramingDataManagerConfig
+
+    registered = all_methods["nerfacto"].pipeline.datamanager
+    assert not isinstance(registered, FramingDataManagerConfig)
+    config = copy.deepcopy(all_methods["nerfacto"])
+    config.pipeline.datamanager = FramingDataManagerConfig(data=tmp_path)
+    path = tmp_path / "config.yml"
+    path.write_text(yaml.dump(config))
+    assert read_config(path).pipeline.datamanager._target is FramingDataManager
+    config = copy.deepcopy(all_methods["nerfacto"])  # its own class: the method's target, as eval_setup does
+    config.pipeline.datamanager.data = tmp_path
+    config.pipeline.datamanager._target = object
+    path.write_text(yaml.dump(config))
+    assert read_config(path).pipeline.datamanager._target is registered._target

@@ -95,8 +95,12 @@ def read_config(config_path: Path, check_scene: bool = True) -> TrainerConfig:
         raise EvalInputError(f"{config_path}: not a nerfstudio TrainerConfig")
     if config.method_name not in all_methods:
         raise EvalInputError(f"{config_path}: method {config.method_name!r} is not registered with nerfstudio")
-    # as eval_setup: generic datamanager targets do not survive YAML
-    config.pipeline.datamanager._target = all_methods[config.method_name].pipeline.datamanager._target
+    # as eval_setup: generic datamanager targets do not survive YAML, so the method's is used; but only for the
+    # method's own datamanager config class: a run trained on another one (stock nerfacto on the plain
+    # VanillaDataManager, say) would otherwise get a target that cannot take its config
+    registered = all_methods[config.method_name].pipeline.datamanager
+    if type(config.pipeline.datamanager) is type(registered):
+        config.pipeline.datamanager._target = registered._target
     data = config.pipeline.datamanager.data or config.pipeline.datamanager.dataparser.data
     if check_scene and not Path(data).exists():
         raise EvalInputError(
