@@ -171,7 +171,10 @@ def main() -> None:
 
     if args.merge:
         parts = [json.loads(path.read_text()) for path in args.merge]
-        runs = {m: r for part in parts for m, r in part["runs"].items()}
+        runs: Dict[str, Dict[str, Dict[str, object]]] = {}
+        for part in parts:  # per method and scene: a part measuring another scene of a method adds to it
+            for method, scenes in part["runs"].items():
+                runs.setdefault(method, {}).update(scenes)
         report = {**parts[0], "command": [part["command"] for part in parts], "runs": runs, **summarise(runs)}
         args.output.write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(summarise(runs), indent=2))

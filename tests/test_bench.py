@@ -207,3 +207,27 @@ def test_mean_and_std_over_seeds_skips_missing_metrics():
     assert means == {"psnr": 21.0, "lpips": 0.2} and spread == {"psnr": 1.0, "lpips": 0.0}
     with pytest.raises(ValueError):
         mean_and_std([])
+
+
+def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
+    """Parts measuring different scenes of one method (canonical and captured in one run, unbounded in another)
+    merge into one entry per method with every scene, not the last part's alone."""
+    import subprocess
+    import sys
+
+    def part(name, runs):
+        path = tmp_path / name
+        path.write_text(json.dumps({"command": name, "seeds": [0], "runs": runs}))
+        return path
+
+    scene = lambda psnr: {"psnr": psnr, "per_seed": [{"seed": 0, "psnr": psnr}]}
+    first = part("a.json", {"eugen-nerf": {"canonical": scene(18.0), "captured": scene(18.1)}})
+    second = part("b.json", {"eugen-nerf": {"unbounded": scene(22.0)}, "nerfacto": {"unbounded": scene(21.0)}})
+    output = tmp_path / "merged.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts/bench_datasets.py"), "--merge", str(first), str(second),
+                    "--output", str(output)], check=True, capture_output=True)
+    merged = json.loads(output.read_text())
+    assert set(merged["runs"]["eugen-nerf"]) == {"canonical", "captured", "unbounded"}
+    assert merged["command"] == ["a.json", "b.json"]
+    assert merged["unbounded_vs_nerfacto"]["eugen-nerf"]["psnr_minus_nerfacto_db"] == pytest.approx(1.0)
+    assert merged["frame_invariance"]["eugen-nerf"]["psnr_captured_minus_canonical_db"] == pytest.approx(0.1)
