@@ -223,10 +223,12 @@ def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
     scene = lambda psnr: {"psnr": psnr, "per_seed": [{"seed": 0, "psnr": psnr}]}
     first = part("a.json", {"eugen-nerf": {"canonical": scene(18.0), "captured": scene(18.1)}})
     second = part("b.json", {"eugen-nerf": {"unbounded": scene(22.0)}, "nerfacto": {"unbounded": scene(21.0)}})
-    output = tmp_path / "merged.json"
-    subprocess.run([sys.executable, str(ROOT / "scripts/bench_datasets.py"), "--merge", str(first), str(second),
-                    "--output", str(output)], check=True, capture_output=True)
-    merged = json.loads(output.read_text())
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_datasets import merge_parts
+    finally:
+        sys.path.pop(0)
+    merged = merge_parts([first, second])
     assert set(merged["runs"]["eugen-nerf"]) == {"canonical", "captured", "unbounded"}
     assert merged["command"] == ["a.json", "b.json"]
     assert merged["unbounded_vs_nerfacto"]["eugen-nerf"]["psnr_minus_nerfacto_db"] == pytest.approx(1.0)
