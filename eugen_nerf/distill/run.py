@@ -217,10 +217,7 @@ class Distillation:
         layer = make_student_layer(mlp, ref, self.options.spec)
         with torch.no_grad():
             if isinstance(layer, LowRankLinear):  # fit.weight has the layer's rank: its SVD factors it exactly
-                dense = torch.nn.Linear(layer.in_features, layer.out_features).to(fit.weight)
-                dense.weight.copy_(fit.weight)
-                dense.bias.copy_(fit.bias)
-                layer.load_state_dict(LowRankLinear.from_dense(dense, layer.rank).to(layer.up).state_dict())
+                layer.load_product_(fit.weight, fit.bias)
             else:
                 layer.weight.copy_(fit.weight)
                 layer.bias.copy_(fit.bias)

@@ -46,14 +46,19 @@ class LowRankLinear(nn.Module):
         """Best rank-``rank`` approximation of a dense layer (truncated SVD, Eckart–Young)."""
         layer = cls(linear.in_features, linear.out_features, rank, bias=linear.bias is not None,
                     device=linear.weight.device, dtype=linear.weight.dtype)
-        with torch.no_grad():
-            u, s, vh = torch.linalg.svd(linear.weight.double(), full_matrices=False)
-            root = s[:rank].sqrt()
-            layer.up.copy_(u[:, :rank] * root)
-            layer.down.copy_(root.unsqueeze(1) * vh[:rank])
-            if linear.bias is not None:
-                layer.bias.copy_(linear.bias)
-        return layer
+        return layer.load_product_(linear.weight, linear.bias)
+
+    @torch.no_grad()
+    def load_product_(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> "LowRankLinear":
+        """Set ``U V`` to the best rank-``rank`` approximation of ``weight`` (exact when its rank is at most
+        ``rank``, as a reduced-rank fit's is), split evenly between the factors; and the bias."""
+        u, s, vh = torch.linalg.svd(weight.detach().double(), full_matrices=False)
+        root = s[: self.rank].sqrt()
+        self.up.copy_(u[:, : self.rank] * root)
+        self.down.copy_(root.unsqueeze(1) * vh[: self.rank])
+        if bias is not None and self.bias is not None:
+            self.bias.copy_(bias)
+        return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.linear(nn.functional.linear(x, self.down), self.up, self.bias)
