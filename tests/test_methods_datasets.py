@@ -106,6 +106,54 @@ def test_methods_frame_train_and_render_each_scene_kind(method, kind, one_thread
     assert outputs["rgb"].shape == batch["image"].shape and math.isfinite(metrics["psnr"])
 
 
+def test_nerf_pictures_do_not_depend_on_the_frame_the_poses_are_written_in(one_thread):
+    """The same trained NeRF, its data re-expressed in a frame offset by c and scaled by s: rendering the
+    moved camera renders the same picture (the rays go back to the object's frame), depths scaled by s."""
+    import dataclasses
+
+    from nerfstudio.model_components.scene_colliders import NearFarCollider
+
+    torch.manual_seed(0)
+    pipeline = tiny_pipeline("eugen-nerf", SCENES / KINDS["captured"])
+    model = pipeline.model.eval()
+    camera, _ = pipeline.datamanager.next_eval_image(0)
+    with torch.no_grad():
+        before = model.get_outputs_for_camera(camera)
+    offset, scale = torch.tensor([3.0, -1.0, 0.5]), 2.5
+    framing = model.framing
+    model.framing = dataclasses.replace(
+        framing, near=framing.near * scale, far=framing.far * scale, unit=framing.unit * scale,
+        origin=tuple(float(v) for v in torch.tensor(framing.origin) * scale + offset),
+    )
+    model.collider = NearFarCollider(*model.collider_planes()).eval()
+    moved = copy.deepcopy(camera)
+    moved.camera_to_worlds[..., :3, 3] = moved.camera_to_worlds[..., :3, 3] * scale + offset
+    with torch.no_grad():
+        after = model.get_outputs_for_camera(moved)
+    torch.testing.assert_close(after["rgb"], before["rgb"], atol=1e-4, rtol=0)
+    torch.testing.assert_close(after["depth"], before["depth"] * scale, atol=1e-3 * scale, rtol=1e-4)
+
+
+def test_auto_scaled_poses_are_framed_like_the_shipped_object(one_thread):
+    """nerfstudio-data's auto-scaled poses put the cameras about 1 unit from the object, not 4: the object's
+    frame undoes that, so the NeRF's positional encoding sees the object at its shipped size."""
+    from eugen_nerf.scenes.framing import OBJECT_CAMERA_DISTANCE
+
+    config = method_config("eugen-nerf")
+    config.machine.device_type = "cpu"
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig()
+    config.pipeline.datamanager.data = SCENES / KINDS["captured"]
+    for key, value in TINY["nerf"].items():
+        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
+        setattr(target, key, value)
+    model = config.pipeline.setup(device="cpu", test_mode="val").model
+    assert model.framing.kind == "object" and model.framing.unit < 0.5  # auto-scaled: cameras near 1 unit
+    near, far = model.collider_planes()
+    assert near == pytest.approx(OBJECT_CAMERA_DISTANCE / 2, rel=1e-6) and far > 2 * near
+
+
 def test_command_line_overrides_the_data(one_thread):
     config = method_config("eugen-nerfacto")
     config.machine.device_type = "cpu"

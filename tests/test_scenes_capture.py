@@ -70,6 +70,9 @@ def test_framing_from_data_is_the_same_for_both_frames():
     assert from_canonical.kind == from_captured.kind == "object" and not from_captured.contraction
     assert (from_canonical.near, from_canonical.far) == pytest.approx((2.0, 6.0), rel=1e-3)
     assert (from_captured.near, from_captured.far) == pytest.approx((2.0, 6.0), rel=0.02)
+    # the object's frame: the focus point at the origin, the nearest camera 4 units away, in both frames
+    assert from_canonical.unit == pytest.approx(1.0, rel=1e-6) and from_captured.unit == pytest.approx(1.0, rel=0.02)
+    assert np.allclose(from_captured.origin, focus_point(captured), atol=1e-9)
     # the shipped scene's own declaration gives the same planes
     hinted = choose_framing(poses, images, {"near": 2.0, "far": 6.0, "background": "white"})
     assert (hinted.near, hinted.far, hinted.source) == (2.0, 6.0, "scene.json")

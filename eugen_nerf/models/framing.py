@@ -2,16 +2,18 @@
 
 The datamanager (:mod:`eugen_nerf.scenes.datamanager`) chooses a :class:`Framing` from the data; each model
 config has ``near_plane``, ``far_plane``, ``background_color`` and ``disable_scene_contraction`` whose default
-(``None`` / ``"auto"``) keeps the data's choice and any other value overrides it. The mixin also renders
-cameras without nerfstudio's per-bundle indexing warning (scoped, see :mod:`eugen_nerf.scenes.quiet`).
+(``None`` / ``"auto"``) keeps the data's choice and any other value overrides it. Models whose fields read raw
+positions render in the object's frame (:attr:`FramedModelMixin.renders_in_object_frame`). The mixin also
+renders cameras without nerfstudio's per-bundle indexing warning (scoped, see :mod:`eugen_nerf.scenes.quiet`).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from typing import Dict, Optional, Tuple
 
 import torch
-from nerfstudio.cameras.rays import RaySamples
+from nerfstudio.cameras.rays import RayBundle, RaySamples
 from nerfstudio.field_components.spatial_distortions import SceneContraction
 from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -27,8 +29,26 @@ def check_planes(near: Optional[float], far: Optional[float]) -> None:
         raise ValueError(f"near-plane {near} must be smaller than far-plane {far}")
 
 
+def to_object_frame(ray_bundle: RayBundle, framing: Framing) -> RayBundle:
+    """``ray_bundle`` moved to the object's frame: origins ``(o - origin) / unit``, nears and fars ``/ unit``
+    (directions and the pixel area at unit distance do not change)."""
+    origin = torch.tensor(framing.origin, dtype=ray_bundle.origins.dtype, device=ray_bundle.origins.device)
+    scaled = {"origins": (ray_bundle.origins - origin) / framing.unit}
+    for name in ("nears", "fars"):
+        value = getattr(ray_bundle, name)
+        if value is not None:
+            scaled[name] = value / framing.unit
+    return dataclasses.replace(ray_bundle, **scaled)
+
+
 class FramedModelMixin:
     """For nerfstudio ``Model`` subclasses: the data's framing with command-line overrides."""
+
+    renders_in_object_frame: bool = False
+    """Render rays in the object's frame (:class:`Framing` ``origin``/``unit``): for fields that read raw
+    positions (NeRF's positional encoding, SIREN's sines), whose picture would otherwise depend on the frame
+    and scale the poses were written in. Fields normalised by the scene box (nerfacto, Zip-NeRF) keep the
+    dataparser's frame."""
 
     def data_framing(
         self,
@@ -46,6 +66,19 @@ class FramedModelMixin:
         framing = framing.override(near, far, background, contraction)
         self.framing = framing
         return framing
+
+    def collider_planes(self) -> Tuple[float, float]:
+        """Near and far in the frame the model renders rays in."""
+        unit = self.framing.unit if self.renders_in_object_frame else 1.0
+        return self.framing.near / unit, self.framing.far / unit
+
+    def forward(self, ray_bundle: RayBundle) -> Dict[str, torch.Tensor]:
+        framing = getattr(self, "framing", None)
+        if not self.renders_in_object_frame or framing is None or not framing.moves_rays:
+            return super().forward(ray_bundle)  # type: ignore[misc]
+        outputs = super().forward(to_object_frame(ray_bundle, framing))  # type: ignore[misc]
+        # depths back in the dataparser's units
+        return {name: value * framing.unit if name.startswith("depth") else value for name, value in outputs.items()}
 
     def get_outputs_for_camera(self, *args, **kwargs):
         with quiet_camera_indexing():

@@ -87,6 +87,7 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
     """nerfstudio's NeRF model with :class:`EUGenNeRFField` coarse and fine fields."""
 
     config: EUGenNeRFModelConfig
+    renders_in_object_frame = True  # the positional encoding reads raw positions
 
     def populate_modules(self) -> None:
         # NeRFModel's own populate_modules would build stock fields and LPIPS; the collider is the data's.
@@ -96,7 +97,8 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
             planes.get("near_plane", config.near_plane), planes.get("far_plane", config.far_plane),
             config.background_color, config.disable_scene_contraction,
         )
-        self.collider = NearFarCollider(near_plane=framing.near, far_plane=framing.far)
+        near, far = self.collider_planes()
+        self.collider = NearFarCollider(near_plane=near, far_plane=far)
         eugen = config.eugen
         self.field_coarse = self._make_field(eugen)
         self.field_fine = self._make_field(replace(eugen, seed=eugen.seed + FINE_SEED_OFFSET))

@@ -10,7 +10,10 @@ dataset instead, in the frame the dataparser produced (after its orientation, ce
    colour (white or black), the data is a bounded object on a known background. The cameras' optical axes
    then meet at the object (their least-squares focus point); an object seen whole by every camera lies
    within half the nearest camera's distance of it, so near = 0.5 * min distance, far = 1.5 * max distance.
-   No contraction. These ratios are invariant to rotation, offset and scale: the frame does not matter.
+   No contraction. These ratios are invariant to rotation, offset and scale. So are the positions a field
+   reads: the object's frame puts the focus point at the origin and the nearest camera
+   :data:`OBJECT_CAMERA_DISTANCE` away, as in an eugen-scenes object, so that positional encodings and
+   SIREN frequencies see the object at the same size whatever frame the poses were written in.
 3. Anything else is an **unbounded** scene (a capture, a 360 scene, a forward-facing one): nerfacto's
    settings for auto-scaled poses, near 0.05, far 1000, scene contraction, and the ray's last sample as
    background.
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,6 +43,9 @@ OBJECT_NEAR, OBJECT_FAR = 0.5, 1.5
 """Object scenes: near and far as multiples of the nearest / farthest camera's distance to the focus point."""
 FRAMING_IMAGES = 8
 """Training images (evenly spread) whose borders decide between an object scene and an unbounded one."""
+OBJECT_CAMERA_DISTANCE = 4.0
+"""Distance of the nearest camera from an object in the object's frame: what eugen-scenes objects (radius about
+1, near 2, far 6) are shot from, so their frame is their world frame."""
 UNBOUNDED_NEAR, UNBOUNDED_FAR = 0.05, 1000.0
 """Unbounded scenes: nerfacto's planes for poses auto-scaled into the unit cube."""
 
@@ -53,13 +59,27 @@ class Framing:
     contraction: bool
     source: str
     """Where the values come from, for the log line."""
+    origin: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The object's frame: models whose fields read raw positions (NeRF, SIREN) render rays moved to
+    ``(x - origin) / unit``; near, far and depths stay in the dataparser's units."""
+    unit: float = 1.0
+    """Dataparser units per unit of the object's frame."""
+
+    @property
+    def moves_rays(self) -> bool:
+        """Whether the object's frame differs from the dataparser's."""
+        return self.unit != 1.0 or any(value != 0.0 for value in self.origin)
 
     def describe(self) -> str:
         what = f"object on {self.background}" if self.kind == "object" else "unbounded scene"
         contraction = "scene contraction" if self.contraction else "no scene contraction"
+        frame = ""
+        if self.moves_rays:
+            origin = ", ".join(f"{value:.3g}" for value in self.origin)
+            frame = f", object frame at ({origin}) with unit {self.unit:.3g}"
         return (
             f"{what}: near {self.near:.3g}, far {self.far:.3g}, background {self.background}, "
-            f"{contraction} ({self.source})"
+            f"{contraction}{frame} ({self.source})"
         )
 
     def override(
@@ -188,6 +208,7 @@ def choose_framing(
         return Framing(
             "object", OBJECT_NEAR * float(distances.min()), OBJECT_FAR * float(distances.max()), background,
             False, f"{background} image borders; cameras look at one point",
+            origin=tuple(float(value) for value in focus), unit=float(distances.min()) / OBJECT_CAMERA_DISTANCE,
         )
     reason = "image borders are not one colour" if background is None else "cameras do not look at one point"
     return Framing("unbounded", UNBOUNDED_NEAR, UNBOUNDED_FAR, "last_sample", True, reason)
