@@ -233,3 +233,14 @@ def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
     assert merged["command"] == ["a.json", "b.json"]
     assert merged["unbounded_vs_nerfacto"]["eugen-nerf"]["psnr_minus_nerfacto_db"] == pytest.approx(1.0)
     assert merged["frame_invariance"]["eugen-nerf"]["psnr_captured_minus_canonical_db"] == pytest.approx(0.1)
+    # a captured run scored on the canonical images too: the goal is judged on the same images, and a merged
+    # report merges again (its command list is flattened)
+    merged_path = tmp_path / "merged.json"
+    merged_path.write_text(json.dumps(merged))
+    captured = {"psnr": 19.0, "per_seed": [{"seed": 0, "psnr": 19.0, "psnr_same_truth": 18.2}]}
+    again = merge_parts([merged_path, part("c.json", {"eugen-nerf": {"captured": captured}})])
+    frame = again["frame_invariance"]["eugen-nerf"]
+    assert again["command"] == ["a.json", "b.json", "c.json"]
+    assert frame["psnr_captured_minus_canonical_db"] == pytest.approx(1.0)
+    assert frame["psnr_same_truth_minus_canonical_db"] == pytest.approx(0.2)
+    assert frame["goal_frame_invariant_met"] is True

@@ -119,6 +119,8 @@ def score_test_views(
     downscale: int = 1,
     error_dir: Path | None = None,
     label: str = "",
+    truth=None,
+    pinhole: bool = False,
 ) -> TestViewScores:
     """Render the test views of ``pipeline`` (timed: warm-up, synchronised, ``repeats`` each) and score them
     against their ground truth (untimed): the one evaluation loop of ``eugen-eval``, ``eugen-distill``'s report
@@ -128,11 +130,18 @@ def score_test_views(
     area-averaged to that size (the multiscale check of anti-aliasing). ``lpips``: ``False`` or a reason
     string leaves it out. Renders are checked finite and of the ground truth's size; ``error_dir`` receives
     a prediction | ground truth | error image per view.
+
+    ``truth``: another dataset of the same test views, in the same order, whose images are the ground truth
+    (a run trained on a re-expressed copy of a scene, scored against the original's images: whether the
+    frame changed the picture). ``pinhole``: render the cameras without their lens distortion (for a truth
+    shot with a pinhole camera).
     """
     model, device = pipeline.model, pipeline.device
     dataset = pipeline.datamanager.eval_dataset
     views = list(range(len(dataset))) if views is None else list(views)
-    images = [ground_truth_image(pipeline, dataset, i).to(device) for i in views]
+    if truth is not None and len(truth) != len(dataset):
+        raise EvalInputError(f"the truth dataset has {len(truth)} test views, the run {len(dataset)}")
+    images = [ground_truth_image(pipeline, truth if truth is not None else dataset, i).to(device) for i in views]
     check_sizes(dataset, views, images)
     images = [area_downsample(image, downscale) for image in images]
     if lpips is True:
@@ -142,9 +151,12 @@ def score_test_views(
     if error_dir is not None:
         error_dir.mkdir(parents=True, exist_ok=True)
     cameras = dataset.cameras.to(device)  # once, outside the timed renders
-    if downscale != 1:
+    if downscale != 1 or pinhole:
         cameras = copy.deepcopy(cameras)
+    if downscale != 1:
         cameras.rescale_output_resolution(1.0 / downscale)
+    if pinhole and cameras.distortion_params is not None:
+        cameras.distortion_params.zero_()
     model.eval()
 
     def render(i: int) -> Tensor:
