@@ -75,6 +75,9 @@ class BenchISDF:
     quality/speed front."""
     front_seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds of the front's extra variants (the first of ``--seeds`` should be among them: it is timed)."""
+    baselines: bool = True
+    """Also the reviewers' baselines (low-rank, SNNK, dense narrowed to EUGen's parameters and speed); off for a
+    longer run of the dense field and EUGen alone."""
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     threads: int = 1
     """torch CPU threads (1 keeps timings comparable on a shared machine)."""
@@ -134,13 +137,14 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
         "dense (iSDF, 256 wide)": dense_isdf_config(),
         describe(config.eugen): eugen,
     }
-    for kind in ("lowrank", "snnk"):
-        spec = replace(config.eugen, layer_type=kind, feature_map="relu")
-        out[describe(spec)] = ISDFFieldConfig(eugen=spec)
-    by_params = narrowed_to_parameters(parameters(eugen))
-    out[f"dense narrowed to EUGen's parameters (width {by_params.width})"] = by_params
-    by_speed = narrowed_to_speed(eugen, config.repeats)
-    out[f"dense narrowed to EUGen's speed (width {by_speed.width})"] = by_speed
+    if config.baselines:
+        for kind in ("lowrank", "snnk"):
+            spec = replace(config.eugen, layer_type=kind, feature_map="relu")
+            out[describe(spec)] = ISDFFieldConfig(eugen=spec)
+        by_params = narrowed_to_parameters(parameters(eugen))
+        out[f"dense narrowed to EUGen's parameters (width {by_params.width})"] = by_params
+        by_speed = narrowed_to_speed(eugen, config.repeats)
+        out[f"dense narrowed to EUGen's speed (width {by_speed.width})"] = by_speed
     out = {name: (sdf, list(config.seeds)) for name, sdf in out.items()}
     if config.front:
         for width in FRONT_WIDTHS:

@@ -206,6 +206,9 @@ def test_lowrank_from_dense_is_the_best_rank_r_approximation():
     s = torch.linalg.svdvals(linear.weight.detach())
     assert torch.linalg.matrix_norm(low.up @ low.down - linear.weight).item() == pytest.approx(
         s[2:].square().sum().sqrt().item(), rel=1e-8)
+    # a rank above min(d, l) (a narrow layer at EUGen's parameter count) holds the layer exactly
+    wide = LowRankLinear.from_dense(linear, rank=7)
+    assert torch.allclose(wide(x), linear(x), atol=1e-10) and not wide.up[:, 6:].any()
 
 
 def test_snnk_is_a_degree_one_relu_eugen_layer():

@@ -51,11 +51,16 @@ class LowRankLinear(nn.Module):
     @torch.no_grad()
     def load_product_(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> "LowRankLinear":
         """Set ``U V`` to the best rank-``rank`` approximation of ``weight`` (exact when its rank is at most
-        ``rank``, as a reduced-rank fit's is), split evenly between the factors; and the bias."""
+        ``rank``, as a reduced-rank fit's is), split evenly between the factors; and the bias. A rank above
+        ``min(d, l)`` (a narrow layer at EUGen's parameter count) holds ``weight`` exactly, the extra factor
+        rows and columns zero."""
         u, s, vh = torch.linalg.svd(weight.detach().double(), full_matrices=False)
-        root = s[: self.rank].sqrt()
-        self.up.copy_(u[:, : self.rank] * root)
-        self.down.copy_(root.unsqueeze(1) * vh[: self.rank])
+        kept = min(self.rank, s.numel())
+        root = s[:kept].sqrt()
+        self.up.zero_()
+        self.down.zero_()
+        self.up[:, :kept].copy_(u[:, :kept] * root)
+        self.down[:kept].copy_(root.unsqueeze(1) * vh[:kept])
         if bias is not None and self.bias is not None:
             self.bias.copy_(bias)
         return self
