@@ -244,3 +244,31 @@ def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
     assert frame["psnr_captured_minus_canonical_db"] == pytest.approx(1.0)
     assert frame["psnr_same_truth_minus_canonical_db"] == pytest.approx(0.2)
     assert frame["goal_frame_invariant_met"] is True
+
+
+def test_a_benchmark_run_is_seeded_like_ns_train_whatever_ran_before(tmp_path, one_thread):
+    """Two trainings of the same config and seed, after different draws from every generator, end with the same
+    weights: a benchmark's numbers do not depend on what the process ran before."""
+    import copy
+    import random
+
+    import numpy as np
+    import torch
+
+    from eugen_nerf.bench import training
+    from eugen_nerf.methods.nerf import dense_nerf
+
+    config = copy.deepcopy(dense_nerf.config)
+    config.machine.device_type = "cpu"
+    config.pipeline.datamanager.train_num_rays_per_batch = 32
+    model = config.pipeline.model
+    model.num_coarse_samples = model.num_importance_samples = 4
+    model.trunk_width, model.head_width = 16, 8
+    states = []
+    for run, draws in enumerate((1, 7)):
+        random.random(), np.random.rand(draws), torch.rand(draws)  # the process drew something before
+        path, _ = training.train_in_process(config, ROOT / "scenes" / "bunny32", 2, tmp_path / f"run{run}")
+        checkpoint = next((path.parent / "nerfstudio_models").glob("*.ckpt"))
+        states.append(torch.load(checkpoint, map_location="cpu", weights_only=False)["pipeline"])
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][key], states[1][key]) for key in states[0])
