@@ -283,8 +283,16 @@ def main() -> None:
         nf = {key: means[name][key] for key, name in bar.items()}
         goals["dense_zipnerf_ge_nerfacto_full_res"] = dz["1/1"]["psnr"] >= nf["1/1"]["psnr"]
         goals["dense_zipnerf_ahead_at_1/2_and_1/4"] = all(dz[k]["psnr"] > nf[k]["psnr"] for k in ("1/2", "1/4"))
+    gaps: Dict[str, Dict[str, float]] = {}  # EUGen minus dense, mean and std of the per-seed gaps
     if twins:
         ez = means["eugen-zipnerf"]
+        for scale in SCALES:
+            key = f"1/{scale}"
+            per_seed = [{"gap": runs["eugen-zipnerf"][s]["multiscale"][key]["psnr"]
+                         - runs["dense-zipnerf"][s]["multiscale"][key]["psnr"]} for s in runs["dense-zipnerf"]]
+            mean, std = mean_and_std(per_seed)
+            gaps[key] = {"mean_db": mean["gap"], "std_db": std["gap"],
+                         "per_seed_db": {s: g["gap"] for s, g in zip(runs["dense-zipnerf"], per_seed)}}
         goals["eugen_within_0.1_db_of_dense"] = abs(ez["1/1"]["psnr"] - dz["1/1"]["psnr"]) <= GOAL_PSNR_DB
         goals["eugen_render_speedup_ge_1.25"] = speeds["render"]["speedup"] >= GOAL_SPEEDUP
         goals["eugen_field_speedup_ge_1.25"] = speeds["field"]["speedup"] >= GOAL_SPEEDUP
@@ -300,6 +308,7 @@ def main() -> None:
         "mean_over_seeds": means,
         "std_over_seeds": spread,
         "speed": speeds,
+        "eugen_minus_dense": gaps,
         "nerfacto_bar": {key: {"method": bar[key], "psnr": means[bar[key]][key]["psnr"]} for key in bar},
         "goals": goals,
         "when": time.strftime("%Y-%m-%d %H:%M"),
