@@ -83,6 +83,18 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
         assert result.returncode == 2 and "no CUDA device" in result.stdout
 
 
+def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_zipnerf.py"), "--methods", "dense-zipnerf",
+                             "zipnerf-large", "--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "z.json")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
+    assert errors == ["bench_zipnerf: error: --methods ['zipnerf-large']: choose among ['dense-zipnerf', "
+                      "'eugen-zipnerf', 'nerfacto', 'nerfacto (white background)', "
+                      "'nerfacto (white background, multiscale rays)']"]
+    assert not any(tmp_path.iterdir())
+
+
 def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
     before = (ROOT / "README.md").read_text(), (ROOT / "benchmarks/layers.json").read_text()
     result = run_bench("layers", "--quick", "--quick-dir", str(tmp_path))
