@@ -50,7 +50,7 @@ from eugen_nerf.inputs.errors import usage_error  # noqa: E402
 from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
-from eugen_nerf.bench.seeds import mean_and_std  # noqa: E402
+from eugen_nerf.bench.seeds import mean_and_std, paired_gap  # noqa: E402
 from eugen_nerf.bench.training import train_in_process  # noqa: E402
 from eugen_nerf.eval.evaluate import score_test_views  # noqa: E402
 from eugen_nerf.eval.runs import final_rgb, load_run  # noqa: E402
@@ -189,18 +189,16 @@ def plot(report: Dict[str, object], path: Path) -> None:
     left.set_ylim(min(psnrs) - 2, max(psnrs) + 7)  # room for the legend above the bars
     left.legend(fontsize=7, loc="upper left", ncol=2)
     speeds = report["speed"]
-    if not speeds:
+    if speeds:
+        kinds = ["render", "field", "mlp"]
+        right.bar(kinds, [speeds[k]["speedup"] for k in kinds], color="tab:green")
+        right.axhline(1.0, color="k", lw=0.8)
+        right.axhline(GOAL_SPEEDUP, color="tab:red", ls="--", lw=0.8, label=f"goal {GOAL_SPEEDUP}x")
+        right.set_ylabel("eugen-zipnerf / dense-zipnerf throughput")
+        right.legend(fontsize=8)
+    else:
         right.set_axis_off()
         right.text(0.5, 0.5, "speed not timed (one Zip-NeRF twin only)", ha="center", va="center")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        return
-    kinds = ["render", "field", "mlp"]
-    right.bar(kinds, [speeds[k]["speedup"] for k in kinds], color="tab:green")
-    right.axhline(1.0, color="k", lw=0.8)
-    right.axhline(GOAL_SPEEDUP, color="tab:red", ls="--", lw=0.8, label=f"goal {GOAL_SPEEDUP}x")
-    right.set_ylabel("eugen-zipnerf / dense-zipnerf throughput")
-    right.legend(fontsize=8)
     seeds = len(report["seeds"])
     fig.suptitle(f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, "
                  f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± std), {report['device']}")
@@ -268,12 +266,6 @@ def main() -> None:
             key = f"1/{scale}"
             mean, std = mean_and_std([s["multiscale"][key] for s in seeds.values()])
             means.setdefault(name, {})[key], spread.setdefault(name, {})[key] = mean, std
-    first = args.seeds[0]
-    twins = {"dense-zipnerf", "eugen-zipnerf"} <= set(args.methods)
-    speeds = None
-    if twins:
-        print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
-        speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats, args.speed_views)
     goals: Dict[str, bool] = {}
     bar: Dict[str, str] = {}
     dz = means.get("dense-zipnerf")
@@ -283,17 +275,18 @@ def main() -> None:
         nf = {key: means[name][key] for key, name in bar.items()}
         goals["dense_zipnerf_ge_nerfacto_full_res"] = dz["1/1"]["psnr"] >= nf["1/1"]["psnr"]
         goals["dense_zipnerf_ahead_at_1/2_and_1/4"] = all(dz[k]["psnr"] > nf[k]["psnr"] for k in ("1/2", "1/4"))
-    gaps: Dict[str, Dict[str, float]] = {}  # EUGen minus dense, mean and std of the per-seed gaps
-    if twins:
-        ez = means["eugen-zipnerf"]
-        for scale in SCALES:
-            key = f"1/{scale}"
-            per_seed = [{"gap": runs["eugen-zipnerf"][s]["multiscale"][key]["psnr"]
-                         - runs["dense-zipnerf"][s]["multiscale"][key]["psnr"]} for s in runs["dense-zipnerf"]]
-            mean, std = mean_and_std(per_seed)
-            gaps[key] = {"mean_db": mean["gap"], "std_db": std["gap"],
-                         "per_seed_db": {s: g["gap"] for s, g in zip(runs["dense-zipnerf"], per_seed)}}
-        goals["eugen_within_0.1_db_of_dense"] = abs(ez["1/1"]["psnr"] - dz["1/1"]["psnr"]) <= GOAL_PSNR_DB
+    speeds = None
+    gaps: Dict[str, Dict[str, object]] = {}  # EUGen minus dense: mean and std of the per-seed gaps, per scale
+    if {"dense-zipnerf", "eugen-zipnerf"} <= set(args.methods):
+        first = args.seeds[0]
+        print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
+        speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats, args.speed_views)
+        for key in (f"1/{scale}" for scale in SCALES):
+            psnr = {name: {seed: run["multiscale"][key]["psnr"] for seed, run in runs[name].items()}
+                    for name in ("eugen-zipnerf", "dense-zipnerf")}
+            gap = paired_gap(psnr["eugen-zipnerf"], psnr["dense-zipnerf"])
+            gaps[key] = {"mean_db": gap["mean"], "std_db": gap["std"], "per_seed_db": gap["per_seed"]}
+        goals["eugen_within_0.1_db_of_dense"] = abs(gaps["1/1"]["mean_db"]) <= GOAL_PSNR_DB
         goals["eugen_render_speedup_ge_1.25"] = speeds["render"]["speedup"] >= GOAL_SPEEDUP
         goals["eugen_field_speedup_ge_1.25"] = speeds["field"]["speedup"] >= GOAL_SPEEDUP
     report = {

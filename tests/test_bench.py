@@ -221,6 +221,15 @@ def test_mean_and_std_over_seeds_skips_missing_metrics():
         mean_and_std([])
 
 
+def test_paired_gap_is_over_the_shared_seeds_only():
+    from eugen_nerf.bench.seeds import paired_gap
+
+    gap = paired_gap({0: 21.0, 1: 20.0, 2: 30.0}, {0: 20.0, 1: 20.5, 3: 0.0})
+    assert gap["per_seed"] == {"0": 1.0, "1": -0.5}
+    assert gap["mean"] == pytest.approx(0.25) and gap["std"] == pytest.approx(0.75)
+    assert paired_gap({2: 1.0}, {0: 1.0}) is None
+
+
 def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
     """Parts measuring different scenes of one method (canonical and captured in one run, unbounded in another)
     merge into one entry per method with every scene, not the last part's alone."""

@@ -23,6 +23,17 @@ def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None
     return means, spread
 
 
+def paired_gap(values: Mapping[int | str, float], reference: Mapping[int | str, float]) -> dict | None:
+    """``values - reference`` seed by seed, over the seeds both have: the mean and population std of the
+    per-seed gaps (what a seed's draw does to both runs cancels), and the gaps by seed; None if no seed is
+    shared."""
+    gaps = {str(seed): values[seed] - reference[seed] for seed in reference if seed in values}
+    if not gaps:
+        return None
+    mean, std = mean_and_std([{"gap": gap} for gap in gaps.values()], ("gap",))
+    return {"mean": mean["gap"], "std": std["gap"], "per_seed": gaps}
+
+
 def with_seed(config: TrainerConfig, seed: int) -> TrainerConfig:
     """``config`` trained at ``seed``: nerfstudio's machine seed, and the EUGen projections' seed."""
     config = copy.deepcopy(config)
