@@ -56,6 +56,23 @@ def test_fused_equals_unfused(layer_types, use_norm, scaling, device):
     assert _relative_error(fused, unfused) < 1e-5
 
 
+@pytest.mark.parametrize("width, norm_rows, has_constant", [(64, 32, True), (24, 24, False)])
+def test_norm_of_a_merged_layer_output_takes_k_m_rows_plus_a_constant(width, norm_rows, has_constant):
+    """``‖A F + c‖`` from ``F``: the QR factor of ``[A, c]`` without its constant last row when it is square
+    (an even ``2·k·m``-wide step, not ``2·k·m + 1``), all of it when ``A`` is wider than tall."""
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=16, degree=2, feature_map="identity")  # k*m = 32 features
+    mlp = EUGenMLP(in_dim=12, num_layers=3, layer_width=width, out_dim=4, layer_types="eugen", eugen=spec)
+    mlp = mlp.double().eval()
+    with torch.no_grad():
+        mlp.layers[0].bias.normal_()  # a constant the norm must carry
+        step = mlp.fused().steps[1]
+        assert step.norm_rows == norm_rows and step.weight.shape[0] == 32 + norm_rows
+        assert (step.norm_constant > 0) == has_constant
+        x = torch.randn(200, 12, dtype=torch.float64)
+        assert _relative_error(mlp(x), mlp.forward_unfused(x)) < 1e-9
+
+
 def test_fused_float32_close_and_cheaper():
     torch.manual_seed(0)
     mlp = _nerf_trunk("eugen").eval()

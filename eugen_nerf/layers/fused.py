@@ -3,8 +3,10 @@
 An EUGen layer's output ``h = A F + c`` is linear in its features ``F``, so whatever consumes
 ``h`` can absorb ``A``: a dense layer computes ``(W A) F + (W c + b)``, a following EUGen layer
 projects with ``(G A) F + (G c + g₁)``. Its norm entry ``‖h‖`` is recovered without ``h``:
-``‖A F + c‖ = ‖R [F; 1]‖`` where ``R`` is the triangular factor of ``[A, c]`` (QR), so the norm
-costs ``(M+1)²`` instead of ``l·M``. A chain of EUGen layers therefore runs feature to feature and
+``‖A F + c‖² = ‖R [F; 1]‖²`` where ``R`` is the triangular factor of ``[A, c]`` (QR), so the norm
+costs ``(M+1)·M`` instead of ``l·M``. ``R``'s last row is ``(0, …, 0, ρ)`` when it is square, a constant
+``ρ²`` added to the sum of squares, which keeps the step's output ``k·m + M`` wide: an even width, where
+an odd one (``M + 1`` norm rows) made the CPU's matrix product ~40% slower. A chain of EUGen layers therefore runs feature to feature and
 the ``l``-wide hidden activation is never built.
 
 All merged matrices are computed once in float64 and cast to the MLP's dtype.
@@ -38,6 +40,7 @@ class _Step:
     activation: Optional[Callable] = None
     layer: Optional[EUGenLinear] = None
     norm_rows: int = 0
+    norm_constant: float = 0.0  # added to the norm rows' sum of squares (R's constant last row, squared)
     norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
     out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
     out_bias: Optional[torch.Tensor] = None
@@ -54,9 +57,15 @@ def _linear_parts(layer: nn.Module) -> tuple:
     return weight, bias
 
 
-def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``R`` with ``‖W F + b‖ = ‖R [F; 1]‖`` for every ``F`` (QR of ``[W, b]``)."""
-    return torch.linalg.qr(torch.cat([weight, bias.unsqueeze(1)], dim=1), mode="r").R
+def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> tuple:
+    """``(R, ρ²)`` with ``‖W F + b‖² = ‖R [F; 1]‖² + ρ²`` for every ``F`` (QR of ``[W, b]``).
+
+    A square triangular factor's last row is ``(0, …, 0, ρ)``: it is dropped and returned as ``ρ²``.
+    """
+    r = torch.linalg.qr(torch.cat([weight, bias.unsqueeze(1)], dim=1), mode="r").R
+    if r.shape[0] < r.shape[1]:
+        return r, 0.0
+    return r[:-1], float(r[-1, -1].square())
 
 
 class FusedMLP:
@@ -79,7 +88,7 @@ class FusedMLP:
             has_skip = i in mlp.skip_connections
             split = mlp.in_dim if has_skip else 0  # skip inputs come first: cat([input, hidden])
             is_eugen = isinstance(layer, EUGenLinear)
-            norm_weight = None
+            norm_weight, norm_constant = None, 0.0
             if is_eugen:
                 g = layer.projections.double()
                 d = layer.in_features
@@ -92,7 +101,7 @@ class FusedMLP:
                 bias = bias + hidden_weight @ c
                 hidden_weight = hidden_weight @ a
                 if is_eugen and layer.needs_input_norm:
-                    r = _norm_factor(a, c)
+                    r, norm_constant = _norm_factor(a, c)
                     norm_weight, norm_bias = r[:, :-1], r[:, -1]
             norm_rows = 0
             if norm_weight is not None:
@@ -106,6 +115,7 @@ class FusedMLP:
                 activation=mlp.activation if mlp.applies_activation(i) else None,
                 layer=layer if is_eugen else None,
                 norm_rows=norm_rows,
+                norm_constant=norm_constant,
             )
             carried = None
             if is_eugen:
@@ -142,9 +152,11 @@ class FusedMLP:
             layer = step.layer
             projected, rms = z, None
             if layer.needs_input_norm:
-                if step.norm_rows:  # source is the previous layer's features: ‖h‖ = ‖R [F; 1]‖
+                if step.norm_rows:  # source is the previous layer's features: ‖h‖² = ‖R [F; 1]‖² + ρ²
                     projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
                     norm = input_norm(norm_part)
+                    if step.norm_constant:
+                        norm = (norm.square() + step.norm_constant).sqrt()
                 else:  # source is a materialised activation
                     norm = input_norm(x)
                 if step.skip_weight is not None:
