@@ -95,6 +95,16 @@ def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_siren.py"), "--variants", "dense lr1e-3",
+                             "dense lr1e-2", "--output", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("bench_siren: error: unknown variant(s) ['dense lr1e-2']")
+    assert not any(tmp_path.iterdir())
+
+
 def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
     before = (ROOT / "README.md").read_text(), (ROOT / "benchmarks/layers.json").read_text()
     result = run_bench("layers", "--quick", "--quick-dir", str(tmp_path))
