@@ -27,8 +27,8 @@ import torch
 import tyro
 
 from eugen_nerf.eval.timing import benchmark
-from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_parameters
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.siren.fit_image import fit
 from eugen_nerf.siren.image import load_image, pixel_grid
 
@@ -141,17 +141,16 @@ def plot(results: list[dict], path: Path, title: str) -> None:
 
 
 def main(config: BenchSiren) -> None:
-    chosen_variants = variants(config)
-    names = [variant.name for variant in chosen_variants]
+    every = variants(config)
+    names = [variant.name for variant in every]
     unknown = [name for name in config.variants if name not in names]
     if unknown:
         usage_error("bench_siren", f"unknown variant(s) {unknown}: choose from {names}")
-    if config.variants:
-        chosen_variants = [variant for variant in chosen_variants if variant.name in config.variants]
+    selected = [variant for variant in every if not config.variants or variant.name in config.variants]
     torch.set_num_threads(config.threads)
     target = torch.from_numpy(load_image(config.image, config.size))
     results = []
-    for variant in chosen_variants:
+    for variant in selected:
         results.append(run_variant(variant, target, config))
         print(f"{variant.name:55s} {results[-1]['parameters']:7d} params  PSNR {results[-1]['final_psnr']:6.2f} dB  "
               f"train {results[-1]['train_pixels_per_second']:9.0f} px/s  "

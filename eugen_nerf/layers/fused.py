@@ -3,11 +3,11 @@
 An EUGen layer's output ``h = A F + c`` is linear in its features ``F``, so whatever consumes
 ``h`` can absorb ``A``: a dense layer computes ``(W A) F + (W c + b)``, a following EUGen layer
 projects with ``(G A) F + (G c + g₁)``. Its norm entry ``‖h‖`` is recovered without ``h``:
-``‖A F + c‖² = ‖R [F; 1]‖²`` where ``R`` is the triangular factor of ``[A, c]`` (QR), so the norm
-costs ``(M+1)·M`` instead of ``l·M``. ``R``'s last row is ``(0, …, 0, ρ)`` when it is square, a constant
-``ρ²`` added to the sum of squares, which keeps the step's output ``k·m + M`` wide: an even width, where
-an odd one (``M + 1`` norm rows) made the CPU's matrix product ~40% slower. A chain of EUGen layers therefore runs feature to feature and
-the ``l``-wide hidden activation is never built.
+``‖A F + c‖ = ‖R [F; 1]‖`` where ``R`` is the triangular factor of ``[A, c]`` (QR), so the norm
+costs ``(M+1)·M`` instead of ``l·M``. When ``R`` is square its last row is ``(0, …, 0, ρ)``: it is kept
+as the number ``ρ`` (``‖h‖ = hypot(‖R' [F; 1]‖, ρ)``), so a chain step is ``k·m + M`` wide, an even width
+(``M + 1`` norm rows made the CPU's matrix product ~40% slower). A chain of EUGen layers therefore runs
+feature to feature and the ``l``-wide hidden activation is never built.
 
 All merged matrices are computed once in float64 and cast to the MLP's dtype.
 """
@@ -40,7 +40,7 @@ class _Step:
     activation: Optional[Callable] = None
     layer: Optional[EUGenLinear] = None
     norm_rows: int = 0
-    norm_constant: float = 0.0  # added to the norm rows' sum of squares (R's constant last row, squared)
+    norm_constant: float = 0.0  # ρ, R's constant last row: ‖h‖ = hypot(‖norm rows‖, ρ)
     norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
     out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
     out_bias: Optional[torch.Tensor] = None
@@ -58,14 +58,14 @@ def _linear_parts(layer: nn.Module) -> tuple:
 
 
 def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> tuple:
-    """``(R, ρ²)`` with ``‖W F + b‖² = ‖R [F; 1]‖² + ρ²`` for every ``F`` (QR of ``[W, b]``).
+    """``(R, ρ)`` with ``‖W F + b‖² = ‖R [F; 1]‖² + ρ²`` for every ``F`` (QR of ``[W, b]``).
 
-    A square triangular factor's last row is ``(0, …, 0, ρ)``: it is dropped and returned as ``ρ²``.
+    A square triangular factor's last row is ``(0, …, 0, ρ)``: it is dropped and returned as ``ρ``.
     """
     r = torch.linalg.qr(torch.cat([weight, bias.unsqueeze(1)], dim=1), mode="r").R
     if r.shape[0] < r.shape[1]:
         return r, 0.0
-    return r[:-1], float(r[-1, -1].square())
+    return r[:-1], abs(float(r[-1, -1]))
 
 
 class FusedMLP:
@@ -152,11 +152,11 @@ class FusedMLP:
             layer = step.layer
             projected, rms = z, None
             if layer.needs_input_norm:
-                if step.norm_rows:  # source is the previous layer's features: ‖h‖² = ‖R [F; 1]‖² + ρ²
+                if step.norm_rows:  # source is the previous layer's features: ‖h‖ = hypot(‖R [F; 1]‖, ρ)
                     projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
                     norm = input_norm(norm_part)
                     if step.norm_constant:
-                        norm = (norm.square() + step.norm_constant).sqrt()
+                        norm = torch.hypot(norm, norm.new_tensor(step.norm_constant))
                 else:  # source is a materialised activation
                     norm = input_norm(x)
                 if step.skip_weight is not None:
