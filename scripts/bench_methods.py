@@ -40,7 +40,7 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods
 from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.merge import write_report
-from eugen_nerf.bench.seeds import mean_and_std, with_seed
+from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
 from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
@@ -104,9 +104,14 @@ def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConf
     return best
 
 
+VARIANT_KINDS = ("eugen", "dense", "narrowed", "lowrank", "snnk")
+"""What ``variants`` returns, in order (the last two with ``baselines``): the names ``--variants`` takes."""
+
+
 def variants(family: str, full_size: bool, baselines: bool = False) -> List[Tuple[str, TrainerConfig]]:
     """(label, trainer config) for the EUGen method, its dense twin and the narrowed dense twin; with
-    ``baselines``, also the EUGen method with its EUGen layers made low-rank and SNNK layers."""
+    ``baselines``, also the EUGen method with its EUGen layers made low-rank and SNNK layers (the order of
+    ``VARIANT_KINDS``)."""
     if family == "nerf":
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
@@ -195,23 +200,36 @@ def measure(config_path: Path, repeats: int) -> Dict[str, object]:
     return result
 
 
-def goals(rows: Dict[str, Dict[str, object]], eugen: str, dense: str, narrow: str,
-          *baselines: str) -> Dict[str, object]:
-    """The issue's goals from the rows (quality: means over seeds); ``baselines``: the other variants."""
-    e, d, n = rows[eugen], rows[dense], rows[narrow]
-    speedup = e["fps"] / d["fps"]
-    psnr_loss = d["psnr"] - e["psnr"]
-    out = {
-        "fps_speedup_vs_dense": speedup,
-        "psnr_loss_vs_dense_db": psnr_loss,
-        "psnr_gain_vs_narrowed_dense_db": e["psnr"] - n["psnr"],
-        "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
-        "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
-        "goal_equal_parameters_met": e["psnr"] >= n["psnr"],
-    }
+def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[str, object]:
+    """The issue's goals from the rows (quality: means over seeds; ``labels``: variant kind -> row label).
+    A goal is judged only when the variants it compares were measured; beside each comparison with EUGen,
+    the per-seed paired gap over the seeds both variants share."""
+    row = {kind: rows[label] for kind, label in labels.items()}
+    if "eugen" not in row:
+        return {}
+    e = row["eugen"]
+    out: Dict[str, object] = {}
+    if "dense" in row:
+        d = row["dense"]
+        speedup, psnr_loss = e["fps"] / d["fps"], d["psnr"] - e["psnr"]
+        out.update({
+            "fps_speedup_vs_dense": speedup,
+            "psnr_loss_vs_dense_db": psnr_loss,
+            "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+            "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+        })
+    if "narrowed" in row:
+        out["psnr_gain_vs_narrowed_dense_db"] = e["psnr"] - row["narrowed"]["psnr"]
+        out["goal_equal_parameters_met"] = e["psnr"] >= row["narrowed"]["psnr"]
+    others = [kind for kind in ("narrowed", "lowrank", "snnk") if kind in row]
+    baselines = [kind for kind in ("lowrank", "snnk") if kind in row]
     if baselines:
-        out["psnr_gain_vs_baselines_db"] = {b: e["psnr"] - rows[b]["psnr"] for b in baselines}
-        out["goal_ahead_of_every_baseline_met"] = all(e["psnr"] >= rows[b]["psnr"] for b in (narrow, *baselines))
+        out["psnr_gain_vs_baselines_db"] = {labels[b]: e["psnr"] - row[b]["psnr"] for b in baselines}
+        out["goal_ahead_of_every_baseline_met"] = all(e["psnr"] >= row[b]["psnr"] for b in others)
+    eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
+    gaps = {labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
+            for kind in row if kind != "eugen"}
+    out["eugen_minus_variant_per_seed_db"] = {label: gap for label, gap in gaps.items() if gap is not None}
     return out
 
 
@@ -274,6 +292,9 @@ class BenchMethods:
     """seeds of the narrowed dense twin and the baselines (default: ``--seeds``; fewer saves CPU time)"""
     retrain: bool = False
     """train every run afresh (otherwise a finished run of the same steps is reused)"""
+    variants: tuple[str, ...] = ()
+    """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk (default: the first three, and
+    the last two with --baselines); the goals that compare a variant left out are not judged"""
 
 
 def main() -> None:
@@ -284,6 +305,11 @@ def main() -> None:
         usage_error("bench_methods", "--seeds and --baseline-seeds need at least one seed")
     if args.steps < 1 or args.repeats < 1:
         usage_error("bench_methods", "--steps and --repeats must be >= 1")
+    unknown = [name for name in args.variants if name not in VARIANT_KINDS]
+    if unknown:
+        usage_error("bench_methods", f"unknown --variants {' '.join(unknown)} (known: {' '.join(VARIANT_KINDS)})")
+    if not args.baselines and any(name in ("lowrank", "snnk") for name in args.variants):
+        usage_error("bench_methods", "--variants lowrank and snnk need --baselines")
 
     started = time.time()
     report: Dict[str, object] = {
@@ -301,10 +327,12 @@ def main() -> None:
     }
     for family in args.families:
         rows: Dict[str, Dict[str, object]] = {}
-        labels = []
-        for index, (label, config) in enumerate(variants(family, args.full_size, args.baselines)):
+        labels: Dict[str, str] = {}
+        for kind, (label, config) in zip(VARIANT_KINDS, variants(family, args.full_size, args.baselines)):
+            if args.variants and kind not in args.variants:
+                continue
             per_seed = []
-            seeds = args.seeds if index < 2 or args.baseline_seeds is None else args.baseline_seeds
+            seeds = args.seeds if kind in ("eugen", "dense") or args.baseline_seeds is None else args.baseline_seeds
             for seed in seeds:
                 config_path, sec_per_iter = train_in_process(
                     with_seed(config, seed), args.scene, args.steps, args.output_dir, timestamp(label, seed),
@@ -318,10 +346,10 @@ def main() -> None:
                 per_seed.append({"seed": seed, "config": str(config_path), **scores})
                 print(f"[bench_methods] {label} seed {seed}: PSNR {scores['psnr']:.2f}", flush=True)
             rows[label] = over_seeds(first, per_seed)
-            labels.append(label)
+            labels[kind] = label
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
         report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
-                                      "seeds": args.seeds, "runs": rows, "goals": goals(rows, *labels)}
+                                      "seeds": args.seeds, "runs": rows, "goals": goals(rows, labels)}
     report["wall_seconds"] = time.time() - started
     report = write_report(args.out, report, [("families",)])  # families not run here stay as measured before
     plot(report, args.out.with_suffix(".png"))

@@ -105,6 +105,38 @@ def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_bench_methods_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_methods.py"), "--families", "nerf",
+                             "--variants", "eugen", "lowrnk", "--output-dir", str(tmp_path / "runs"),
+                             "--out", str(tmp_path / "methods.json")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("bench_methods: error: unknown --variants lowrnk")
+    assert not any(tmp_path.iterdir())
+
+
+def test_bench_methods_goals_judge_only_the_variants_measured():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_methods import goals
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+    def row(psnr_by_seed):
+        per_seed = [{"seed": seed, "psnr": psnr} for seed, psnr in psnr_by_seed.items()]
+        return {"psnr": sum(psnr_by_seed.values()) / len(psnr_by_seed), "fps": 1.0, "per_seed": per_seed}
+
+    rows = {"E": row({0: 19.0, 1: 18.0, 2: 18.5}), "L": row({0: 18.5, 1: 18.2, 2: 18.6})}
+    judged = goals(rows, {"eugen": "E", "lowrank": "L"})
+    assert "goal_quality_met" not in judged and "goal_equal_parameters_met" not in judged
+    assert judged["goal_ahead_of_every_baseline_met"] is True  # mean 18.5 vs 18.43
+    gap = judged["eugen_minus_variant_per_seed_db"]["L"]
+    assert gap["per_seed"] == pytest.approx({"0": 0.5, "1": -0.2, "2": -0.1})
+    assert gap["mean"] == pytest.approx(0.2 / 3)
+    rows["N"] = row({0: 18.6})
+    assert goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N"})["goal_ahead_of_every_baseline_met"] is False
+
+
 def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
     before = (ROOT / "README.md").read_text(), (ROOT / "benchmarks/layers.json").read_text()
     result = run_bench("layers", "--quick", "--quick-dir", str(tmp_path))
