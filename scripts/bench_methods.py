@@ -47,6 +47,7 @@ from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.runs import load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
 from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.layers.eugen import FeatureMap
 
 GOAL_SPEEDUP = 1.5
 GOAL_MAX_PSNR_LOSS_DB = 0.1
@@ -108,10 +109,12 @@ VARIANT_KINDS = ("eugen", "dense", "narrowed", "lowrank", "snnk")
 """What ``variants`` returns, in order (the last two with ``baselines``): the names ``--variants`` takes."""
 
 
-def variants(family: str, full_size: bool, baselines: bool = False) -> List[Tuple[str, TrainerConfig]]:
+def variants(family: str, full_size: bool, baselines: bool = False,
+             feature_map: Optional[FeatureMap] = None) -> List[Tuple[str, TrainerConfig]]:
     """(label, trainer config) for the EUGen method, its dense twin and the narrowed dense twin; with
     ``baselines``, also the EUGen method with its EUGen layers made low-rank and SNNK layers (the order of
-    ``VARIANT_KINDS``)."""
+    ``VARIANT_KINDS``). ``feature_map`` overrides the EUGen method's (its label then says so; the narrowed
+    twin keeps the parameter count, which the feature map does not change)."""
     if family == "nerf":
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
@@ -122,13 +125,18 @@ def variants(family: str, full_size: bool, baselines: bool = False) -> List[Tupl
         eugen, dense = nerfacto_methods.eugen_nerfacto.config, nerfacto_methods.dense_nerfacto.config
         shrink, width_field = small_nerfacto, "hidden_dim_color"
     eugen, dense = copy.deepcopy(eugen), copy.deepcopy(dense)
+    eugen_label = eugen.method_name
+    if feature_map is not None and feature_map != eugen.pipeline.model.eugen.feature_map:
+        eugen.pipeline.model.eugen.feature_map = feature_map
+        eugen.pipeline.model.eugen.validate()
+        eugen_label = f"{eugen.method_name} (feature-map={feature_map})"
     if not full_size:
         shrink(eugen)
         shrink(dense)
     narrow = narrowed(dense, width_field, _model_params(eugen))
     narrow.method_name = dense.method_name
     width = getattr(narrow.pipeline.model, width_field)
-    out = [(eugen.method_name, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
+    out = [(eugen_label, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
     if baselines:
         for kind in ("lowrank", "snnk"):
             baseline = copy.deepcopy(eugen)
@@ -292,6 +300,8 @@ class BenchMethods:
     """seeds of the narrowed dense twin and the baselines (default: ``--seeds``; fewer saves CPU time)"""
     retrain: bool = False
     """train every run afresh (otherwise a finished run of the same steps is reused)"""
+    feature_map: Optional[FeatureMap] = None
+    """feature map of the EUGen variant (default: the method's own)"""
     variants: tuple[str, ...] = ()
     """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk (default: the first three, and
     the last two with --baselines); the goals that compare a variant left out are not judged"""
@@ -328,7 +338,7 @@ def main() -> None:
     for family in args.families:
         rows: Dict[str, Dict[str, object]] = {}
         labels: Dict[str, str] = {}
-        for kind, (label, config) in zip(VARIANT_KINDS, variants(family, args.full_size, args.baselines)):
+        for kind, (label, config) in zip(VARIANT_KINDS, variants(family, args.full_size, args.baselines, args.feature_map)):
             if args.variants and kind not in args.variants:
                 continue
             per_seed = []
