@@ -137,6 +137,24 @@ def test_bench_methods_goals_judge_only_the_variants_measured():
     assert goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N"})["goal_ahead_of_every_baseline_met"] is False
 
 
+def test_trunk_learning_summary_compares_eugen_trunks_with_the_narrowed_dense_one():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_trunk_learning import summarise
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    rows = {"dense": {"mse": 0.1}, "dense narrowed to 132 (EUGen's parameters)": {"mse": 0.2},
+            "all EUGen, relu": {"mse": 0.6}, "first layer dense, EUGen identity": {"mse": 0.205},
+            "first layer dense, low-rank": {"mse": 0.19}}
+    summary = summarise(rows)
+    assert set(summary["mse_over_narrowed_dense"]) == {"all EUGen, relu", "first layer dense, EUGen identity"}
+    assert summary["best_eugen"] == "first layer dense, EUGen identity"
+    assert summary["best_eugen_mse_over_narrowed_dense"] == pytest.approx(1.025)
+    assert summary["best_eugen_learns_like_narrowed_dense"] is True
+    rows["first layer dense, EUGen identity"]["mse"] = 0.25
+    assert summarise(rows)["best_eugen_learns_like_narrowed_dense"] is False
+
+
 def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
     before = (ROOT / "README.md").read_text(), (ROOT / "benchmarks/layers.json").read_text()
     result = run_bench("layers", "--quick", "--quick-dir", str(tmp_path))
