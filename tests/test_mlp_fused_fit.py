@@ -68,7 +68,7 @@ def test_norm_of_a_merged_layer_output_takes_k_m_rows_plus_a_constant(width, nor
         mlp.layers[0].bias.normal_()  # a constant the norm must carry
         step = mlp.fused().steps[1]
         assert step.norm_rows == norm_rows and step.weight.shape[0] == 32 + norm_rows
-        assert (step.norm_constant > 0) == has_constant
+        assert (step.norm_constant is not None and bool(step.norm_constant > 0)) == has_constant
         x = torch.randn(200, 12, dtype=torch.float64)
         assert _relative_error(mlp(x), mlp.forward_unfused(x)) < 1e-9
 

@@ -40,7 +40,7 @@ class _Step:
     activation: Optional[Callable] = None
     layer: Optional[EUGenLinear] = None
     norm_rows: int = 0
-    norm_constant: float = 0.0  # ρ, R's constant last row: ‖h‖ = hypot(‖norm rows‖, ρ)
+    norm_constant: Optional[torch.Tensor] = None  # ρ (0-d), R's constant last row: ‖h‖ = hypot(‖norm rows‖, ρ)
     norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
     out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
     out_bias: Optional[torch.Tensor] = None
@@ -60,12 +60,13 @@ def _linear_parts(layer: nn.Module) -> tuple:
 def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> tuple:
     """``(R, ρ)`` with ``‖W F + b‖² = ‖R [F; 1]‖² + ρ²`` for every ``F`` (QR of ``[W, b]``).
 
-    A square triangular factor's last row is ``(0, …, 0, ρ)``: it is dropped and returned as ``ρ``.
+    A square triangular factor's last row is ``(0, …, 0, ρ)``: it is dropped and returned as ``ρ``, a 0-d
+    tensor on the weights' device (None when ``R`` is wide), so no call builds it again.
     """
     r = torch.linalg.qr(torch.cat([weight, bias.unsqueeze(1)], dim=1), mode="r").R
     if r.shape[0] < r.shape[1]:
-        return r, 0.0
-    return r[:-1], abs(float(r[-1, -1]))
+        return r, None
+    return r[:-1], r[-1, -1].abs()
 
 
 class FusedMLP:
@@ -88,7 +89,7 @@ class FusedMLP:
             has_skip = i in mlp.skip_connections
             split = mlp.in_dim if has_skip else 0  # skip inputs come first: cat([input, hidden])
             is_eugen = isinstance(layer, EUGenLinear)
-            norm_weight, norm_constant = None, 0.0
+            norm_weight, norm_constant = None, None
             if is_eugen:
                 g = layer.projections.double()
                 d = layer.in_features
@@ -115,7 +116,7 @@ class FusedMLP:
                 activation=mlp.activation if mlp.applies_activation(i) else None,
                 layer=layer if is_eugen else None,
                 norm_rows=norm_rows,
-                norm_constant=norm_constant,
+                norm_constant=norm_constant.to(dtype) if norm_constant is not None else None,
             )
             carried = None
             if is_eugen:
@@ -155,8 +156,8 @@ class FusedMLP:
                 if step.norm_rows:  # source is the previous layer's features: ‖h‖ = hypot(‖R [F; 1]‖, ρ)
                     projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
                     norm = input_norm(norm_part)
-                    if step.norm_constant:
-                        norm = torch.hypot(norm, norm.new_tensor(step.norm_constant))
+                    if step.norm_constant is not None:
+                        norm = torch.hypot(norm, step.norm_constant)
                 else:  # source is a materialised activation
                     norm = input_norm(x)
                 if step.skip_weight is not None:
