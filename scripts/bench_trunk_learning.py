@@ -38,6 +38,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stability import DEPTH, IN_DIM, OUT_DIM, WIDTH, target  # noqa: E402  (the same task and trunk)
 
+from eugen_nerf.eval.size import count_parameters  # noqa: E402  (frozen projections are buffers: not counted)
 from eugen_nerf.inputs.errors import usage_error  # noqa: E402
 from eugen_nerf.layers import EUGenMLP, EUGenSpec  # noqa: E402
 
@@ -51,19 +52,15 @@ def trunk(first: str, rest: str, width: int = WIDTH, **spec) -> EUGenMLP:
                     fuse_in_eval=False)
 
 
-def trainable_parameters(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
 def narrowed_width(target_parameters: int) -> int:
     """The dense trunk's width whose parameter count is closest to ``target_parameters``."""
     return min(range(8, WIDTH + 1, 4),
-               key=lambda w: abs(trainable_parameters(trunk("dense", "dense", w)) - target_parameters))
+               key=lambda w: abs(count_parameters(trunk("dense", "dense", w)) - target_parameters))
 
 
 def variants(m: int, k: int) -> Dict[str, Callable[[], EUGenMLP]]:
     spec = {"num_features": m, "degree": k}
-    width = narrowed_width(trainable_parameters(trunk("eugen", "eugen", **spec)))
+    width = narrowed_width(count_parameters(trunk("eugen", "eugen", **spec)))
     return {
         "dense": lambda: trunk("dense", "dense"),
         f"dense narrowed to {width} (EUGen's parameters)": lambda: trunk("dense", "dense", width),
@@ -166,7 +163,7 @@ def main() -> None:
             mlp = make()
             per_seed.append({"seed": seed, **train(mlp, data, args.steps, seed)})
         values = [s["mse"] for s in per_seed]
-        rows[name] = {"parameters": trainable_parameters(mlp), "mse": statistics.fmean(values),
+        rows[name] = {"parameters": count_parameters(mlp), "mse": statistics.fmean(values),
                       "mse_std": statistics.pstdev(values), "per_seed": per_seed}
         tqdm.write(f"{name:50s} {rows[name]['parameters']:>9,d} parameters  MSE {rows[name]['mse']:.4f} "
                    f"± {rows[name]['mse_std']:.4f}")
