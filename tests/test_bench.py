@@ -3,6 +3,7 @@ the JSON says, and a suite's --quick mode runs end to end."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -359,3 +360,20 @@ def test_a_benchmark_run_is_seeded_like_ns_train_whatever_ran_before(tmp_path, o
         states.append(torch.load(checkpoint, map_location="cpu", weights_only=False)["pipeline"])
     assert states[0].keys() == states[1].keys()
     assert all(torch.equal(states[0][key], states[1][key]) for key in states[0])
+
+
+def test_a_changed_eugen_default_retrains_eugen_runs_but_not_the_dense_twins(tmp_path):
+    from eugen_nerf.bench.training import same_model
+    from eugen_nerf.methods.nerf import dense_nerf, eugen_nerf
+
+    for method, dense in ((eugen_nerf, False), (dense_nerf, True)):
+        saved = copy.deepcopy(method.config)
+        saved.output_dir, saved.experiment_name, saved.timestamp = tmp_path, "scene", f"run_{dense}"
+        saved.save_config()
+        path = saved.get_base_dir() / "config.yml"
+        assert same_model(path, method.config)
+        changed = copy.deepcopy(method.config)
+        changed.pipeline.model.eugen.feature_map = "softplus"  # a knob of the EUGen layers only
+        assert same_model(path, changed) is dense
+        changed.pipeline.model.eugen.trunk_layers = (3,)  # selecting a layer is a new model for both
+        assert not same_model(path, changed)

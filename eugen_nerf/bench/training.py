@@ -42,8 +42,19 @@ def same_model(config_path: Path, config: TrainerConfig) -> bool:
     if not config_path.is_file():
         return False
     saved = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-    return all(plain(getattr(saved.pipeline, part)) == plain(getattr(config.pipeline, part))
+    return all(used(plain(getattr(saved.pipeline, part))) == used(plain(getattr(config.pipeline, part)))
                for part in ("model", "datamanager"))
+
+
+def used(model: object) -> object:
+    """A plain model config without the EUGen knobs when it selects no EUGen layer (every ``*_layers`` of its
+    ``eugen`` empty: a dense twin), so a changed EUGen default does not retrain the dense twins."""
+    eugen = model.get("eugen") if isinstance(model, dict) else None
+    if isinstance(eugen, dict):
+        selections = {key: value for key, value in eugen.items() if key.endswith("_layers")}
+        if selections and not any(selections.values()):
+            return {**model, "eugen": selections}
+    return model
 
 
 def seed_everything(seed: int) -> None:
