@@ -204,6 +204,10 @@ def test_table_rows_from_lists_with_a_filter_a_pivot_a_default_and_the_source_fi
         "| 16 | 9.5 ± 0.25 | 1.6× | 3 | s1 | 0 |",
         "| 32 | - | 1.4× | n/a | s1 | 2 |",
     ]
+    # a default may be another cell: the speed-up alone where its spread is absent
+    spec["tables"]["t"]["rows_from"][0]["columns"][1]["default"] = {"key": "speedup", "fmt": "{:.1f}"}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[3] == "| 32 | 3.6 | 1.4× | n/a | s1 | 2 |"
     spec["tables"]["t"]["rows_from"][0]["columns"][2]["same"] = []
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(InputError, match="matches 2 entries, not one"):

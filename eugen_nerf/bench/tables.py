@@ -13,7 +13,7 @@ source's ``label``; ``@file.KEY`` reads KEY from the source's own file. A source
 ``join: {field: value}`` with ``same: [fields]`` reads its ``key`` from the sibling entry that has those field
 values and the same ``same`` fields as the row's entry (a pivot: one row per setting, one column per variant).
 A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
-``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text of a cell whose key is absent.
+``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ class Tables:
         except InputError:
             if "default" not in cell:
                 raise
-            return str(cell["default"])
+            fallback = cell["default"]  # text, or another cell (a one-seed row has a PSNR but no spread)
+            return self.cell(fallback, where, entry, name, source) if isinstance(fallback, dict) else str(fallback)
         if "map" in cell:
             return str(cell["map"].get(values[0], values[0]))
         return cell.get("fmt", "{}").format(*values)
