@@ -42,11 +42,13 @@ def same_model(config_path: Path, config: TrainerConfig) -> bool:
     if not config_path.is_file():
         return False
     saved = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-    return all(used(plain(getattr(saved.pipeline, part))) == used(plain(getattr(config.pipeline, part)))
-               for part in ("model", "datamanager"))
+    def relevant(pipeline) -> list:
+        return [without_unused_eugen_knobs(plain(getattr(pipeline, part))) for part in ("model", "datamanager")]
+
+    return relevant(saved.pipeline) == relevant(config.pipeline)
 
 
-def used(model: object) -> object:
+def without_unused_eugen_knobs(model: object) -> object:
     """A plain model config without the EUGen knobs when it selects no EUGen layer (every ``*_layers`` of its
     ``eugen`` empty: a dense twin), so a changed EUGen default does not retrain the dense twins."""
     eugen = model.get("eugen") if isinstance(model, dict) else None

@@ -7,7 +7,7 @@ only to change defaults and to add which of its layers are EUGen; the validation
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Literal, Optional
 
 from eugen_nerf.layers.eugen import (
@@ -81,7 +81,10 @@ class EUGenSpec:
         check_positive_float(flag("projection_scale"), self.projection_scale)
         if self.lowrank_rank is not None:
             check_int(flag("lowrank_rank"), self.lowrank_rank)
-        if self.layer_type == "snnk" and self.feature_map != "relu":
+        # SNNK layers are ReLU random features whatever the map: a head's default map (the field's default,
+        # meant for its EUGen layers) gives way to ReLU there, and only a map chosen against it is refused
+        head_default = next(f.default for f in fields(self) if f.name == "feature_map")
+        if self.layer_type == "snnk" and self.feature_map not in ("relu", head_default):
             raise ValueError(f"eugen.feature-map {self.feature_map!r} is not supported by layer-type snnk "
                              "(SNNK layers are ReLU random features)")
 

@@ -56,13 +56,6 @@ class NeRFEUGenConfig(EUGenSpec):
         self.trunk_layers = check_layer_indices("eugen.trunk-layers", self.trunk_layers, TRUNK_LAYERS)
         self.head_layers = check_layer_indices("eugen.head-layers", self.head_layers, HEAD_LAYERS)
 
-    def validate(self) -> None:
-        """As ``EUGenSpec.validate``; the identity default is for EUGen layers, so ``--layer-type snnk``
-        (ReLU random features by definition) takes the ReLU map instead of refusing the default."""
-        if self.layer_type == "snnk" and self.feature_map == "identity":
-            self.feature_map = "relu"
-        super().validate()
-
 
 @dataclass
 class EUGenNeRFModelConfig(VanillaModelConfig):
