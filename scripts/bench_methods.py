@@ -41,7 +41,7 @@ from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.merge import write_report
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
-from eugen_nerf.bench.training import train_in_process
+from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.runs import load_run
@@ -155,10 +155,13 @@ def timestamp(label: str, seed: int = 0) -> str:
 
 
 def quality(config_path: Path) -> Dict[str, float]:
-    """Test-view quality only (no timing): the runs of the seeds after the first."""
-    run = load_run(config_path)
-    scored = score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name)
-    return scored.means()
+    """Test-view quality only (no timing): the runs of the seeds after the first (kept beside the run's
+    checkpoint, so a rerun that adds seeds or variants does not score the finished runs again)."""
+    def score() -> Dict[str, float]:
+        run = load_run(config_path)
+        return score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name).means()
+
+    return cached_for_checkpoint(config_path, "bench_quality.json", score)
 
 
 def over_seeds(first: Dict[str, object], per_seed: List[Dict[str, object]]) -> Dict[str, object]:

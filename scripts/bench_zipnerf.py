@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 import tyro
@@ -51,11 +51,12 @@ from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
 from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
 
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap  # noqa: E402
-from eugen_nerf.bench.training import train_in_process  # noqa: E402
+from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process  # noqa: E402
 from eugen_nerf.eval.evaluate import score_test_views  # noqa: E402
 from eugen_nerf.eval.runs import final_rgb, load_run  # noqa: E402
 from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
 from eugen_nerf.layers import EUGenMLP  # noqa: E402
+from eugen_nerf.layers.eugen import FeatureMap  # noqa: E402
 from eugen_nerf.scenes.datamanager import FramingDataManagerConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,9 +67,9 @@ METHODS = ("dense-zipnerf", "eugen-zipnerf", "nerfacto", "nerfacto (white backgr
            "nerfacto (white background, multiscale rays)")
 
 
-def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
+def configs(rays: int, seed: int, feature_map: Optional[FeatureMap] = None) -> Dict[str, TrainerConfig]:
     """The three methods (stock nerfacto twice: as it comes, and with a white background) at the same rays
-    per step, samples per ray and seed."""
+    per step, samples per ray and seed; ``feature_map`` replaces ``eugen-zipnerf``'s own."""
     out = {
         "dense-zipnerf": copy.deepcopy(zipnerf_methods.dense_zipnerf.config),
         "eugen-zipnerf": copy.deepcopy(zipnerf_methods.eugen_zipnerf.config),
@@ -84,6 +85,8 @@ def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
     multiscale.pipeline.model.background_color = "white"
     multiscale.pipeline.datamanager.train_scales = zipnerf_methods.TRAIN_SCALES
     out["nerfacto (white background, multiscale rays)"] = multiscale
+    if feature_map is not None:
+        out["eugen-zipnerf"].pipeline.model.eugen.feature_map = feature_map
     small_zipnerf(out["dense-zipnerf"])
     small_zipnerf(out["eugen-zipnerf"])
     for config in out.values():
@@ -96,18 +99,8 @@ def configs(rays: int, seed: int) -> Dict[str, TrainerConfig]:
 
 def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
     """Mean test metrics per downscale factor (kept beside the run's checkpoint, read back on a rerun)."""
-    cache = config_path.parent / "bench_multiscale.json"
-    checkpoints = sorted((config_path.parent / "nerfstudio_models").glob("*.ckpt"))
-    # the checkpoint's name and write time: a retrained run keeps its name, not its time
-    last = checkpoints[-1] if checkpoints else None
-    stamp = {"checkpoint": last and last.name, "written_ns": last and last.stat().st_mtime_ns, "scales": list(SCALES)}
-    if cache.is_file():
-        saved = json.loads(cache.read_text())
-        if saved.get("stamp") == stamp:
-            return saved["metrics"]
-    result = render_multiscale(config_path)
-    cache.write_text(json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n")
-    return result
+    return cached_for_checkpoint(config_path, "bench_multiscale.json", lambda: render_multiscale(config_path),
+                                 scales=list(SCALES))
 
 
 def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
@@ -201,7 +194,8 @@ def plot(report: Dict[str, object], path: Path) -> None:
         right.text(0.5, 0.5, "speed not timed (one Zip-NeRF twin only)", ha="center", va="center")
     seeds = len(report["seeds"])
     fig.suptitle(f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, "
-                 f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± std), {report['device']}")
+                 f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± std), EUGen {report.get('eugen_feature_map', 'relu')} map, "
+                 f"{report['device']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -229,6 +223,9 @@ class BenchZipNeRF:
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     """the methods trained (default: all). Speed is timed when both Zip-NeRF twins are among them, the
     nerfacto goals are judged when a nerfacto run is; a longer-training study can train the twins alone."""
+    feature_map: Optional[FeatureMap] = None
+    """EUGen's feature map for eugen-zipnerf (default: the method's own). A map given trains into its own run
+    folder, seed<N>/eugen-zipnerf_feature-map<map>, so the default's runs in the same --work-dir are kept."""
 
 
 def main() -> None:
@@ -247,12 +244,13 @@ def main() -> None:
     paths: Dict[int, Dict[str, Path]] = {}
     for seed in args.seeds:
         paths[seed] = {}
-        for name, config in configs(args.rays, seed).items():
+        for name, config in configs(args.rays, seed, args.feature_map).items():
             if name not in args.methods:
                 continue
-            print(f"[bench_zipnerf] seed {seed}: {name}, {args.steps} steps", flush=True)
+            folder = name if args.feature_map is None or name != "eugen-zipnerf" else f"{name}_feature-map{args.feature_map}"
+            print(f"[bench_zipnerf] seed {seed}: {folder}, {args.steps} steps", flush=True)
             path, seconds_per_step = train_in_process(
-                config, args.scene, args.steps, args.work_dir / f"seed{seed}" / name, reuse=not args.retrain
+                config, args.scene, args.steps, args.work_dir / f"seed{seed}" / folder, reuse=not args.retrain
             )
             paths[seed][name] = path
             runs.setdefault(name, {})[str(seed)] = {
@@ -294,6 +292,7 @@ def main() -> None:
         "steps": args.steps,
         "rays_per_step": args.rays,
         "seeds": args.seeds,
+        "eugen_feature_map": args.feature_map or zipnerf_methods.eugen_zipnerf.config.pipeline.model.eugen.feature_map,
         "device": "cuda" if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()})",
         "torch_threads": torch.get_num_threads(),
         "command": "python scripts/bench_zipnerf.py " + " ".join(sys.argv[1:]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -381,3 +382,26 @@ def test_a_changed_eugen_default_retrains_eugen_runs_but_not_the_dense_twins(tmp
         assert same_model(path, changed) is dense
         changed.pipeline.model.eugen.trunk_layers = (3,)  # selecting a layer is a new model for both
         assert not same_model(path, changed)
+
+
+def test_a_scored_run_is_read_back_until_its_checkpoint_or_key_changes(tmp_path):
+    from eugen_nerf.bench.training import cached_for_checkpoint
+
+    config = tmp_path / "config.yml"
+    config.write_text("")
+    (tmp_path / "nerfstudio_models").mkdir()
+    checkpoint = tmp_path / "nerfstudio_models" / "step-000000009.ckpt"
+    checkpoint.write_bytes(b"weights")
+    calls = []
+
+    def score():
+        calls.append(1)
+        return {"psnr": float(len(calls))}
+
+    assert cached_for_checkpoint(config, "q.json", score, scales=[1, 2]) == {"psnr": 1.0}
+    assert cached_for_checkpoint(config, "q.json", score, scales=[1, 2]) == {"psnr": 1.0}
+    assert len(calls) == 1
+    assert cached_for_checkpoint(config, "q.json", score, scales=[1]) == {"psnr": 2.0}  # another key
+    stat = checkpoint.stat()
+    os.utime(checkpoint, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # retrained: same name, new time
+    assert cached_for_checkpoint(config, "q.json", score, scales=[1]) == {"psnr": 3.0}

@@ -12,7 +12,7 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Tuple
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 import torch
@@ -104,3 +104,20 @@ def train_in_process(
     seconds_per_step = (time.perf_counter() - start) / steps
     record.write_text(json.dumps({"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step}) + "\n")
     return path, seconds_per_step
+
+
+def cached_for_checkpoint(config_path: Path, name: str, compute: Callable[[], Dict], **key: object) -> Dict:
+    """``compute()``'s result for a trained run, kept in ``name`` beside its ``config.yml`` and read back while
+    the run's last checkpoint (its name and write time: a retrained run keeps its name) and ``key`` are
+    unchanged, so a benchmark's rerun over finished runs does not score them again."""
+    cache = config_path.parent / name
+    checkpoints = sorted((config_path.parent / "nerfstudio_models").glob("*.ckpt"))
+    last = checkpoints[-1] if checkpoints else None
+    stamp = {"checkpoint": last and last.name, "written_ns": last and last.stat().st_mtime_ns, **plain(key)}
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("stamp") == stamp:
+            return saved["metrics"]
+    result = compute()
+    cache.write_text(json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n")
+    return result
