@@ -22,6 +22,7 @@ from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler
 from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.zipnerf import DENSITY_LAYERS, VIEW_LAYERS, ZipNeRFDensityField, ZipNeRFField
 from eugen_nerf.layers import EUGenSpec
+from eugen_nerf.layers.eugen import FeatureMap
 from eugen_nerf.models.interlevel import anti_aliased_interlevel_loss
 from eugen_nerf.models.nerfacto import EUGenNerfactoModel, EUGenNerfactoModelConfig
 from eugen_nerf.scenes.framing import Framing
@@ -36,6 +37,11 @@ class ZipNeRFEUGenConfig(EUGenSpec):
     MLPs of a trained field run 2.8x faster than dense on one CPU core, render 1.44x, at -0.17 dB over three
     seeds (``benchmarks/zipnerf.json``); m = 64 gained +0.11 dB but rendered only 1.02x."""
 
+    feature_map: FeatureMap = "identity"
+    """Phi of the view MLP's EUGen layers. Identity (each layer a degree-2 polynomial of its input) beat the ReLU
+    map over three seeds: at 1200 steps -0.01 against -0.06 dB at full resolution and -0.13 against -0.26 dB at
+    1/4, at 2400 steps +0.02 against -0.02 dB and -0.10 against -0.20 dB (EUGen minus dense;
+    ``benchmarks/zipnerf_long*/zipnerf.json``, README)."""
     density_layers: Tuple[int, ...] = ()
     """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: over three seeds
     a dense bottleneck (EUGen in the view MLP only) lost 0.17 dB against the dense twin where an EUGen bottleneck
