@@ -90,7 +90,8 @@ def family_configs(family: str, full_size: bool) -> Dict[str, object]:
             for config in configs.values():
                 config.pipeline.model.num_coarse_samples = config.pipeline.model.num_importance_samples = 32
         return configs
-    return dict(zip(("eugen", "dense", "narrowed_dense"), (c for _, c in variants(family, full_size))))
+    configs = variants(family, full_size)
+    return {"eugen": configs["eugen"][1], "dense": configs["dense"][1], "narrowed_dense": configs["narrowed"][1]}
 
 
 def bench_family(family: str, scene: Path, device: str, args) -> Dict[str, object]:

@@ -105,17 +105,19 @@ def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConf
     return best
 
 
-VARIANT_KINDS = ("eugen", "dense", "narrowed", "lowrank", "snnk")
-"""What ``variants`` returns, in order (the last two with ``baselines``): the names ``--variants`` takes."""
+VARIANT_KINDS = ("eugen", "dense", "narrowed", "lowrank", "snnk", "narrowed-speed")
+"""The names ``--variants`` takes: what ``variants`` returns, in order (low-rank and SNNK with ``baselines``),
+then the dense twin narrowed to EUGen's render speed (:func:`narrowed_to_speed`, which times renders)."""
 
 
-def variants(family: str, full_size: bool, baselines: bool = False,
-             feature_map: Optional[FeatureMap] = None) -> List[Tuple[str, TrainerConfig]]:
-    """(label, trainer config) for the EUGen method, its dense twin and the narrowed dense twin; with
-    ``baselines``, also the EUGen method with its EUGen layers made low-rank and SNNK layers (the order of
-    ``VARIANT_KINDS``). ``feature_map`` sets the EUGen method's; a map given is always in the label, so the
-    run folder names the map whatever the method's default is (the narrowed twin keeps the parameter count,
-    which the feature map does not change)."""
+def variants(family: str, full_size: bool, baselines: bool = False, feature_map: Optional[FeatureMap] = None,
+             speed_from: Optional[Tuple[Path, Path]] = None) -> Dict[str, Tuple[str, TrainerConfig]]:
+    """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
+    EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
+    SNNK layers; with ``speed_from = (scene, cache)``, the dense twin narrowed to EUGen's render speed on that
+    scene (:func:`narrowed_to_speed`). ``feature_map`` sets the EUGen method's; a map given is always in the
+    label, so the run folder names the map whatever the method's default is (the narrowed twins keep the
+    parameter count and speed, which the feature map does not change)."""
     if family == "nerf":
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
@@ -137,20 +139,68 @@ def variants(family: str, full_size: bool, baselines: bool = False,
     narrow = narrowed(dense, width_field, _model_params(eugen))
     narrow.method_name = dense.method_name
     width = getattr(narrow.pipeline.model, width_field)
-    out = [(eugen_label, eugen), (dense.method_name, dense), (f"{dense.method_name} ({width_field}={width})", narrow)]
+    out = {"eugen": (eugen_label, eugen), "dense": (dense.method_name, dense),
+           "narrowed": (f"{dense.method_name} ({width_field}={width})", narrow)}
     if baselines:
         for kind in ("lowrank", "snnk"):
             baseline = copy.deepcopy(eugen)
             baseline.pipeline.model.eugen.layer_type = kind
             baseline.pipeline.model.eugen.feature_map = "relu"
             baseline.pipeline.model.eugen.validate()
-            out.append((f"{eugen.method_name} (layer-type={kind})", baseline))
+            out[kind] = (f"{eugen.method_name} (layer-type={kind})", baseline)
+    if speed_from is not None:
+        out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, *speed_from)
     return out
 
 
+def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: str, scene: Path,
+                      cache: Path, repeats: int = 3) -> Tuple[str, TrainerConfig]:
+    """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
+    fused render time, the untrained models timed side by side (the cost is the shapes, not the weights).
+    The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
+    from eugen_nerf.eval.timing import benchmark_interleaved
+    from eugen_nerf.scenes import dataparser_config
+
+    key = f"{eugen.method_name} vs {dense.method_name}, {width_field}, {_model_params(eugen)} parameters"
+    try:
+        found = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        found = {}
+    if key not in found:
+        outputs = dataparser_config(data=scene).setup().get_dataparser_outputs("test")
+        view = outputs.cameras[0:1]
+        view.rescale_output_resolution(0.5)
+        widths = list(range(32, getattr(dense.pipeline.model, width_field) + 1, 16))
+
+        def renderer(config: TrainerConfig):
+            torch.manual_seed(0)
+            model = config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={}).eval()
+            return lambda: model.get_outputs_for_camera(view)["rgb"]
+
+        fns = {"eugen": renderer(eugen)}
+        for width in widths:
+            candidate = copy.deepcopy(dense)
+            setattr(candidate.pipeline.model, width_field, width)
+            fns[str(width)] = renderer(candidate)
+        print(f"[bench_methods] timing {len(widths)} dense widths against {eugen.method_name}'s render", flush=True)
+        with torch.no_grad():
+            timings = benchmark_interleaved(fns, "cpu", warmup=1, repeats=repeats)
+        target = timings["eugen"].median
+        width = min(widths, key=lambda w: abs(timings[str(w)].median - target))
+        found[key] = {"width": width, "render_seconds_median": {name: t.median for name, t in timings.items()},
+                      "view": "first test view at half resolution", "threads": torch.get_num_threads()}
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(found, indent=1) + "\n")
+    width = found[key]["width"]
+    narrow = copy.deepcopy(dense)
+    setattr(narrow.pipeline.model, width_field, width)
+    return f"{dense.method_name} ({width_field}={width}, EUGen's render speed)", narrow
+
+
 def timestamp(label: str, seed: int = 0) -> str:
-    """The run folder of a variant: its label without spaces and brackets (seeds other than 0 suffixed)."""
-    name = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
+    """The run folder of a variant: its label without spaces, brackets, commas and apostrophes (seeds other
+    than 0 suffixed)."""
+    name = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "").replace(",", "").replace("'", "")
     return name if seed == 0 else f"{name}_seed{seed}"
 
 
@@ -180,6 +230,34 @@ def set_fused(model: torch.nn.Module, fused: bool) -> None:
     for module in model.modules():
         if isinstance(module, EUGenMLP):
             module.fuse_in_eval = fused
+
+
+def earlier_families(path: Path) -> Dict[str, Dict[str, object]]:
+    """The families of the report already at ``path`` (none if it is absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()).get("families", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def keep_earlier_rows(earlier: Optional[Dict[str, object]], rows: Dict[str, Dict[str, object]],
+                      labels: Dict[str, str], steps: int, scene: str, kinds: Dict[str, str]) -> List[str]:
+    """Add to ``rows``/``labels`` the rows an earlier run of the same family, steps and scene measured and this
+    run did not, so variants trained later (a narrowed twin) are judged against the EUGen rows measured before.
+    Quality is comparable across runs (the same seeds train the same runs); each row names the command that
+    timed it (``measured_by``), so speeds are compared only where they were timed together. Returns the labels
+    kept; ``kinds`` maps today's labels to variant kinds for rows written before rows carried their kind."""
+    if not earlier or earlier.get("steps") != steps or earlier.get("scene") != scene:
+        return []
+    kept = []
+    for label, row in earlier.get("runs", {}).items():
+        kind = row.get("kind") or kinds.get(label)
+        if label in rows or kind is None or kind in labels:
+            continue
+        rows[label] = {"kind": kind, "measured_by": row.get("measured_by", earlier.get("command")), **row}
+        labels[kind] = label
+        kept.append(label)
+    return kept
 
 
 def measure(config_path: Path, repeats: int) -> Dict[str, object]:
@@ -226,6 +304,7 @@ def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[st
         speedup, psnr_loss = e["fps"] / d["fps"], d["psnr"] - e["psnr"]
         out.update({
             "fps_speedup_vs_dense": speedup,
+            "eugen_and_dense_timed_together": e.get("measured_by") == d.get("measured_by"),
             "psnr_loss_vs_dense_db": psnr_loss,
             "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
             "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
@@ -233,10 +312,13 @@ def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[st
     if "narrowed" in row:
         out["psnr_gain_vs_narrowed_dense_db"] = e["psnr"] - row["narrowed"]["psnr"]
         out["goal_equal_parameters_met"] = e["psnr"] >= row["narrowed"]["psnr"]
+    if "narrowed-speed" in row:
+        out["psnr_gain_vs_speed_matched_dense_db"] = e["psnr"] - row["narrowed-speed"]["psnr"]
+        out["goal_equal_speed_met"] = e["psnr"] >= row["narrowed-speed"]["psnr"]
     eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
     gaps = {labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
             for kind in row if kind != "eugen"}
-    baselines = [kind for kind in ("lowrank", "snnk") if kind in row]
+    baselines = [kind for kind in ("lowrank", "snnk", "narrowed-speed") if kind in row]
     if baselines:
         # over the seeds EUGen shares with each baseline (the same as the means' difference when the seeds
         # agree; baselines trained at fewer seeds, --baseline-seeds, are compared on those seeds only)
@@ -310,8 +392,9 @@ class BenchMethods:
     feature_map: Optional[FeatureMap] = None
     """feature map of the EUGen variant (default: the method's own)"""
     variants: tuple[str, ...] = ()
-    """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk (default: the first three, and
-    the last two with --baselines); the goals that compare a variant left out are not judged"""
+    """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
+    first three, and the last three with --baselines); rows of an earlier run of the same steps and scene in
+    ``--out`` that this run does not measure are kept, and the goals judged over all rows"""
 
 
 def main() -> None:
@@ -343,11 +426,14 @@ def main() -> None:
         "families": {},
     }
     for family in args.families:
+        wanted = args.variants or ("eugen", "dense", "narrowed") + (
+            ("lowrank", "snnk", "narrowed-speed") if args.baselines else ())
+        speed_from = (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+        configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
         rows: Dict[str, Dict[str, object]] = {}
         labels: Dict[str, str] = {}
-        for kind, (label, config) in zip(VARIANT_KINDS, variants(family, args.full_size, args.baselines, args.feature_map)):
-            if args.variants and kind not in args.variants:
-                continue
+        for kind in wanted:
+            label, config = configs[kind]
             per_seed = []
             seeds = args.seeds if kind in ("eugen", "dense") or args.baseline_seeds is None else args.baseline_seeds
             for seed in seeds:
@@ -362,11 +448,16 @@ def main() -> None:
                     scores = quality(config_path)
                 per_seed.append({"seed": seed, "config": str(config_path), **scores})
                 print(f"[bench_methods] {label} seed {seed}: PSNR {scores['psnr']:.2f}", flush=True)
-            rows[label] = over_seeds(first, per_seed)
+            rows[label] = {"kind": kind, "measured_by": report["command"], **over_seeds(first, per_seed)}
             labels[kind] = label
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
+        # read now, not at the start: another run writing this report meanwhile keeps its rows
+        kept = keep_earlier_rows(earlier_families(args.out).get(family), rows, labels, args.steps, str(args.scene),
+                                 {label: kind for kind, (label, _) in configs.items()})
         report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
                                       "seeds": args.seeds, "runs": rows, "goals": goals(rows, labels)}
+        if kept:
+            report["families"][family]["rows_kept_from_earlier_runs"] = kept
     report["wall_seconds"] = time.time() - started
     report = write_report(args.out, report, [("families",)])  # families not run here stay as measured before
     plot(report, args.out.with_suffix(".png"))

@@ -145,6 +145,41 @@ def test_bench_methods_goals_judge_only_the_variants_measured():
     assert judged["goal_ahead_of_every_baseline_met"] is False
 
 
+def test_bench_methods_judges_later_variants_against_the_rows_measured_before():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_methods import goals, keep_earlier_rows
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+    def row(psnr_by_seed, fps=1.0, **extra):
+        per_seed = [{"seed": seed, "psnr": psnr} for seed, psnr in psnr_by_seed.items()]
+        return {"psnr": sum(psnr_by_seed.values()) / len(psnr_by_seed), "fps": fps, "per_seed": per_seed, **extra}
+
+    earlier = {"command": "first", "steps": 1200, "scene": "scenes/bunny64",
+               "runs": {"E": row({0: 19.0, 1: 18.0}, fps=2.0), "D": row({0: 18.9, 1: 18.1}),
+                        "N": row({0: 17.0, 1: 17.0}, kind="narrowed", measured_by="old")}}
+    now = {"S (speed)": {**row({0: 18.8, 1: 18.3}, fps=2.1), "kind": "narrowed-speed", "measured_by": "second"}}
+    labels = {"narrowed-speed": "S (speed)"}
+    kinds = {"E": "eugen", "D": "dense", "N": "narrowed"}
+    # another step count or scene keeps nothing: those runs are other runs
+    assert keep_earlier_rows(earlier, dict(now), dict(labels), 600, "scenes/bunny64", kinds) == []
+    assert keep_earlier_rows(earlier, dict(now), dict(labels), 1200, "scenes/other", kinds) == []
+    rows, kept_labels = dict(now), dict(labels)
+    assert keep_earlier_rows(earlier, rows, kept_labels, 1200, "scenes/bunny64", kinds) == ["E", "D", "N"]
+    assert kept_labels == {"narrowed-speed": "S (speed)", "eugen": "E", "dense": "D", "narrowed": "N"}
+    assert rows["E"]["measured_by"] == "first" and rows["N"]["measured_by"] == "old"  # who timed each row
+    judged = goals(rows, kept_labels)
+    assert judged["eugen_and_dense_timed_together"] is True
+    assert judged["psnr_gain_vs_speed_matched_dense_db"] == pytest.approx(18.5 - 18.55)
+    assert judged["goal_equal_speed_met"] is False and judged["goal_ahead_of_every_baseline_met"] is False
+    assert judged["goal_equal_parameters_met"] is True
+    # a kind this run measured again is not taken from the earlier report
+    rows, again = dict(now), {"narrowed-speed": "S (speed)", "narrowed": "N2"}
+    rows["N2"] = row({0: 17.5})
+    assert "N" not in keep_earlier_rows(earlier, rows, again, 1200, "scenes/bunny64", kinds)
+
+
 def test_trunk_learning_summary_compares_eugen_trunks_with_the_narrowed_dense_one():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
