@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 import viser
@@ -32,6 +33,7 @@ from eugen_nerf.viewer.compare import (
     viser_to_c2w,
 )
 from eugen_nerf.viewer.controls import FUSED_LABEL, add_eugen_viewer_controls, difference_image
+from eugen_nerf.viewer.server import start_viser_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,9 +61,27 @@ class FakeModel(nn.Module):
         return {"rgb": torch.full((2, 2, 3), self.colour), "depth": torch.full((2, 2, 1), self.colour)}
 
 
+def test_a_process_that_exits_during_visers_scan_does_not_stop_the_viewer(monkeypatch):
+    """viser scans every process at start and lets psutil.NoSuchProcess escape when one exits meanwhile."""
+    calls = []
+
+    def flaky_server(**kwargs):
+        calls.append(kwargs)
+        if len(calls) < 3:
+            raise psutil.NoSuchProcess(12345)
+        return "server"
+
+    monkeypatch.setattr(viser, "ViserServer", flaky_server)
+    assert start_viser_server("127.0.0.1", 7010, verbose=False) == "server"
+    assert calls == [{"host": "127.0.0.1", "port": 7010, "verbose": False}] * 3
+    calls.clear()
+    with pytest.raises(psutil.NoSuchProcess):  # a scan that never settles is still reported
+        start_viser_server("127.0.0.1", 7010, attempts=2)
+
+
 @pytest.fixture
 def server():
-    server = viser.ViserServer(host="127.0.0.1", port=free_port(), verbose=False)
+    server = start_viser_server("127.0.0.1", free_port(), verbose=False)
     yield server
     server.stop()
 

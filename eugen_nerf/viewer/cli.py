@@ -31,6 +31,7 @@ from eugen_nerf.viewer.compare import (
     viser_to_c2w,
 )
 from eugen_nerf.viewer.controls import FUSED_LABEL, difference_image, eugen_mlps, set_fused
+from eugen_nerf.viewer.server import start_viser_server
 
 PRESET_LABEL = "Camera preset"
 PANEL_LABELS = ["left", "right", "|left - right|"]
@@ -176,7 +177,7 @@ class EUGenViewer:
         check_options(self, {"port": integer_at_least(0), "render_height": POSITIVE_INT})
         check_same_scene(self.left, self.right)
         runs = [Run.load(self.left), Run.load(self.right)]
-        server = viser.ViserServer(host=self.host, port=self.port)
+        server = start_viser_server(self.host, self.port)
         viewer = ComparisonViewer(server, runs, HeldOutViews.from_pipeline(runs[0].pipeline), self.render_height)
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
