@@ -240,6 +240,14 @@ def earlier_families(path: Path) -> Dict[str, Dict[str, object]]:
         return {}
 
 
+def kind_by_label(family: str, full_size: bool, feature_map: Optional[FeatureMap],
+                  configs: Dict[str, Tuple[str, TrainerConfig]]) -> Dict[str, str]:
+    """Row label -> variant kind for every kind of ``family``, the baselines' too when this run (``configs``)
+    trains none: rows written before rows carried their kind are recognised by their label."""
+    every = {**variants(family, full_size, True, feature_map), **configs}
+    return {label: kind for kind, (label, _) in every.items()}
+
+
 def keep_earlier_rows(earlier: Optional[Dict[str, object]], rows: Dict[str, Dict[str, object]],
                       labels: Dict[str, str], steps: int, scene: str, kinds: Dict[str, str]) -> List[str]:
     """Add to ``rows``/``labels`` the rows an earlier run of the same family, steps and scene measured and this
@@ -338,12 +346,19 @@ def plot(report: Dict[str, object], path: Path) -> None:
 
     families = report["families"]
     fig, axes = plt.subplots(1, 3, figsize=(14, 5))
+    timed_apart, index = False, 0
     for family, data in families.items():
+        eugen_timing = next((row.get("measured_by") for row in data["runs"].values() if row.get("kind") == "eugen"), None)
         for label, row in data["runs"].items():
             marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")
-            axes[0].scatter(row["fps"], row["psnr"], marker=marker, label=f"{label}")
-            axes[1].scatter(row["parameters"], row["psnr"], marker=marker, label=f"{label}")
-            axes[2].bar(label, row["rays_per_sec"])
+            apart = row.get("measured_by", eugen_timing) != eugen_timing  # timed by another command than EUGen
+            timed_apart |= apart
+            colour, index = f"C{index % 10}", index + 1
+            # hollow: its FPS was not timed beside EUGen's, so its x position is only indicative
+            axes[0].scatter(row["fps"], row["psnr"], marker=marker, edgecolors=colour,
+                            facecolors="none" if apart else colour, label=label + (" (timed apart)" if apart else ""))
+            axes[1].scatter(row["parameters"], row["psnr"], marker=marker, color=colour, label=label)
+            axes[2].bar(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
     rows = [row for data in families.values() for row in data["runs"].values()]
 
     def scale(key: str) -> str:
@@ -360,7 +375,9 @@ def plot(report: Dict[str, object], path: Path) -> None:
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=5, frameon=False)
     runs = sorted({f"{data.get('scene', report['scene'])} {data.get('steps', report['steps'])} steps"
                    for data in families.values()})
-    fig.suptitle(f"{', '.join(runs)}; {report['device']}")
+    fig.suptitle(f"{', '.join(runs)}; {report['device']}" + (
+        "\nhollow markers and hatched bars: timed by another command than EUGen (speed comparable only roughly)"
+        if timed_apart else ""))
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=120)
 
@@ -453,7 +470,7 @@ def main() -> None:
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
         # read now, not at the start: another run writing this report meanwhile keeps its rows
         kept = keep_earlier_rows(earlier_families(args.out).get(family), rows, labels, args.steps, str(args.scene),
-                                 {label: kind for kind, (label, _) in configs.items()})
+                                 kind_by_label(family, args.full_size, args.feature_map, configs))
         report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
                                       "seeds": args.seeds, "runs": rows, "goals": goals(rows, labels)}
         if kept:

@@ -148,7 +148,7 @@ def test_bench_methods_goals_judge_only_the_variants_measured():
 def test_bench_methods_judges_later_variants_against_the_rows_measured_before():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from bench_methods import goals, keep_earlier_rows
+        from bench_methods import goals, keep_earlier_rows, kind_by_label, variants
     finally:
         sys.path.remove(str(ROOT / "scripts"))
 
@@ -175,6 +175,11 @@ def test_bench_methods_judges_later_variants_against_the_rows_measured_before():
     assert judged["goal_equal_speed_met"] is False and judged["goal_ahead_of_every_baseline_met"] is False
     assert judged["goal_equal_parameters_met"] is True
     # a kind this run measured again is not taken from the earlier report
+    # a run without --baselines still recognises the baselines' rows of an earlier run by their labels
+    configs = variants("nerf", False, False, "identity")
+    known = kind_by_label("nerf", False, "identity", configs)
+    assert "lowrank" not in configs and known["eugen-nerf (layer-type=lowrank)"] == "lowrank"
+    assert known["eugen-nerf (feature-map=identity)"] == "eugen" and known["eugen-nerf (layer-type=snnk)"] == "snnk"
     rows, again = dict(now), {"narrowed-speed": "S (speed)", "narrowed": "N2"}
     rows["N2"] = row({0: 17.5})
     assert "N" not in keep_earlier_rows(earlier, rows, again, 1200, "scenes/bunny64", kinds)
