@@ -107,6 +107,19 @@ def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_bench_zipnerf_goal_bounds_eugens_loss_not_its_lead():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from bench_zipnerf import twin_goals
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    speeds = {"render": {"speedup": 1.3}, "field": {"speedup": 1.2}}
+    for gap, met in ((+0.18, True), (0.0, True), (-0.1, True), (-0.11, False)):
+        goals = twin_goals({"1/1": {"mean_db": gap}}, speeds)
+        assert goals["eugen_within_0.1_db_of_dense"] is met, gap
+    assert goals["eugen_render_speedup_ge_1.25"] is True and goals["eugen_field_speedup_ge_1.25"] is False
+
+
 def test_bench_methods_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_methods.py"), "--families", "nerf",
                              "--variants", "eugen", "lowrnk", "--output-dir", str(tmp_path / "runs"),
