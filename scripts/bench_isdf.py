@@ -38,7 +38,7 @@ import torch
 import tyro
 
 from eugen_nerf.bench.seeds import mean_and_std
-from eugen_nerf.eval.timing import benchmark, benchmark_interleaved
+from eugen_nerf.eval.timing import benchmark, benchmark_interleaved, closest_in_time
 from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig, dense_isdf_config
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
@@ -113,12 +113,10 @@ def narrowed_to_speed(eugen: ISDFFieldConfig, repeats: int) -> ISDFFieldConfig:
     torch.manual_seed(0)
     points = torch.rand(INFERENCE_POINTS, 3) * 2.0 - 1.0
     widths = list(range(16, 257, 16))
-    fns = {"eugen": inference_fn(ISDFField(eugen), points)}
-    fns.update({str(w): inference_fn(ISDFField(dense_isdf_config(w)), points) for w in widths})
-    timings = benchmark_interleaved(fns, "cpu", warmup=1, repeats=repeats)
-    target = timings["eugen"].median
-    width = min(widths, key=lambda w: abs(timings[str(w)].median - target))
-    return dense_isdf_config(width)
+    width, _ = closest_in_time(inference_fn(ISDFField(eugen), points),
+                               {str(w): inference_fn(ISDFField(dense_isdf_config(w)), points) for w in widths},
+                               "cpu", warmup=1, repeats=repeats)
+    return dense_isdf_config(int(width))
 
 
 def describe(spec: ISDFEUGenConfig) -> str:

@@ -93,12 +93,18 @@ def _model_params(config: TrainerConfig) -> int:
     return count_parameters(model)
 
 
+def at_width(config: TrainerConfig, width_field: str, width: int) -> TrainerConfig:
+    """A copy of ``config`` with its model's ``width_field`` set to ``width``."""
+    config = copy.deepcopy(config)
+    setattr(config.pipeline.model, width_field, width)
+    return config
+
+
 def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConfig:
     """``dense`` with ``width_field`` shrunk until its parameter count is closest to ``target``."""
     best, best_gap = dense, None
     for width in range(8, getattr(dense.pipeline.model, width_field) + 1, 4):
-        candidate = copy.deepcopy(dense)
-        setattr(candidate.pipeline.model, width_field, width)
+        candidate = at_width(dense, width_field, width)
         gap = abs(_model_params(candidate) - target)
         if best_gap is None or gap < best_gap:
             best, best_gap = candidate, gap
@@ -108,6 +114,14 @@ def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConf
 VARIANT_KINDS = ("eugen", "dense", "narrowed", "lowrank", "snnk", "narrowed-speed")
 """The names ``--variants`` takes: what ``variants`` returns, in order (low-rank and SNNK with ``baselines``),
 then the dense twin narrowed to EUGen's render speed (:func:`narrowed_to_speed`, which times renders)."""
+
+
+BASELINE_KINDS = ("lowrank", "snnk")
+
+
+def baseline_label(method_name: str, kind: str) -> str:
+    """The row label of ``method_name`` with its EUGen layers replaced by a reviewers' baseline ``kind``."""
+    return f"{method_name} (layer-type={kind})"
 
 
 def variants(family: str, full_size: bool, baselines: bool = False, feature_map: Optional[FeatureMap] = None,
@@ -136,32 +150,33 @@ def variants(family: str, full_size: bool, baselines: bool = False, feature_map:
     if not full_size:
         shrink(eugen)
         shrink(dense)
-    narrow = narrowed(dense, width_field, _model_params(eugen))
+    eugen_params = _model_params(eugen)
+    narrow = narrowed(dense, width_field, eugen_params)
     narrow.method_name = dense.method_name
     width = getattr(narrow.pipeline.model, width_field)
     out = {"eugen": (eugen_label, eugen), "dense": (dense.method_name, dense),
            "narrowed": (f"{dense.method_name} ({width_field}={width})", narrow)}
     if baselines:
-        for kind in ("lowrank", "snnk"):
+        for kind in BASELINE_KINDS:
             baseline = copy.deepcopy(eugen)
             baseline.pipeline.model.eugen.layer_type = kind
             baseline.pipeline.model.eugen.feature_map = "relu"
             baseline.pipeline.model.eugen.validate()
-            out[kind] = (f"{eugen.method_name} (layer-type={kind})", baseline)
+            out[kind] = (baseline_label(eugen.method_name, kind), baseline)
     if speed_from is not None:
-        out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, *speed_from)
+        out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, eugen_params, *speed_from)
     return out
 
 
-def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: str, scene: Path,
+def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: str, eugen_params: int, scene: Path,
                       cache: Path, repeats: int = 3) -> Tuple[str, TrainerConfig]:
     """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
     fused render time, the untrained models timed side by side (the cost is the shapes, not the weights).
     The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
-    from eugen_nerf.eval.timing import benchmark_interleaved
+    from eugen_nerf.eval.timing import closest_in_time
     from eugen_nerf.scenes import dataparser_config
 
-    key = f"{eugen.method_name} vs {dense.method_name}, {width_field}, {_model_params(eugen)} parameters"
+    key = f"{eugen.method_name} vs {dense.method_name}, {width_field}, {eugen_params} parameters"
     try:
         found = json.loads(cache.read_text())
     except (OSError, ValueError):
@@ -170,30 +185,24 @@ def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: s
         outputs = dataparser_config(data=scene).setup().get_dataparser_outputs("test")
         view = outputs.cameras[0:1]
         view.rescale_output_resolution(0.5)
-        widths = list(range(32, getattr(dense.pipeline.model, width_field) + 1, 16))
+        widths = range(32, getattr(dense.pipeline.model, width_field) + 1, 16)
 
         def renderer(config: TrainerConfig):
             torch.manual_seed(0)
             model = config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={}).eval()
             return lambda: model.get_outputs_for_camera(view)["rgb"]
 
-        fns = {"eugen": renderer(eugen)}
-        for width in widths:
-            candidate = copy.deepcopy(dense)
-            setattr(candidate.pipeline.model, width_field, width)
-            fns[str(width)] = renderer(candidate)
         print(f"[bench_methods] timing {len(widths)} dense widths against {eugen.method_name}'s render", flush=True)
         with torch.no_grad():
-            timings = benchmark_interleaved(fns, "cpu", warmup=1, repeats=repeats)
-        target = timings["eugen"].median
-        width = min(widths, key=lambda w: abs(timings[str(w)].median - target))
-        found[key] = {"width": width, "render_seconds_median": {name: t.median for name, t in timings.items()},
+            width, timings = closest_in_time(renderer(eugen),
+                                             {str(w): renderer(at_width(dense, width_field, w)) for w in widths},
+                                             "cpu", warmup=1, repeats=repeats)
+        found[key] = {"width": int(width), "render_seconds_median": {name: t.median for name, t in timings.items()},
                       "view": "first test view at half resolution", "threads": torch.get_num_threads()}
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(found, indent=1) + "\n")
     width = found[key]["width"]
-    narrow = copy.deepcopy(dense)
-    setattr(narrow.pipeline.model, width_field, width)
+    narrow = at_width(dense, width_field, width)
     return f"{dense.method_name} ({width_field}={width}, EUGen's render speed)", narrow
 
 
@@ -240,12 +249,13 @@ def earlier_families(path: Path) -> Dict[str, Dict[str, object]]:
         return {}
 
 
-def kind_by_label(family: str, full_size: bool, feature_map: Optional[FeatureMap],
-                  configs: Dict[str, Tuple[str, TrainerConfig]]) -> Dict[str, str]:
-    """Row label -> variant kind for every kind of ``family``, the baselines' too when this run (``configs``)
+def kind_by_label(configs: Dict[str, Tuple[str, TrainerConfig]]) -> Dict[str, str]:
+    """Row label -> variant kind for this run's ``configs`` (``variants``), and the baselines' labels when this run
     trains none: rows written before rows carried their kind are recognised by their label."""
-    every = {**variants(family, full_size, True, feature_map), **configs}
-    return {label: kind for kind, (label, _) in every.items()}
+    method_name = configs["eugen"][1].method_name
+    known = {baseline_label(method_name, kind): kind for kind in BASELINE_KINDS}
+    known.update({label: kind for kind, (label, _) in configs.items()})
+    return known
 
 
 def keep_earlier_rows(earlier: Optional[Dict[str, object]], rows: Dict[str, Dict[str, object]],
@@ -326,7 +336,7 @@ def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[st
     eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
     gaps = {labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
             for kind in row if kind != "eugen"}
-    baselines = [kind for kind in ("lowrank", "snnk", "narrowed-speed") if kind in row]
+    baselines = [kind for kind in (*BASELINE_KINDS, "narrowed-speed") if kind in row]
     if baselines:
         # over the seeds EUGen shares with each baseline (the same as the means' difference when the seeds
         # agree; baselines trained at fewer seeds, --baseline-seeds, are compared on those seeds only)
@@ -425,7 +435,7 @@ def main() -> None:
     unknown = [name for name in args.variants if name not in VARIANT_KINDS]
     if unknown:
         usage_error("bench_methods", f"unknown --variants {' '.join(unknown)} (known: {' '.join(VARIANT_KINDS)})")
-    if not args.baselines and any(name in ("lowrank", "snnk") for name in args.variants):
+    if not args.baselines and any(name in BASELINE_KINDS for name in args.variants):
         usage_error("bench_methods", "--variants lowrank and snnk need --baselines")
 
     started = time.time()
@@ -444,7 +454,7 @@ def main() -> None:
     }
     for family in args.families:
         wanted = args.variants or ("eugen", "dense", "narrowed") + (
-            ("lowrank", "snnk", "narrowed-speed") if args.baselines else ())
+            (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ())
         speed_from = (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
         configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
         rows: Dict[str, Dict[str, object]] = {}
@@ -470,7 +480,7 @@ def main() -> None:
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
         # read now, not at the start: another run writing this report meanwhile keeps its rows
         kept = keep_earlier_rows(earlier_families(args.out).get(family), rows, labels, args.steps, str(args.scene),
-                                 kind_by_label(family, args.full_size, args.feature_map, configs))
+                                 kind_by_label(configs))
         report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
                                       "seeds": args.seeds, "runs": rows, "goals": goals(rows, labels)}
         if kept:

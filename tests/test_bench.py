@@ -187,12 +187,12 @@ def test_bench_methods_judges_later_variants_against_the_rows_measured_before():
     assert judged["psnr_gain_vs_speed_matched_dense_db"] == pytest.approx(18.5 - 18.55)
     assert judged["goal_equal_speed_met"] is False and judged["goal_ahead_of_every_baseline_met"] is False
     assert judged["goal_equal_parameters_met"] is True
-    # a kind this run measured again is not taken from the earlier report
     # a run without --baselines still recognises the baselines' rows of an earlier run by their labels
     configs = variants("nerf", False, False, "identity")
-    known = kind_by_label("nerf", False, "identity", configs)
+    known = kind_by_label(configs)
     assert "lowrank" not in configs and known["eugen-nerf (layer-type=lowrank)"] == "lowrank"
     assert known["eugen-nerf (feature-map=identity)"] == "eugen" and known["eugen-nerf (layer-type=snnk)"] == "snnk"
+    # a kind this run measured again is not taken from the earlier report
     rows, again = dict(now), {"narrowed-speed": "S (speed)", "narrowed": "N2"}
     rows["N2"] = row({0: 17.5})
     assert "N" not in keep_earlier_rows(earlier, rows, again, 1200, "scenes/bunny64", kinds)

@@ -70,3 +70,24 @@ def test_benchmarks_refuse_to_time_non_finite_outputs():
         benchmark_interleaved({"fine": lambda: torch.ones(3), "broken": lambda: [torch.ones(1), nan * 0 + float("inf")]},
                               "cpu", warmup=0, repeats=1)
     assert len(benchmark(lambda: torch.ones(3), "cpu", warmup=0, repeats=2).seconds) == 2
+
+
+def test_closest_in_time_picks_the_candidate_timed_nearest_the_reference(monkeypatch):
+    from eugen_nerf.eval import timing
+
+    seen = {}
+
+    def fake_interleaved(fns, device, warmup, repeats):  # the timings are given; the choice is what is tested
+        seen.update(names=list(fns), warmup=warmup, repeats=repeats)
+        medians = {"reference": 0.89, "128": 0.64, "144": 0.76, "160": 1.03}
+        return {name: timing.Timing([medians[name]]) for name in fns}
+
+    monkeypatch.setattr(timing, "benchmark_interleaved", fake_interleaved)
+    fns = {width: (lambda: None) for width in ("128", "144", "160")}
+    best, timings = timing.closest_in_time(lambda: None, fns, "cpu", warmup=2, repeats=3)
+    assert best == "144" and timings["reference"].median == 0.89
+    assert seen == {"names": ["reference", "128", "144", "160"], "warmup": 2, "repeats": 3}
+    with pytest.raises(ValueError, match="needs candidates"):
+        timing.closest_in_time(lambda: None, {}, "cpu")
+    with pytest.raises(ValueError, match="needs candidates"):
+        timing.closest_in_time(lambda: None, {"reference": lambda: None}, "cpu")

@@ -101,6 +101,21 @@ def benchmark_interleaved(
     return timings
 
 
+def closest_in_time(
+    reference: Callable[[], object], candidates: dict[str, Callable[[], object]], device: torch.device | str,
+    warmup: int = 1, repeats: int = 5,
+) -> tuple[str, dict[str, Timing]]:
+    """The candidate whose median time is closest to ``reference``'s, all timed side by side
+    (:func:`benchmark_interleaved`, the reference under the key ``"reference"``); returns its key and every timing.
+
+    How a benchmark finds "the dense twin narrowed to EUGen's speed": candidates are the dense widths."""
+    if not candidates or "reference" in candidates:
+        raise ValueError("closest_in_time needs candidates, none of them named 'reference'")
+    timings = benchmark_interleaved({"reference": reference, **candidates}, device, warmup, repeats)
+    target = timings["reference"].median
+    return min(candidates, key=lambda name: abs(timings[name].median - target)), timings
+
+
 @dataclass
 class ViewResults(Generic[S]):
     """Per-view render timings and metric results from :func:`render_and_score`."""

@@ -14,10 +14,11 @@ import viser
 
 def start_viser_server(host: str, port: int, attempts: int = 5, **kwargs) -> viser.ViserServer:
     """``viser.ViserServer(host=host, port=port, **kwargs)``, retried when a process vanished during its scan."""
-    for attempt in range(attempts):
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    for _ in range(attempts - 1):
         try:
             return viser.ViserServer(host=host, port=port, **kwargs)
         except psutil.NoSuchProcess:
-            if attempt == attempts - 1:
-                raise
-    raise ValueError(f"attempts must be >= 1, got {attempts}")
+            continue
+    return viser.ViserServer(host=host, port=port, **kwargs)  # the last attempt reports what it meets
