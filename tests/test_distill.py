@@ -510,3 +510,41 @@ def test_layer_types_distillation_cannot_build_are_refused(dense_teacher, tmp_pa
     with pytest.raises(DistillError, match=message):
         options(dense_teacher, tmp_path / "run", eugen=EUGenSpec(layer_type=layer_type), **extra)
     assert not (tmp_path / "run").exists()
+
+
+def test_teacher_projections_are_the_teachers_units_fit_better_and_survive_resume_and_loading(dense_teacher, tmp_path):
+    """``--projections teacher``: every order's rows are teacher units' own rows (stored in the checkpoint, as
+    refined G is); the per-unit polynomials fit the ReLU layers better than seeded projections at the same m; an
+    interrupted run resumes to the same units and solution."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    small = dict(evaluate=False, num_features=16)
+    seeded = distill(options(dense_teacher, tmp_path / "seeded", **small))
+    aligned = distill(options(dense_teacher, tmp_path / "aligned", projections="teacher", **small))
+    for path, fit in aligned.fits.items():
+        assert fit.r2_heldout > seeded.fits[path].r2_heldout, (path, fit.r2_heldout, seeded.fits[path].r2_heldout)
+    teacher = load_teacher(dense_teacher, "cpu").model
+    student = load_teacher(tmp_path / "aligned", "cpu").model  # strict: G is in the checkpoint
+    for path, fit in aligned.fits.items():
+        layer = student.get_submodule(path)
+        assert layer.trainable_projections
+        torch.testing.assert_close(layer.projections.detach(), fit.projections.to(layer.projections))
+        dense = teacher.get_submodule(path)
+        rows = torch.cat([dense.weight, dense.bias[:, None], torch.zeros(dense.out_features, 1)], 1).detach()
+        rows = rows / rows.norm(dim=1, keepdim=True)
+        g = layer.projections.detach().view(layer.num_projection_matrices, layer.num_features, -1)
+        cosine = g[0] @ rows.T  # each row of G is one of the teacher's unit rows
+        torch.testing.assert_close(cosine.max(dim=1).values, torch.ones(layer.num_features))
+        torch.testing.assert_close(g[1], g[0])  # every order the same units
+    with pytest.raises(DistillInterrupted):
+        distill(options(dense_teacher, tmp_path / "resumed", projections="teacher", stop_after_batches=3, **small))
+    resumed = distill(options(dense_teacher, tmp_path / "resumed", projections="teacher", **small))
+    for path, fit in aligned.fits.items():
+        for key in ("weight", "bias", "projections"):
+            torch.testing.assert_close(getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-10, atol=0)
+
+
+def test_teacher_projections_are_refused_for_the_baselines(dense_teacher, tmp_path):
+    with pytest.raises(DistillError, match="projections 'teacher' sets the projections of EUGen layers"):
+        options(dense_teacher, tmp_path / "run", projections="teacher", eugen=EUGenSpec(layer_type="lowrank"))
+    assert not (tmp_path / "run").exists()

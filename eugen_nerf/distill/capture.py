@@ -203,3 +203,52 @@ class Capture:
             if eq.rows is not None:
                 eq.rows.add(student_in[eq.ref.index][~held], target[~held])
                 eq.heldout_rows.add(student_in[eq.ref.index][held], target[held])
+
+
+class PreactivationProbe:
+    """Context manager: while active, every forward pass accumulates the centred Gram matrix of the teacher's
+    pre-activations of each layer in ``refs`` (what ``--projections teacher`` picks its units from).
+
+    Only the statistics' Gram part is read (:meth:`NormalEquations.centred_gram`); rows are subsampled by
+    ``pair_fraction`` with the generator set per batch, as in :class:`Capture`.
+    """
+
+    def __init__(self, mlps: Dict[str, EUGenMLP], teachers: Dict[str, EUGenMLP], refs: List[LayerRef],
+                 pair_fraction: float) -> None:
+        self.mlps, self.teachers, self.pair_fraction = mlps, teachers, pair_fraction
+        self.by_mlp: Dict[str, List[LayerRef]] = {}
+        for ref in refs:
+            self.by_mlp.setdefault(ref.mlp_path, []).append(ref)
+        self.statistics = {ref.path: NormalEquations(teachers[ref.mlp_path].layers[ref.index].out_features, 1)
+                           for ref in refs}
+        self.generator: Optional[torch.Generator] = None
+        self._handles: list = []
+
+    def __enter__(self) -> "PreactivationProbe":
+        for mlp_path in self.by_mlp:
+            self._handles.append(self.mlps[mlp_path].register_forward_hook(
+                lambda module, args, output, path=mlp_path: self.record(path, args[0])))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    @torch.no_grad()
+    def record(self, mlp_path: str, in_tensor: Tensor) -> None:
+        if self.generator is None:
+            raise RuntimeError("PreactivationProbe.generator must be set (per batch) before rendering")
+        x = in_tensor.reshape(-1, in_tensor.shape[-1])
+        x = x[(torch.rand(x.shape[0], generator=self.generator) < self.pair_fraction).to(x.device)]
+        if x.shape[0] == 0:
+            return
+        refs = self.by_mlp[mlp_path]
+        _, _, pre = trace(self.teachers[mlp_path], x, max(ref.index for ref in refs))
+        for ref in refs:
+            z = pre[ref.index]
+            self.statistics[ref.path].update(z, z.new_zeros(z.shape[0], 1))
+
+    def grams(self) -> Dict[str, Tensor]:
+        """The centred Gram matrix of each layer's pre-activations, by layer path."""
+        return {path: stats.centred_gram().cpu() for path, stats in self.statistics.items()}

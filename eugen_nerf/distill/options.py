@@ -74,6 +74,13 @@ class DistillOptions:
     """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept."""
+    projections: Literal["seeded", "teacher"] = "seeded"
+    """``G`` of the EUGen layers: ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
+    ``teacher``: every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of
+    its pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a unit's
+    pre-activation to the power ``i``; stored in the student's checkpoint."""
+    probe_batches: int = 2
+    """``--projections teacher`` only: batches whose teacher pre-activations choose the units."""
     image_fraction: FractionArg = 1 / 16
     """Fraction of the training images whose rays are rendered."""
     resolution_scale: FractionArg = 1 / 8
@@ -145,8 +152,13 @@ class DistillOptions:
         if self.eugen.layer_type == "lowrank" and self.refine_steps:
             raise DistillError("refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                                "eugen.layer-type lowrank has none (use --refine-steps 0)")
+        if self.projections not in ("seeded", "teacher"):
+            raise DistillError(f"projections must be 'seeded' or 'teacher', got {self.projections!r}")
+        if self.projections == "teacher" and self.eugen.layer_type != "eugen":
+            raise DistillError(f"projections 'teacher' sets the projections of EUGen layers; eugen.layer-type "
+                               f"{self.eugen.layer_type} keeps its own (use --projections seeded)")
         for name in ("batch_rays", "finetune_rays", "fps_repeats", "auto_views",
-                     "refine_rows"):
+                     "refine_rows", "probe_batches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
@@ -184,7 +196,8 @@ class DistillOptions:
     @property
     def spec(self) -> EUGenSpec:
         """Hyper-parameters of every EUGen layer the run creates (each layer gets its own seed)."""
-        trainable = self.eugen.trainable_projections or self.refine_steps > 0  # refined G lives in the checkpoint
+        # refined or teacher-aligned G lives in the checkpoint
+        trainable = self.eugen.trainable_projections or self.refine_steps > 0 or self.projections == "teacher"
         return replace(self.eugen, trainable_projections=trainable)
 
     @property
@@ -194,7 +207,8 @@ class DistillOptions:
     def capture_fingerprint(self) -> dict:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
         keys = ("layers", "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
-                "psnr_budget", "auto_views", "batch_rays", "refine_steps", "refine_rows", "refine_lr")
+                "psnr_budget", "auto_views", "batch_rays", "refine_steps", "refine_rows", "refine_lr", "projections",
+                "probe_batches")
         values = asdict(self)
         eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
         return {**{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},

@@ -34,7 +34,7 @@ import torch
 from rich.console import Console
 from tqdm import tqdm
 
-from eugen_nerf.distill.capture import Capture, LayerEquations
+from eugen_nerf.distill.capture import Capture, LayerEquations, PreactivationProbe
 from eugen_nerf.distill.finetune import FinetuneLog, finetune
 from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
 from eugen_nerf.distill.output import (
@@ -49,7 +49,7 @@ from eugen_nerf.distill.output import (
 from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
 from eugen_nerf.eval.runs import Run, final_rgb
-from eugen_nerf.layers import LowRankLinear
+from eugen_nerf.layers import LowRankLinear, pivoted_units, unit_projections
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
@@ -79,7 +79,7 @@ class DistillResult:
 @dataclass
 class StageTimer:
     seconds: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("load", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0))
+        ("load", "probe", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0))
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -212,6 +212,32 @@ class Distillation:
                 self.install(ref, self.fits[ref.path])
         self.statistics: Dict[str, dict] = {}
 
+    def student_layer(self, ref: LayerRef):
+        """The unfitted layer replacing ``ref``: seeded, or with the teacher's units as projections."""
+        layer = make_student_layer(self.mlps[ref.mlp_path], ref, self.options.spec)
+        units = self.state.get("units", {}).get(ref.path)
+        if units is not None:
+            with torch.no_grad():
+                layer.projections.copy_(unit_projections(layer, self.dense[ref.path], units))
+        return layer
+
+    def choose_units(self) -> None:
+        """``--projections teacher``: the units of each layer, from its teacher pre-activations on the first
+        ``--probe-batches`` batches (every process renders the same ones, so all choose alike); saved in the
+        state so a resumed run builds the same layers."""
+        options, model = self.options, self.teacher.model
+        if "units" in self.state:
+            return
+        probe = PreactivationProbe(self.mlps, self.teachers, self.refs, options.pair_fraction)
+        with self.timer("probe"), torch.no_grad(), probe:
+            for b in tqdm(range(min(options.probe_batches, self.rays.num_batches)), desc="probe units",
+                          disable=self.rank != 0, leave=False):
+                probe.generator = batch_generator(options.eugen.seed, b)
+                model(self.rays.batch(b, self.device))
+        self.state["units"] = {path: pivoted_units(gram, options.eugen.num_features)
+                               for path, gram in probe.grams().items()}
+        self.store.save(self.state)
+
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
         mlp = self.mlps[ref.mlp_path]
         layer = make_student_layer(mlp, ref, self.options.spec)
@@ -256,10 +282,12 @@ class Distillation:
                                          options.auto_views, options.eugen.seed)
             if "auto_teacher_psnr" not in self.state:
                 self.state["auto_teacher_psnr"] = self.selection_psnr()
+        if options.projections == "teacher":
+            self.choose_units()
         for s, stage in enumerate(stages):
             if s < self.state["stage"]:
                 continue
-            equations = [LayerEquations.create(ref, make_student_layer(self.mlps[ref.mlp_path], ref, options.spec),
+            equations = [LayerEquations.create(ref, self.student_layer(ref),
                                                options.refine_rows if options.refine_steps else 0)
                          for ref in stage]
             for eq in equations:
@@ -272,6 +300,8 @@ class Distillation:
                     if self.world_size > 1:
                         eq.all_reduce()
                     fit = solve_layer(eq, options.ridges)
+                    if "units" in self.state:  # the teacher's units are this layer's G: stored with its fit
+                        fit.projections = eq.layer.projections.detach().clone()
                 if options.refine_steps:
                     with self.timer("refine"):
                         fit = refine_layer(eq, fit, options.refine_steps, options.refine_lr,

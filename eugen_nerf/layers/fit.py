@@ -103,6 +103,12 @@ class NormalEquations:
             getattr(self, key).add_(getattr(other, key))
         return self
 
+    def centred_gram(self) -> torch.Tensor:
+        """``Σ (f - f̄)(f - f̄)ᵀ``: the features' scatter about their mean."""
+        if self.count <= 0:
+            raise ValueError("no samples (or zero total weight) accumulated: call update() first")
+        return self._centred()[0]
+
     def _centred(self):
         n = self.count
         mean_f = self.feature_sum / n

@@ -1,0 +1,73 @@
+"""Projections taken from a trained dense layer's own units, for distilling that layer.
+
+Random Gaussian ``G`` is what makes an EUGen layer an unbiased estimate of a *polynomial* dense layer.
+A ReLU layer ``ReLU(Wx + b)`` is not one, and the distilled layer must reproduce the kink with a
+degree-``k`` polynomial of its features. Random projections spread that effort over random directions of
+``x⁺``; the teacher's own rows ``w⁺_s = [w_s; b_s; 0]`` put it where the units are: with every order's
+rows set to the same ``w⁺_s``, order ``i`` carries ``z_s^i`` (times ``rms(x⁺)^{1-i}`` under the layer's
+``linear`` scaling), a per-unit polynomial of the teacher's own pre-activation ``z_s = w_sᵀx + b_s``.
+
+Which ``m`` units: the ones a pivoted Cholesky factorisation of the pre-activations' centred Gram matrix
+picks first, i.e. those whose pre-activations are, greedily, the least linearly predictable from the ones
+already chosen (the column order of a pivoted QR of the pre-activation matrix, from its Gram alone, so it
+can be accumulated over batches). Measured on the paper-sized NeRF teacher (``scripts/ablate_distill.py``):
+the fine field's trunk layers 2, 3, 5, 6 at ``m = 64, k = 2`` render 28.1 dB against the teacher in closed
+form, against 20.0 dB with seeded Gaussian ``G``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from eugen_nerf.layers.eugen import EUGenLinear
+
+
+def pivoted_units(gram: Tensor, count: int) -> Tensor:
+    """Indices of the first ``count`` pivots of a pivoted Cholesky factorisation of ``gram`` (``l x l``,
+    symmetric positive semi-definite): greedily, the column with the largest variance left unexplained by
+    the columns already chosen. Returns ``min(count, l)`` distinct indices."""
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1]:
+        raise ValueError(f"gram must be a square matrix, got shape {tuple(gram.shape)}")
+    size = gram.shape[0]
+    count = min(int(count), size)
+    gram = gram.double()
+    residual = gram.diagonal().clone()
+    factor = torch.zeros(size, count, dtype=torch.float64, device=gram.device)
+    chosen = torch.zeros(size, dtype=torch.bool, device=gram.device)
+    picks = []
+    for i in range(count):
+        pivot = int(torch.where(chosen, torch.full_like(residual, -float("inf")), residual).argmax())
+        picks.append(pivot)
+        chosen[pivot] = True
+        left = residual[pivot]
+        if left > 1e-12 * gram.diagonal().max().clamp_min(1e-300):
+            column = (gram[:, pivot] - factor[:, :i] @ factor[pivot, :i]) / left.sqrt()
+            factor[:, i] = column
+            residual = (residual - column.square()).clamp_min(0)
+    return torch.tensor(picks, dtype=torch.long)
+
+
+def unit_projections(layer: EUGenLinear, dense: nn.Linear, units: Tensor) -> Tensor:
+    """The projections of ``layer`` with the rows of ``dense``'s ``units`` in every order's matrix.
+
+    Rows are ``w⁺_s / ‖w⁺_s‖`` times the layer's ``projection_scale``, the norm of a seeded Gaussian row, so
+    each factor stays O(1) as the layer's scaling expects. When ``m`` exceeds the number of units, the rows
+    beyond them keep the layer's seeded draw.
+    """
+    if dense.in_features != layer.in_features:
+        raise ValueError(f"dense layer has {dense.in_features} inputs, the EUGen layer {layer.in_features}")
+    units = torch.as_tensor(units, dtype=torch.long).reshape(-1)[: layer.num_features]
+    if units.numel() and (units.min() < 0 or units.max() >= dense.out_features):
+        raise ValueError(f"units must index the dense layer's {dense.out_features} outputs")
+    weight = dense.weight.detach().double().cpu()
+    bias = dense.bias.detach().double().cpu() if dense.bias is not None else torch.zeros(dense.out_features,
+                                                                                         dtype=torch.float64)
+    rows = torch.cat([weight, bias[:, None]], dim=1)[units]
+    if layer.use_norm:
+        rows = torch.cat([rows, torch.zeros(rows.shape[0], 1, dtype=torch.float64)], dim=1)
+    rows = rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-12) * layer.projection_scale
+    projections = layer.projections.detach().double().cpu().clone()
+    projections = projections.view(layer.num_projection_matrices, layer.num_features, layer.augmented_dim)
+    projections[:, : rows.shape[0]] = rows
+    return projections.reshape(-1, layer.augmented_dim).to(layer.projections)
