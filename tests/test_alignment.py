@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
 
-from eugen_nerf.layers import EUGenLinear, pivoted_units, unit_projections
+from eugen_nerf.layers import (EUGenLinear, EUGenMLP, EUGenSpec, orders_repeat, pivoted_units, tie_order_gradients_,
+                               unit_projections)
 
 
 def test_pivots_never_pick_a_copy_before_an_independent_unit():
@@ -55,3 +58,59 @@ def test_mismatched_layers_and_units_are_refused():
         unit_projections(layer, nn.Linear(5, 3), torch.tensor([0, 3]))
     with pytest.raises(ValueError, match="square"):
         pivoted_units(torch.ones(2, 3), 1)
+
+
+def _unit_trunk(scaling: str, use_norm: bool, degree: int = 2) -> EUGenMLP:
+    """A trunk whose layers 1, 2 (a merged chain) and 4 (after the skip) have the teacher's units in every
+    order, as ``eugen-distill --projections teacher`` builds them."""
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=8, degree=degree, feature_map="relu", scaling=scaling, use_norm=use_norm,
+                     trainable_projections=True)
+    mlp = EUGenMLP(in_dim=12, num_layers=6, layer_width=32, out_dim=4, skip_connections=(4,),
+                   layer_types=["dense", "eugen", "eugen", "dense", "eugen", "dense"], eugen=spec)
+    with torch.no_grad():
+        for index in (1, 2, 4):
+            layer = mlp.layers[index]
+            layer.projections.copy_(unit_projections(layer, nn.Linear(layer.in_features, 32), torch.arange(3, 11)))
+    return mlp.double().eval()
+
+
+@pytest.mark.parametrize("scaling, use_norm", [("linear", True), ("polynomial", False), ("unit", True)])
+@pytest.mark.parametrize("degree", [2, 3])
+def test_fused_form_projects_repeated_orders_once_and_equals_the_unfused_form(scaling, use_norm, degree):
+    mlp = _unit_trunk(scaling, use_norm, degree)
+    assert all(orders_repeat(mlp.layers[i]) for i in (1, 2, 4))
+    x = torch.randn(300, 12, dtype=torch.float64)
+    with torch.no_grad():
+        fused, unfused = mlp(x), mlp.forward_unfused(x)
+        steps = mlp.fused().steps
+    assert all(steps[i].powers and steps[i].weight.shape[0] == 8 + steps[i].norm_rows for i in (1, 2, 4))
+    assert not steps[0].powers and not steps[3].powers
+    assert ((fused - unfused).norm() / unfused.norm()).item() < 1e-10
+    with torch.enable_grad():  # the out-of-place path (autograd on) computes the same
+        grad_path = mlp(x.requires_grad_(True))
+    torch.testing.assert_close(grad_path.detach(), fused)
+
+
+def test_seeded_orders_do_not_repeat():
+    layer = EUGenLinear(12, 16, num_features=8, degree=2)
+    assert not orders_repeat(layer)
+    assert not orders_repeat(EUGenLinear(12, 16, num_features=8, degree=1))
+
+
+def test_tied_gradients_keep_repeated_orders_one_projection_under_adam():
+    torch.manual_seed(0)
+    mlp = _unit_trunk("linear", True)
+    layer = mlp.layers[1].float().train()
+    x, target = torch.randn(256, 32), torch.randn(256, 32)
+    for tie in (True, False):
+        trained = copy.deepcopy(layer)
+        optimizer = torch.optim.Adam(trained.parameters(), lr=1e-2)
+        for _ in range(5):
+            optimizer.zero_grad()
+            (trained(x) - target).square().mean().backward()
+            if tie:
+                tie_order_gradients_(trained)
+            optimizer.step()
+        assert not torch.equal(trained.projections, layer.projections)  # G was trained
+        assert orders_repeat(trained) == tie

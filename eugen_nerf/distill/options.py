@@ -78,7 +78,11 @@ class DistillOptions:
     """``G`` of the EUGen layers: ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
     ``teacher``: every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of
     its pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a unit's
-    pre-activation to the power ``i``; stored in the student's checkpoint."""
+    pre-activation to the power ``i``; stored in the student's checkpoint (refined, the orders stay one
+    projection). Best measured with ``--eugen.feature-map relu --eugen.scaling polynomial --eugen.no-use-norm``:
+    order 1 is then the teacher's own ReLU of those units, and the fused student projects once for all orders
+    and carries no norm rows (on the paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed
+    form at m = 64 where seeded ``G`` kept 82.0%, rendering 1.64x as fast; README, Distillation)."""
     probe_batches: int = 2
     """``--projections teacher`` only: batches whose teacher pre-activations choose the units."""
     image_fraction: FractionArg = 1 / 16

@@ -9,6 +9,10 @@ as the number ``ρ`` (``‖h‖ = hypot(‖R' [F; 1]‖, ρ)``), so a chain step
 (``M + 1`` norm rows made the CPU's matrix product ~40% slower). A chain of EUGen layers therefore runs
 feature to feature and the ``l``-wide hidden activation is never built.
 
+When every order of a layer has the same projection rows (``eugen-distill --projections teacher`` builds
+such layers: order ``i`` is a unit's pre-activation to the power ``i``), the fused form projects onto the
+``m`` rows once and takes powers, so those layers cost ``m`` projection rows, not ``k·m``.
+
 All merged matrices are computed once in float64 and cast to the MLP's dtype.
 """
 
@@ -20,6 +24,7 @@ from typing import Callable, List, Optional
 import torch
 from torch import nn
 
+from eugen_nerf.layers.alignment import orders_repeat
 from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, input_norm
 
@@ -44,6 +49,7 @@ class _Step:
     norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
     out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
     out_bias: Optional[torch.Tensor] = None
+    powers: bool = False  # EUGen: every order has the same rows; only the first order's are projected
 
 
 def _linear_parts(layer: nn.Module) -> tuple:
@@ -69,6 +75,15 @@ def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> tuple:
     return r[:-1], r[-1, -1].abs()
 
 
+def _feature_map(layer: EUGenLinear, products: torch.Tensor, inplace: bool) -> torch.Tensor:
+    """``Φ(products)``, in place for the maps that have an in-place form when ``inplace``."""
+    if inplace and layer.feature_map == "relu":
+        return products.relu_()
+    if inplace and layer.feature_map == "sin":
+        return products.sin_()
+    return _FEATURE_MAP_FNS[layer.feature_map](products)
+
+
 class FusedMLP:
     """Callable merged form of an :class:`EUGenMLP`; equal to its unfused forward (float rounding aside)."""
 
@@ -90,8 +105,11 @@ class FusedMLP:
             split = mlp.in_dim if has_skip else 0  # skip inputs come first: cat([input, hidden])
             is_eugen = isinstance(layer, EUGenLinear)
             norm_weight, norm_constant = None, None
+            powers = is_eugen and orders_repeat(layer)
             if is_eugen:
                 g = layer.projections.double()
+                if powers:
+                    g = g[: layer.num_features]
                 d = layer.in_features
                 weight, bias = g[:, :d], g[:, d].clone()
             else:
@@ -117,11 +135,12 @@ class FusedMLP:
                 layer=layer if is_eugen else None,
                 norm_rows=norm_rows,
                 norm_constant=norm_constant.to(dtype) if norm_constant is not None else None,
+                powers=powers,
             )
             carried = None
             if is_eugen:
                 if layer.use_norm:
-                    step.norm_projection = layer.projections[:, layer.in_features + 1].to(dtype).contiguous()
+                    step.norm_projection = g[:, layer.in_features + 1].to(dtype).contiguous()
                 a = layer.weight.double()
                 c = layer.bias.double() if layer.bias is not None else a.new_zeros(a.shape[0])
                 if i == last:
@@ -172,7 +191,7 @@ class FusedMLP:
                 if layer.scaling != "polynomial":
                     rms = layer.input_rms(norm).to(projected.dtype)
                     projected = projected.div_(rms) if inplace else projected / rms
-            x = self._features(layer, projected, inplace)
+            x = self._features(layer, projected, inplace, step.powers)
             if layer.scaling == "linear":
                 x = x.mul_(rms) if inplace else x * rms
             if step.out_weight is not None:
@@ -182,19 +201,24 @@ class FusedMLP:
         return x.reshape(*lead, x.shape[-1])
 
     @staticmethod
-    def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool) -> torch.Tensor:
-        """``Φ(products)``; in place (running products by successive ``mul_``) when allowed."""
+    def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool, powers: bool = False) -> torch.Tensor:
+        """``Φ(products)``; in place (running products by successive ``mul_``) when allowed. With ``powers``,
+        ``projected`` holds the first order's ``m`` rows only and order ``i`` is its ``i``-th power."""
+        n, m, k = projected.shape[0], layer.num_features, layer.degree
+        if powers and not inplace:
+            return _feature_map(layer, torch.cat([projected.pow(order) for order in range(1, k + 1)], 1), False)
+        if powers:
+            blocks = projected.new_empty(n, k, m)
+            blocks[:, 0] = projected
+            for order in range(1, k):
+                torch.mul(blocks[:, order - 1], projected, out=blocks[:, order])
+            return _feature_map(layer, blocks.view(n, k * m), inplace=True)  # a new buffer: no one else's
         if not (inplace and layer.shared_projections):
-            return _FEATURE_MAP_FNS[layer.feature_map](layer.products(projected))
-        n, m = projected.shape[0], layer.num_features
-        blocks = projected.view(n, layer.degree, m)
-        for order in range(1, layer.degree):
+            return _feature_map(layer, layer.products(projected), inplace=False)
+        blocks = projected.view(n, k, m)
+        for order in range(1, k):
             blocks[:, order].mul_(blocks[:, order - 1])
-        if layer.feature_map == "relu":
-            return projected.relu_()
-        if layer.feature_map == "sin":
-            return projected.sin_()
-        return _FEATURE_MAP_FNS[layer.feature_map](projected)
+        return _feature_map(layer, projected, inplace=True)
 
     def macs_per_point(self) -> int:
         """Multiply-accumulates per point of the merged form."""
