@@ -9,10 +9,12 @@ The score is the PSNR of those renders against the teacher's own renders on **wh
 no part: this isolates what each choice does to the fitted layers.
 
 Variants (each one change from the baseline, ``relu`` map, m = 64, k = 2, layers 2, 3, 5, 6, unweighted):
-feature map; pair weights (transmittance ``T`` of the teacher, rendering weight ``T·α``); refitting the
+feature map; the projections (seeded Gaussian, the teacher's own units in every order, or pairs of units:
+``z_s·z_t`` in order 2), with the scaling and the norm entry; pair weights (transmittance ``T`` of the teacher, rendering weight ``T·α``); refitting the
 dense layers after the replaced ones and the density head in closed form (pre-activation targets, the
 density floored at -8); one ridge for all features vs a ridge per feature variance; more features; other
-layer sets; per-layer refinement of ``G`` and ``A`` by gradient descent on the same layer loss; and a joint
+layer sets; per-layer refinement of ``G`` and ``A`` by gradient descent on the same layer loss (its steps and
+learning rate, tied orders for the teacher's units, or on what the next layer sees of the output); and a joint
 refinement of every replaced layer after it, on the teacher's render of the training samples (what
 ``--finetune-steps`` with ``--finetune-parameters eugen`` does in ``eugen-distill``) or on the teacher's trunk
 output.
@@ -41,11 +43,13 @@ from eugen_nerf.distill.sampling import sample_rays
 from eugen_nerf.distill.solve import pooled_r2
 from eugen_nerf.distill.student import LayerRef, install_layer, make_student_layer
 from eugen_nerf.distill.teacher import load_teacher
-from eugen_nerf.layers import EUGenLinear, EUGenSpec, NormalEquations
+from eugen_nerf.layers import (EUGenLinear, EUGenSpec, NormalEquations, orders_repeat, pivoted_units,
+                               tie_order_gradients_, unit_projections)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
-            refine_steps=0, joint=None, non_negative=False)
+            refine_steps=0, joint=None, non_negative=False, projections="seeded", scaling="linear", use_norm=True,
+            refine_view="output", refine_lr=1e-3)
 REFINED = dict(feature_map="identity", refine_steps=300)
 VARIANTS = {
     "baseline (relu, m=64, k=2, layers 2,3,5,6)": {},
@@ -69,6 +73,35 @@ VARIANTS = {
     "identity + refine, non-negative (the ReLU kept after each EUGen layer: A no longer merges)":
         dict(REFINED, non_negative=True),
     "identity + refine, layers 6, 7, non-negative": dict(REFINED, layers=(6, 7), non_negative=True),
+    "identity, G = the teacher's units (--projections teacher)": dict(feature_map="identity", projections="teacher"),
+    "identity + refine, G = the teacher's units": dict(REFINED, projections="teacher"),
+    "identity, G = the teacher's units, m=128 (k*m = 256)": dict(feature_map="identity", projections="teacher", m=128),
+    "relu, G = the teacher's units": dict(projections="teacher"),
+    "relu + refine, G = the teacher's units": dict(refine_steps=300, projections="teacher"),
+    "identity, G = pairs of the teacher's units": dict(feature_map="identity", projections="teacher-pairs"),
+    "relu, G = pairs of the teacher's units": dict(projections="teacher-pairs"),
+    "relu + refine, G = pairs of the teacher's units": dict(refine_steps=300, projections="teacher-pairs"),
+    "relu + refine 1000 steps, G = the teacher's units": dict(refine_steps=1000, projections="teacher"),
+    "relu, G = the teacher's units, polynomial scaling, no norm": dict(projections="teacher", scaling="polynomial",
+                                                                       use_norm=False),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False),
+    "relu + refine, G = pairs of the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher-pairs", scaling="polynomial", use_norm=False),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96),
+    "relu + refine on the next layer's view, G = the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_view="next"),
+    "relu + refine 1000 steps, G = the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=1000, projections="teacher", scaling="polynomial", use_norm=False),
+    "relu + refine at lr 3e-3, G = the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-3),
+    "relu + refine at lr 3e-4, G = the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-4),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=80": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=80),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96, layers 1, 2, 3, 5, 6": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96, layers=(1, 2, 3, 5, 6)),
 }
 QUICK = ("baseline (relu, m=64, k=2, layers 2,3,5,6)", "feature map identity", "weights: teacher transmittance T")
 
@@ -123,18 +156,27 @@ def fit_rows(inputs, targets, weights, train_rows, held_rows, standardise):
     return best_solve(train, held, standardise)
 
 
-def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int) -> EUGenLinear:
+def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, view=None, lr: float = 1e-3) -> EUGenLinear:
     """The paper's refinement: ``G`` (trainable: the layer was made so) and ``A`` trained on the same weighted
-    layer loss, from the closed form."""
+    layer loss, from the closed form. With ``view = (V, offsets, relu)`` the loss compares what the next layer
+    makes of the output, ``φ(y Vᵀ + offsets)``, instead of the output itself."""
     layer.requires_grad_(True)
-    optimizer = torch.optim.Adam(layer.parameters(), lr=1e-3)
+    tied = orders_repeat(layer)  # eugen-distill keeps the teacher's units one projection while refining
+    optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         pick = torch.randint(inputs.shape[0], (4096,), generator=generator)
-        loss = (weights[pick, None] * (layer(inputs[pick]) - targets[pick]) ** 2).mean()
+        output, target = layer(inputs[pick]), targets[pick]
+        if view is not None:
+            matrix, offsets, relu = view
+            seen = [y @ matrix.T + (offsets[pick] if offsets is not None else 0) for y in (output, target)]
+            output, target = (torch.relu(t) for t in seen) if relu else seen
+        loss = (weights[pick, None] * (output - target) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
+        if tied:
+            tie_order_gradients_(layer)
         optimizer.step()
         schedule.step()
     return layer.requires_grad_(False)
@@ -181,12 +223,45 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     weights = weights / weights[train_rows].mean()
     student = copy.deepcopy(teacher_field)
     spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed,
+                     scaling=v["scaling"], use_norm=v["use_norm"],
                      trainable_projections=bool(v["refine_steps"] or v["joint"]))  # refined G is a parameter
     teacher_in, teacher_out, _ = trace(teacher_field.trunk, data["x"], 7)
+    trunk = teacher_field.trunk
+
+    def units_of(index: int, count: int):  # the teacher's units at ``index``, from its training rows
+        pre = trunk.layers[index](teacher_in[index][train_rows]).double()
+        pre = pre - pre.mean(0)
+        return pivoted_units(pre.T @ pre, count)
+
+    def next_view(index: int):
+        """What the layer after ``index`` sees of its output: its units' rows (a replaced layer, teacher units),
+        or its pre-activation and ReLU (a dense layer; the skip input's share as a per-row offset)."""
+        following = index + 1
+        if following >= len(trunk.layers):
+            return None
+        dense = trunk.layers[following]
+        weight, bias = dense.weight.detach(), dense.bias.detach()
+        if following in v["layers"]:
+            rows = torch.cat([weight, bias[:, None]], 1)[units_of(following, v["m"])]
+            return (rows / rows.norm(dim=1, keepdim=True))[:, : weight.shape[1]], None, False
+        if following in trunk.skip_connections:
+            split = trunk.in_dim
+            offsets = data["x"][train_rows] @ weight[:, :split].T + bias
+            return weight[:, split:], offsets, True
+        return weight, bias.expand(int(train_rows.sum()), -1), True
+
     fits = []
     for index in v["layers"]:
         layer = make_student_layer(student.trunk, LayerRef("trunk", index), spec)
         student_in = trace(student.trunk, data["x"], index)[0]
+        if v["projections"] != "seeded":  # units from the teacher's pre-activations on the training rows
+            dense = teacher_field.trunk.layers[index]
+            units = units_of(index, v["m"] * (2 if v["projections"] == "teacher-pairs" else 1))
+            projections = unit_projections(layer, dense, units[: v["m"]])
+            if v["projections"] == "teacher-pairs":  # order 2 multiplies two different units: z_s * z_t
+                second = unit_projections(layer, dense, units[v["m"]:]).view(v["k"], v["m"], -1)
+                projections.view(v["k"], v["m"], -1)[1:] = second[1:]
+            layer.projections.copy_(projections)
         features = layer.features(student_in[index])
         score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])
         layer.weight.copy_(solution.weight)
@@ -194,7 +269,8 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
         if v["refine_steps"]:
             with torch.enable_grad():
                 layer = refine(layer, student_in[index][train_rows], teacher_out[index][train_rows],
-                               weights[train_rows], v["refine_steps"], seed)
+                               weights[train_rows], v["refine_steps"], seed,
+                               next_view(index) if v["refine_view"] == "next" else None, v["refine_lr"])
         # non-negative: wrapped, the layer is no longer an EUGenLinear to the MLP, which then applies its ReLU
         install_layer(student.trunk, index, torch.nn.Sequential(layer) if v["non_negative"] else layer)
         fits.append({"layer": index, "r2_heldout": score, "ridge": solution.ridge})

@@ -54,6 +54,10 @@ class BenchDistill:
     """polynomial degree (k) of the EUGen layers."""
     feature_map: str = "identity"
     """feature map of the EUGen layers."""
+    scaling: Literal["linear", "unit", "polynomial"] = "linear"
+    """scaling of the EUGen features (eugen-distill --eugen.scaling)."""
+    use_norm: bool = True
+    """the norm entry of x+ (eugen-distill --eugen.use-norm)."""
     image_fraction: float = 0.25
     """fraction of the training images whose rays are rendered."""
     resolution_scale: float = 0.5
@@ -72,6 +76,9 @@ class BenchDistill:
     """all: every field parameter; eugen: only the EUGen layers."""
     refine_steps: int = 0
     """per-layer refinement of G and A (0: closed form)"""
+    projections: Literal["seeded", "teacher"] = "seeded"
+    """G of the EUGen layers: the seeded Gaussian draw, or the teacher layer's own units (eugen-distill
+    --projections)."""
     layer_type: Literal["eugen", "snnk", "lowrank"] = "eugen"
     """what the layers become (the front mode reads it from each entry instead): EUGen, or a reviewers' baseline
     fitted the same way (see --front)."""
@@ -105,7 +112,7 @@ def ratio(student: dict, teacher: dict, key: str) -> float:
 
 def summarise(report: dict) -> dict:
     seconds = report["seconds"]
-    closed_form = seconds["load"] + seconds["capture"] + seconds["solve"] + seconds["build"]
+    closed_form = seconds["load"] + seconds.get("probe", 0.0) + seconds["capture"] + seconds["solve"] + seconds["build"]
     teacher, closed, tuned = report["teacher"], report["student_closed_form"], report["student"]
     measured = {
         "closed_form_seconds": closed_form,
@@ -185,6 +192,7 @@ def front(args: BenchDistill) -> None:
                 eugen=front_spec(args, layer_type),
                 image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
                 pair_fraction=args.pair_fraction, refine_steps=refine_steps, evaluate=False,
+                projections=args.projections if layer_type == "eugen" else "seeded",
             )
             result = distill(options)
             student = evaluate(result.teacher.pipeline, None, args.fps_repeats, f"student {key}")
@@ -226,8 +234,10 @@ def point_key(pattern: str, layer_type: str) -> str:
 
 def front_spec(args: BenchDistill, layer_type: str = "eugen") -> EUGenSpec:
     # --feature-map is EUGen's: SNNK is ReLU features by definition, and a low-rank layer has none
+    eugen = layer_type == "eugen"
     return EUGenSpec(layer_type=layer_type, num_features=args.num_features, degree=args.degree,
-                     feature_map=args.feature_map if layer_type == "eugen" else "relu", lowrank_rank=args.lowrank_rank)
+                     feature_map=args.feature_map if eugen else "relu", lowrank_rank=args.lowrank_rank,
+                     **(dict(scaling=args.scaling, use_norm=args.use_norm) if eugen else {}))
 
 
 def front_command(args: BenchDistill) -> dict:
@@ -308,6 +318,7 @@ def main() -> None:
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
             finetune_parameters=args.finetune_parameters,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
+            projections=args.projections if args.layer_type == "eugen" else "seeded",
         )
         report = distill(options).report
     summary = summarise(report)
