@@ -72,6 +72,9 @@ class BenchDistill:
     """Adam learning rate of the fine-tune at its start (cosine-decayed)."""
     finetune_novel_views: int = 8
     """cameras near the training ones that the teacher renders as extra fine-tune targets."""
+    finetune_validation_views: int = 4
+    """other novel cameras the teacher renders to choose the kept fine-tune state (eugen-distill
+    --finetune-validation-views)."""
     finetune_parameters: Literal["all", "eugen"] = "all"
     """all: every field parameter; eugen: only the EUGen layers."""
     refine_steps: int = 0
@@ -316,7 +319,7 @@ def main() -> None:
             image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
-            finetune_parameters=args.finetune_parameters,
+            finetune_parameters=args.finetune_parameters, finetune_validation_views=args.finetune_validation_views,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
             projections=args.projections if args.layer_type == "eugen" else "seeded",
         )

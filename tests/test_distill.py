@@ -236,6 +236,7 @@ def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
         (["--layers", "field_coarse.density_head"], "is a Linear outside any supported MLP"),
         (["--refine-steps", "-1"], "refine-steps must be an integer >= 0"),
         (["--finetune-novel-views", "-2"], "finetune-novel-views must be an integer >= 0"),
+        (["--finetune-validation-views", "-1"], "finetune-validation-views must be an integer >= 0"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, capsys, flags, message):
@@ -429,6 +430,34 @@ def test_stock_nerfacto_teacher_distills_with_the_same_report(nerfacto_teacher, 
     for key in ("psnr", "ssim", "fps", "parameters"):
         assert report["student"][key] > 0 and report["teacher"][key] > 0
     assert (tmp_path / "run" / "config.yml").is_file()
+
+
+def test_finetune_is_validated_on_novel_cameras_it_never_trains_on(dense_teacher, tmp_path, monkeypatch):
+    """``--finetune-validation-views N`` adds the teacher's render of N novel cameras (their own seed) to the rays
+    that choose the kept fine-tune state; the fine-tune never trains on them."""
+    import eugen_nerf.distill.run as run_module
+    from eugen_nerf.distill.finetune import FinetuneLog
+
+    calls = []
+
+    def spy(model, rays, targets, *args, validation=None, **kwargs):
+        calls.append((rays, targets, validation))
+        return FinetuneLog()
+
+    monkeypatch.setattr(run_module, "finetune", spy)
+    for views in (0, 2):
+        distill(options(dense_teacher, tmp_path / f"views{views}", evaluate=False, num_features=8, finetune_steps=1,
+                        finetune_novel_views=1, finetune_validation_views=views))
+    (train0, _, (held0, _)), (train2, _, (held2, held_rgb2)) = calls
+    assert len(train2) == len(train0)  # the rays trained on do not change
+    extra = len(held2) - len(held0)
+    assert extra > 0 and extra % 2 == 0, extra  # two cameras' worth of rays
+    torch.testing.assert_close(held2.origins[: len(held0)], held0.origins)  # the held-out cameras' rays first
+    trained_novel = train2.origins[-1]  # every ray of a camera starts at its centre: the novel view trained on
+    for origin in (held2.origins[len(held0)], held2.origins[-1]):  # the two validation cameras
+        assert not torch.allclose(origin, trained_novel)
+    assert torch.isfinite(held_rgb2).all() and held_rgb2.min() >= 0 and held_rgb2.max() <= 1
+    assert held_rgb2[len(held0):].std() > 0  # the teacher's picture, not a constant
 
 
 def test_refinement_keeps_or_improves_each_layer_and_the_student_loads_strictly(dense_teacher, tmp_path):

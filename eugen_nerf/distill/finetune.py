@@ -10,8 +10,10 @@ Adam with a cosine-decayed learning rate.
 **Never worse than where it started.** Adam's first steps move every parameter by about the learning rate
 whatever the gradient, which can undo a closed form that already renders like the teacher (the low-rank
 student: 99.7% of the teacher's PSNR before 300 steps at 1e-3, 98.5% after). Given validation rays (the
-distillation's held-out cameras, which neither the fit nor the fine-tune sees), their error against the
-teacher is measured before the first step and every ``check_every`` steps, and the best state is kept.
+distillation's held-out cameras, which neither the fit nor the fine-tune sees, and the teacher's render of
+``--finetune-validation-views`` novel cameras of their own), their error against the teacher is measured
+before the first step and every ``check_every`` steps, and the best state is kept. One held-out camera alone
+was too small a check: it let a fine-tune keep a state that was worse on every test view.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class DistillOptions:
     projection). Best measured with ``--eugen.feature-map relu --eugen.scaling polynomial --eugen.no-use-norm``:
     order 1 is then the teacher's own ReLU of those units, and the fused student projects once for all orders
     and carries no norm rows (on the paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed
-    form at m = 64 where seeded ``G`` kept 82.0%, rendering 1.64x as fast; README, Distillation)."""
+    form at m = 64 where seeded ``G`` kept 82.0%, rendering 1.60x as fast; README, Distillation)."""
     probe_batches: int = 2
     """``--projections teacher`` only: batches whose teacher pre-activations choose the units."""
     image_fraction: FractionArg = 1 / 16
@@ -113,6 +113,10 @@ class DistillOptions:
     """``all``: every field parameter (density head included); ``eugen``: only the EUGen layers."""
     finetune_novel_views: int = 8
     """Cameras near the training ones that the teacher renders as extra fine-tune targets (0: none)."""
+    finetune_validation_views: int = 4
+    """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
+    which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
+    let a fine-tune keep a state worse on every test view)."""
     refine_steps: int = 0
     """The paper's refinement: Adam steps per layer on ``G`` and ``A`` (from the closed form) on the same layer
     loss, over up to ``refine_rows`` captured (input, target) rows; 0: the closed form alone. The student's
@@ -166,7 +170,7 @@ class DistillOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
-        for name in ("finetune_novel_views", "refine_steps"):
+        for name in ("finetune_novel_views", "finetune_validation_views", "refine_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")

@@ -201,7 +201,7 @@ class Distillation:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
         # an untouched teacher renders the fine-tune's novel views and is timed beside the student (the model
         # itself becomes the student)
-        novel = options.finetune_steps and options.finetune_novel_views
+        novel = options.finetune_steps and (options.finetune_novel_views or options.finetune_validation_views)
         self.reference = copy.deepcopy(model) if novel or (options.evaluate and self.rank == 0) else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
@@ -361,8 +361,12 @@ class Distillation:
             rays, targets = rays[~held], targets[~held]
         with self.timer("finetune"):
             if options.finetune_novel_views:
-                novel, novel_rgb = self.novel_targets()
+                novel, novel_rgb = self.novel_targets(options.finetune_novel_views, options.eugen.seed)
                 rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
+            if options.finetune_validation_views:  # other novel cameras (another seed), never trained on
+                views, views_rgb = self.novel_targets(options.finetune_validation_views, options.eugen.seed + 1)
+                validation = (views, views_rgb) if validation is None else \
+                    (cat_rays(validation[0], views), torch.cat([validation[1], views_rgb]))
             log = finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
                            options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters,
                            validation=validation)
@@ -371,11 +375,11 @@ class Distillation:
                      f"held-out cameras' rays against the teacher)")
         return log
 
-    def novel_targets(self):
-        """Rays of ``finetune_novel_views`` cameras near the training ones and the teacher's colours of them."""
+    def novel_targets(self, count: int, seed: int):
+        """Rays of ``count`` cameras near the training ones (drawn from ``seed``) and the teacher's colours of them."""
         options = self.options
         cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-        rays = novel_rays(cameras, options.finetune_novel_views, options.resolution_scale, options.eugen.seed)
+        rays = novel_rays(cameras, count, options.resolution_scale, seed)
         colours = []
         with torch.no_grad():
             for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
