@@ -82,7 +82,7 @@ class DistillOptions:
     projection). Best measured with ``--eugen.feature-map relu --eugen.scaling polynomial --eugen.no-use-norm``:
     order 1 is then the teacher's own ReLU of those units, and the fused student projects once for all orders
     and carries no norm rows (on the paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed
-    form at m = 64 where seeded ``G`` kept 82.0%, rendering 1.60x as fast; README, Distillation)."""
+    form at m = 64 where seeded ``G`` kept 82.0%, rendering 1.6x as fast; README, Distillation)."""
     probe_batches: int = 2
     """``--projections teacher`` only: batches whose teacher pre-activations choose the units."""
     image_fraction: FractionArg = 1 / 16
