@@ -10,7 +10,8 @@ no part: this isolates what each choice does to the fitted layers.
 
 Variants (each one change from the baseline, ``relu`` map, m = 64, k = 2, layers 2, 3, 5, 6, unweighted):
 feature map; the projections (seeded Gaussian, the teacher's own units in every order, or pairs of units:
-``z_s·z_t`` in order 2), with the scaling and the norm entry; pair weights (transmittance ``T`` of the teacher, rendering weight ``T·α``); refitting the
+``z_s·z_t`` in order 2), with the scaling and the norm entry; pair weights (transmittance ``T`` of the teacher,
+rendering weight ``T·α``); refitting the
 dense layers after the replaced ones and the density head in closed form (pre-activation targets, the
 density floored at -8); one ridge for all features vs a ridge per feature variance; more features; other
 layer sets; per-layer refinement of ``G`` and ``A`` by gradient descent on the same layer loss (its steps and
@@ -156,7 +157,8 @@ def fit_rows(inputs, targets, weights, train_rows, held_rows, standardise):
     return best_solve(train, held, standardise)
 
 
-def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, view=None, lr: float = 1e-3) -> EUGenLinear:
+def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, view=None,
+           lr: float = 1e-3) -> EUGenLinear:
     """The paper's refinement: ``G`` (trainable: the layer was made so) and ``A`` trained on the same weighted
     layer loss, from the closed form. With ``view = (V, offsets, relu)`` the loss compares what the next layer
     makes of the output, ``φ(y Vᵀ + offsets)``, instead of the output itself."""

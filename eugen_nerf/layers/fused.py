@@ -201,12 +201,14 @@ class FusedMLP:
         return x.reshape(*lead, x.shape[-1])
 
     @staticmethod
-    def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool, powers: bool = False) -> torch.Tensor:
+    def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool,
+                  powers: bool = False) -> torch.Tensor:
         """``Φ(products)``; in place (running products by successive ``mul_``) when allowed. With ``powers``,
         ``projected`` holds the first order's ``m`` rows only and order ``i`` is its ``i``-th power."""
         n, m, k = projected.shape[0], layer.num_features, layer.degree
         if powers and not inplace:
-            return _feature_map(layer, torch.cat([projected.pow(order) for order in range(1, k + 1)], 1), False)
+            powered = torch.cat([projected.pow(order) for order in range(1, k + 1)], 1)
+            return _feature_map(layer, powered, inplace=False)
         if powers:
             blocks = projected.new_empty(n, k, m)
             blocks[:, 0] = projected
