@@ -29,6 +29,7 @@ Writes ``benchmarks/distill_ablation.json``.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import platform
 import time
@@ -230,6 +231,7 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     teacher_in, teacher_out, _ = trace(teacher_field.trunk, data["x"], 7)
     trunk = teacher_field.trunk
 
+    @functools.lru_cache(maxsize=None)  # the next-layer view asks for a layer's units before its own turn does
     def units_of(index: int, count: int):  # the teacher's units at ``index``, from its training rows
         pre = trunk.layers[index](teacher_in[index][train_rows]).double()
         pre = pre - pre.mean(0)

@@ -24,6 +24,9 @@ RIDGE_GRID = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
 FINETUNE_PARAMETERS = ("all", "eugen")
 """What the fine-tune trains: every field parameter, or only the EUGen layers."""
 
+PROJECTIONS = ("seeded", "teacher")
+"""Where the EUGen layers' ``G`` comes from: the seeded Gaussian draw, or the teacher layer's own units."""
+
 
 class DistillError(InputError):
     """Bad input to a distillation run; raised before anything is written."""
@@ -160,8 +163,8 @@ class DistillOptions:
         if self.eugen.layer_type == "lowrank" and self.refine_steps:
             raise DistillError("refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                                "eugen.layer-type lowrank has none (use --refine-steps 0)")
-        if self.projections not in ("seeded", "teacher"):
-            raise DistillError(f"projections must be 'seeded' or 'teacher', got {self.projections!r}")
+        if self.projections not in PROJECTIONS:
+            raise DistillError(f"projections must be one of {PROJECTIONS}, got {self.projections!r}")
         if self.projections == "teacher" and self.eugen.layer_type != "eugen":
             raise DistillError(f"projections 'teacher' sets the projections of EUGen layers; eugen.layer-type "
                                f"{self.eugen.layer_type} keeps its own (use --projections seeded)")

@@ -199,10 +199,10 @@ class Distillation:
                                            "decisions": [], "teacher_rgb": {}}
         if self.state["stage"] or self.state["next_batch"]:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
-        # an untouched teacher renders the fine-tune's novel views and is timed beside the student (the model
-        # itself becomes the student)
-        novel = options.finetune_steps and (options.finetune_novel_views or options.finetune_validation_views)
-        self.reference = copy.deepcopy(model) if novel or (options.evaluate and self.rank == 0) else None
+        # an untouched teacher renders the fine-tune's novel and validation views and is timed beside the student
+        # (the model itself becomes the student)
+        renders_views = options.finetune_steps and (options.finetune_novel_views or options.finetune_validation_views)
+        self.reference = copy.deepcopy(model) if renders_views or (options.evaluate and self.rank == 0) else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
         self.dense = {ref.path: self.mlps[ref.mlp_path].layers[ref.index] for ref in self.refs}
