@@ -82,7 +82,7 @@ def options(teacher: Path, output_dir: Path, **overrides) -> DistillOptions:
     eugen = {key: overrides.pop(key) for key in ("num_features", "degree") if key in overrides}
     values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, image_fraction=0.25,
                   resolution_scale=0.5, pair_fraction=0.5, batch_rays=256, eval_views=2, fps_repeats=1, ridge=1e-6,
-                  eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
+                  projections="seeded", eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
     values.update(overrides)
     return DistillOptions(**values)
 
@@ -406,6 +406,74 @@ def test_finetune_keeps_the_state_that_renders_the_validation_rays_best(dense_re
     assert validation_mse(model, held, targets, cpu) == pytest.approx(min(e for _, e in log.validation))
 
 
+def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_own_projections():
+    """A plain ``eugen-distill --teacher T --output-dir D`` builds the student measured best: the teacher's units
+    as G, the ReLU map, polynomial scaling, no norm, a fine-tune that matches the teacher's fields. A baseline
+    (which has no EUGen projections to take from the teacher) is not refused for the default."""
+    defaults = DistillOptions(teacher=Path("teacher"))
+    assert defaults.projections == "teacher" and defaults.finetune_target == "fields"
+    assert (defaults.eugen.feature_map, defaults.eugen.scaling, defaults.eugen.use_norm) == ("relu", "polynomial", False)
+    assert defaults.spec.trainable_projections  # the teacher's units live in the student's checkpoint
+    for layer_type in ("lowrank", "snnk"):
+        assert DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type=layer_type)).projections == "seeded"
+    with pytest.raises(DistillError, match="finetune-target must be one of"):
+        DistillOptions(teacher=Path("t"), finetune_target="depth")
+
+
+def test_field_loss_is_zero_for_the_teacher_itself_and_weighs_what_the_picture_shows(dense_result):
+    """The student's fields are matched at the teacher's own samples: a copy of the teacher costs nothing, a
+    changed density head costs something, only the student gets gradients, and the teacher's fields are left
+    with their own forward afterwards. A sample's colour counts by its rendering weight: a colour change where
+    the teacher renders nothing (behind the surface or in empty space) is free."""
+    from nerfstudio.field_components.field_heads import FieldHeadNames
+
+    from eugen_nerf.distill.field_match import field_match, named_fields, recorded_fields
+    from eugen_nerf.distill.sampling import novel_rays
+
+    result, _ = dense_result
+    teacher = result.teacher.model
+    teacher.eval()
+    cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
+    rays = novel_rays(cameras, 1, 0.25, seed=0)[:64]
+    with recorded_fields(teacher) as records:
+        with torch.no_grad():
+            teacher(rays)
+    assert [name for name, _, _ in records] == ["field_coarse", "field_fine"]
+    assert all("forward" not in field.__dict__ for field in named_fields(teacher).values())
+
+    student = copy.deepcopy(teacher)
+    colour, loss = field_match(teacher, student, rays)
+    assert float(loss) == pytest.approx(0.0, abs=1e-10)
+    with torch.no_grad():
+        assert torch.equal(colour, teacher(rays)["rgb"])  # the colour target is the teacher's render of the batch
+        student.field_fine.density_head.bias += 1.0
+    _, loss = field_match(teacher, student, rays)
+    assert float(loss) > 1e-6
+    loss.backward()
+    assert student.field_fine.density_head.bias.grad is not None
+    assert all(p.grad is None for p in teacher.parameters())
+
+    # colours changed on some samples cost their squared change weighted by the teacher's rendering weight T·α
+    _, samples, taught = records[1]
+    alpha = 1 - torch.exp(-taught[FieldHeadNames.DENSITY] * samples.deltas)
+    transmittance = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1 - alpha[:, :-1]], 1), 1)
+    weights = transmittance * alpha
+    rgb = taught[FieldHeadNames.RGB]
+    changed = torch.rand(weights.shape, generator=torch.Generator().manual_seed(0)) < 0.5
+    student = copy.deepcopy(teacher)
+    forward = type(student.field_fine).forward
+
+    def inverted(ray_samples, *args, **kwargs):
+        outputs = dict(forward(student.field_fine, ray_samples, *args, **kwargs))
+        outputs[FieldHeadNames.RGB] = torch.where(changed, 1 - outputs[FieldHeadNames.RGB], outputs[FieldHeadNames.RGB])
+        return outputs
+
+    student.field_fine.forward = inverted
+    expected = (weights * changed * (1 - 2 * rgb).square()).sum(1).mean()
+    assert float(field_match(teacher, student, rays)[1]) == pytest.approx(float(expected), rel=1e-4)
+    assert float(expected) > 0
+
+
 @pytest.fixture(scope="module")
 def nerfacto_teacher(tmp_path_factory) -> Path:
     from nerfstudio.configs.method_configs import method_configs
@@ -422,7 +490,13 @@ def nerfacto_teacher(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_stock_nerfacto_teacher_distills_with_the_same_report(nerfacto_teacher, tmp_path):
-    result = distill(options(nerfacto_teacher, tmp_path / "run", layers=("hidden",), num_features=64,
+    """With eugen-distill's defaults: the teacher's units as G and a fine-tune that matches its field."""
+    from dataclasses import replace
+
+    from eugen_nerf.distill.options import distill_spec
+
+    result = distill(options(nerfacto_teacher, tmp_path / "run", layers=("hidden",), projections="teacher",
+                             eugen=replace(distill_spec(), num_features=64), finetune_target="fields",
                              finetune_steps=2, finetune_rays=64, finetune_novel_views=1))
     report = result.report
     assert result.fits and all(path.startswith(("field.", "proposal_networks.")) for path in result.fits), result.fits
@@ -458,6 +532,60 @@ def test_finetune_is_validated_on_novel_cameras_it_never_trains_on(dense_teacher
         assert not torch.allclose(origin, trained_novel)
     assert torch.isfinite(held_rgb2).all() and held_rgb2.min() >= 0 and held_rgb2.max() <= 1
     assert held_rgb2[len(held0):].std() > 0  # the teacher's picture, not a constant
+
+
+@pytest.mark.parametrize("target", ["colour", "fields"])
+def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(dense_teacher, tmp_path, monkeypatch,
+                                                                          target):
+    """``--finetune-target fields``: the untouched teacher is handed to the fine-tune, which renders each batch
+    itself, so the novel cameras trained on are not rendered ahead (only the validation cameras are); with
+    ``colour`` every trained ray comes with the teacher's colour rendered ahead."""
+    import eugen_nerf.distill.run as run_module
+    from eugen_nerf.distill.finetune import FinetuneLog
+
+    calls, rendered = [], []
+    monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, teacher=None, **kwargs:
+                        calls.append((model, rays, targets, teacher)) or FinetuneLog())
+    original = run_module.Distillation.novel_targets
+    monkeypatch.setattr(run_module.Distillation, "novel_targets",
+                        lambda self, count, seed: rendered.append(count) or original(self, count, seed))
+    distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8, finetune_steps=1,
+                    finetune_novel_views=3, finetune_validation_views=1, finetune_target=target))
+    ((student, rays, targets, teacher),) = calls
+    if target == "fields":
+        assert rendered == [1] and targets is None
+        assert teacher is not None and teacher is not student
+        assert not any(isinstance(m, EUGenLinear) for m in teacher.modules())  # the untouched teacher
+    else:
+        assert rendered == [3, 1] and teacher is None and len(targets) == len(rays)
+
+
+def test_fields_finetune_brings_a_perturbed_student_back_to_its_teacher(dense_result):
+    """Trained against the teacher's own render and fields, a student whose density and colour were shifted moves
+    back: its field mismatch on cameras it never trained on falls by more than half, and its training loss falls."""
+    from eugen_nerf.distill.field_match import field_match
+    from eugen_nerf.distill.finetune import finetune
+    from eugen_nerf.distill.sampling import novel_rays
+
+    result, _ = dense_result
+    teacher = result.teacher.model
+    cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
+    rays, held = novel_rays(cameras, 2, 0.25, seed=0), novel_rays(cameras, 1, 0.25, seed=1)
+    teacher.eval()
+    student = copy.deepcopy(teacher)
+    with torch.no_grad():
+        for field in (student.field_coarse, student.field_fine):
+            field.density_head.bias += 2.0
+            field.color_head.layers[-1].bias += 1.0
+    before = float(field_match(teacher, student, held)[1])
+    log = finetune(student, rays, None, steps=20, lr=3e-3, batch_rays=128, seed=0, device=torch.device("cpu"),
+                   show_progress=False, teacher=teacher)
+    losses = torch.tensor(log.losses)
+    assert len(losses) == 20 and torch.isfinite(losses).all()
+    assert losses[-5:].mean() < losses[:5].mean()
+    student.eval()
+    assert float(field_match(teacher, student, held)[1]) < 0.5 * before
+    assert not teacher.training  # handed back in eval mode
 
 
 def test_refinement_keeps_or_improves_each_layer_and_the_student_loads_strictly(dense_teacher, tmp_path):

@@ -1,8 +1,9 @@
-"""Optional fine-tune of the student on the teacher's rendered colours: no ground truth needed.
+"""Optional fine-tune of the student on what the teacher renders: no ground truth needed.
 
 The teacher is an unlimited supervisor: its colours of the distillation's own rays (recorded while they
 were first rendered) and of rays from novel cameras near the training ones (rendered by an untouched copy
-of the teacher) are the targets. By default every parameter of the student's fields is trained (the dense
+of the teacher) are the targets. Given that copy (``--finetune-target fields``), it renders each batch as it is
+drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`). By default every parameter of the student's fields is trained (the dense
 layers and the density head adapt to the EUGen layers' inputs, which the closed form cannot do for layers it
 did not replace); ``parameters="eugen"`` trains only the EUGen layers' ``A``, ``c`` (and trainable ``G``).
 Adam with a cosine-decayed learning rate.
@@ -26,6 +27,7 @@ from nerfstudio.cameras.rays import RayBundle
 from torch import Tensor
 from tqdm import tqdm
 
+from eugen_nerf.distill.field_match import field_match
 from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.layers import EUGenLinear
 
@@ -65,12 +67,17 @@ def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device
     return total / targets.numel()
 
 
-def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, batch_rays: int, seed: int,
+def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: float, batch_rays: int, seed: int,
              device: torch.device, parameters: str = "all", show_progress: bool = True,
-             validation: Optional[Tuple[RayBundle, Tensor]] = None, check_every: int = 25) -> FinetuneLog:
+             validation: Optional[Tuple[RayBundle, Tensor]] = None, check_every: int = 25,
+             teacher: Optional[torch.nn.Module] = None) -> FinetuneLog:
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
     ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of
-    :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`."""
+    :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`. With ``teacher`` (an untouched copy) the teacher
+    renders each batch: its colour is the target (``targets`` is not read and may be ``None``) and the student's
+    fields also match the teacher's at its samples (:mod:`~eugen_nerf.distill.field_match`)."""
+    if teacher is None and targets is None:
+        raise ValueError("finetune: targets are needed unless a teacher renders them")
     params = eugen_parameters(model) if parameters == "eugen" else field_parameters(model)
     if not params:
         raise ValueError("the student has no EUGen layer to fine-tune" if parameters == "eugen"
@@ -84,6 +91,8 @@ def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, bat
     generator = torch.Generator().manual_seed(seed)
     log = FinetuneLog()
     model.train()
+    if teacher is not None:  # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
+        teacher.eval()
     best = None
 
     def check(step: int) -> None:
@@ -104,10 +113,14 @@ def finetune(model, rays: RayBundle, targets: Tensor, steps: int, lr: float, bat
             check(0)
             for step in tqdm(range(1, steps + 1), desc="fine-tune", disable=not show_progress, leave=False):
                 pick = torch.randint(len(rays), (min(batch_rays, len(rays)),), generator=generator)
-                outputs = model(rays[pick].to(device))
-                target = targets[pick].to(device)
+                batch = rays[pick].to(device)
+                if teacher is not None:
+                    target, fields_loss = field_match(teacher, model, batch)
+                else:
+                    target, fields_loss = targets[pick].to(device), 0.0
+                outputs = model(batch)
                 outputs_seen = {id(outputs[key]): outputs[key] for key in TRAINED_KEYS if key in outputs}
-                loss = sum(torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values())
+                loss = fields_loss + sum(torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values())
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

@@ -24,6 +24,9 @@ RIDGE_GRID = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0)
 FINETUNE_PARAMETERS = ("all", "eugen")
 """What the fine-tune trains: every field parameter, or only the EUGen layers."""
 
+FINETUNE_TARGETS = ("colour", "fields")
+"""What the fine-tune matches: the teacher's rendered colours, or those and its fields at its own samples."""
+
 PROJECTIONS = ("seeded", "teacher")
 """Where the EUGen layers' ``G`` comes from: the seeded Gaussian draw, or the teacher layer's own units."""
 
@@ -56,10 +59,13 @@ FractionArg = Annotated[
 
 
 def distill_spec() -> EUGenSpec:
-    """The EUGen layers a distillation creates by default: ``identity`` is the unbiased estimate's map and fits
-    the paper-sized teacher's trunk better than ``relu`` (held-out R² 0.980 vs 0.971 on its hardest layer,
-    +1.3 dB rendered, ``scripts/ablate_distill.py``)."""
-    return EUGenSpec(feature_map="identity")
+    """The EUGen layers a distillation creates by default, the best measured with the teacher's units as ``G``
+    (the default ``--projections``): the ReLU map makes order 1 the teacher's own activation of each unit;
+    polynomial scaling needs no ``||x||`` and a unit row's norm entry is 0, so the fused student carries no norm
+    rows (``scripts/ablate_distill.py``: 28.26 dB against 27.22 dB with the identity map, linear scaling and the
+    norm). With ``--projections seeded``, ``--eugen.feature-map identity --eugen.scaling linear --eugen.use-norm``
+    fits better (20.04 dB against 18.57 dB with the ReLU map)."""
+    return EUGenSpec(feature_map="relu", scaling="polynomial", use_norm=False)
 
 
 @dataclass
@@ -77,15 +83,16 @@ class DistillOptions:
     """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept."""
-    projections: Literal["seeded", "teacher"] = "seeded"
-    """``G`` of the EUGen layers: ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
-    ``teacher``: every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of
-    its pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a unit's
+    projections: Optional[Literal["seeded", "teacher"]] = None
+    """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which keep
+    their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or ``teacher``:
+    every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of its
+    pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a unit's
     pre-activation to the power ``i``; stored in the student's checkpoint (refined, the orders stay one
-    projection). Best measured with ``--eugen.feature-map relu --eugen.scaling polynomial --eugen.no-use-norm``:
-    order 1 is then the teacher's own ReLU of those units, and the fused student projects once for all orders
-    and carries no norm rows (on the paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed
-    form at m = 64 where seeded ``G`` kept 82.0%, rendering 1.6x as fast; README, Distillation)."""
+    projection). With the default ``--eugen`` (ReLU map, polynomial scaling, no norm) order 1 is the teacher's
+    own ReLU of those units, and the fused student projects once for all orders and carries no norm rows (on the
+    paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed form at m = 64 where seeded ``G``
+    kept 82.0%, rendering 1.6x as fast; README, Distillation)."""
     probe_batches: int = 2
     """``--projections teacher`` only: batches whose teacher pre-activations choose the units."""
     image_fraction: FractionArg = 1 / 16
@@ -114,8 +121,13 @@ class DistillOptions:
     """Rays per fine-tune step, drawn from the distillation's rays and the novel views."""
     finetune_parameters: Literal["all", "eugen"] = "all"
     """``all``: every field parameter (density head included); ``eugen``: only the EUGen layers."""
+    finetune_target: Literal["colour", "fields"] = "fields"
+    """``colour``: the teacher's rendered colours; ``fields``: those, and each of the student's fields matches the
+    teacher's at the samples the teacher drew for the batch (colour weighted by the teacher's rendering weight,
+    opacity by its transmittance, so that a floater in front of the surface costs what it shows)."""
     finetune_novel_views: int = 8
-    """Cameras near the training ones that the teacher renders as extra fine-tune targets (0: none)."""
+    """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
+    renders them ahead, with ``fields`` it renders each batch as it is drawn."""
     finetune_validation_views: int = 4
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
     which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
@@ -163,6 +175,8 @@ class DistillOptions:
         if self.eugen.layer_type == "lowrank" and self.refine_steps:
             raise DistillError("refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                                "eugen.layer-type lowrank has none (use --refine-steps 0)")
+        if self.projections is None:
+            self.projections = "teacher" if self.eugen.layer_type == "eugen" else "seeded"
         if self.projections not in PROJECTIONS:
             raise DistillError(f"projections must be one of {PROJECTIONS}, got {self.projections!r}")
         if self.projections == "teacher" and self.eugen.layer_type != "eugen":
@@ -177,6 +191,8 @@ class DistillOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
+        if self.finetune_target not in FINETUNE_TARGETS:
+            raise DistillError(f"finetune-target must be one of {FINETUNE_TARGETS}, got {self.finetune_target!r}")
         if self.finetune_parameters not in FINETUNE_PARAMETERS:
             raise DistillError(f"finetune-parameters must be one of {FINETUNE_PARAMETERS}, "
                                f"got {self.finetune_parameters!r}")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional
 
 import torch
+from nerfstudio.cameras.rays import RayBundle
 from rich.console import Console
 from tqdm import tqdm
 
@@ -201,7 +202,8 @@ class Distillation:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
         # an untouched teacher renders the fine-tune's novel and validation views and is timed beside the student
         # (the model itself becomes the student)
-        renders_views = options.finetune_steps and (options.finetune_novel_views or options.finetune_validation_views)
+        renders_views = options.finetune_steps and (options.finetune_novel_views or options.finetune_validation_views
+                                                    or options.finetune_target == "fields")
         self.reference = copy.deepcopy(model) if renders_views or (options.evaluate and self.rank == 0) else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
@@ -359,8 +361,11 @@ class Distillation:
             held = torch.cat([self.rays.heldout_mask(b, self.heldout_cameras)[: rgb[b].shape[0]] for b in batches])
             validation = (rays[held], targets[held])
             rays, targets = rays[~held], targets[~held]
+        fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
         with self.timer("finetune"):
-            if options.finetune_novel_views:
+            if options.finetune_novel_views and fields:
+                rays, targets = cat_rays(rays, self.novel_rays(options.finetune_novel_views, options.eugen.seed)), None
+            elif options.finetune_novel_views:
                 novel, novel_rgb = self.novel_targets(options.finetune_novel_views, options.eugen.seed)
                 rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
             if options.finetune_validation_views:  # other novel cameras (another seed), never trained on
@@ -369,17 +374,21 @@ class Distillation:
                     (cat_rays(validation[0], views), torch.cat([validation[1], views_rgb]))
             log = finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
                            options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters,
-                           validation=validation)
+                           validation=validation, teacher=self.reference if fields else None)
         if log.kept_step is not None:
             self.say(f"fine-tune: kept the state after step {log.kept_step} of {options.finetune_steps} (best on the "
                      f"held-out cameras' rays against the teacher)")
         return log
 
+    def novel_rays(self, count: int, seed: int) -> RayBundle:
+        """Rays of ``count`` cameras near the training ones (drawn from ``seed``)."""
+        cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
+        return novel_rays(cameras, count, self.options.resolution_scale, seed)
+
     def novel_targets(self, count: int, seed: int):
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``) and the teacher's colours of them."""
         options = self.options
-        cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-        rays = novel_rays(cameras, count, options.resolution_scale, seed)
+        rays = self.novel_rays(count, seed)
         colours = []
         with torch.no_grad():
             for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
