@@ -77,6 +77,9 @@ class BenchDistill:
     --finetune-validation-views)."""
     finetune_parameters: Literal["all", "eugen"] = "all"
     """all: every field parameter; eugen: only the EUGen layers."""
+    finetune_target: Literal["colour", "fields"] = "colour"
+    """colour: the teacher's rendered colours; fields: also its fields at its samples (eugen-distill
+    --finetune-target)."""
     refine_steps: int = 0
     """per-layer refinement of G and A (0: closed form)"""
     projections: Literal["seeded", "teacher"] = "seeded"
@@ -320,6 +323,7 @@ def main() -> None:
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
             finetune_parameters=args.finetune_parameters, finetune_validation_views=args.finetune_validation_views,
+            finetune_target=args.finetune_target,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
             projections=args.projections if args.layer_type == "eugen" else "seeded",
         )
