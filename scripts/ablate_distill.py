@@ -33,7 +33,7 @@ import functools
 import json
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -51,7 +51,7 @@ from eugen_nerf.layers import (EUGenLinear, EUGenSpec, NormalEquations, orders_r
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
             refine_steps=0, joint=None, non_negative=False, projections="seeded", scaling="linear", use_norm=True,
-            refine_view="output", refine_lr=1e-3)
+            refine_view="output", refine_lr=1e-3, layer_m=())
 REFINED = dict(feature_map="identity", refine_steps=300)
 VARIANTS = {
     "baseline (relu, m=64, k=2, layers 2,3,5,6)": {},
@@ -104,6 +104,10 @@ VARIANTS = {
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=80),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96, layers 1, 2, 3, 5, 6": dict(
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96, layers=(1, 2, 3, 5, 6)),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=128 at layer 2": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, layer_m=((2, 128),)),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96 at layers 2, 3": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, layer_m=((2, 96), (3, 96))),
 }
 QUICK = ("baseline (relu, m=64, k=2, layers 2,3,5,6)", "feature map identity", "weights: teacher transmittance T")
 
@@ -228,6 +232,10 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed,
                      scaling=v["scaling"], use_norm=v["use_norm"],
                      trainable_projections=bool(v["refine_steps"] or v["joint"]))  # refined G is a parameter
+    layer_m = dict(v["layer_m"])  # (layer, m) pairs: more features where a layer fits worst
+
+    def m_of(index: int) -> int:
+        return layer_m.get(index, v["m"])
     teacher_in, teacher_out, _ = trace(teacher_field.trunk, data["x"], 7)
     trunk = teacher_field.trunk
 
@@ -246,7 +254,7 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
         dense = trunk.layers[following]
         weight, bias = dense.weight.detach(), dense.bias.detach()
         if following in v["layers"]:
-            rows = torch.cat([weight, bias[:, None]], 1)[units_of(following, v["m"])]
+            rows = torch.cat([weight, bias[:, None]], 1)[units_of(following, m_of(following))]
             return (rows / rows.norm(dim=1, keepdim=True))[:, : weight.shape[1]], None, False
         if following in trunk.skip_connections:
             split = trunk.in_dim
@@ -256,15 +264,15 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
 
     fits = []
     for index in v["layers"]:
-        layer = make_student_layer(student.trunk, LayerRef("trunk", index), spec)
+        layer = make_student_layer(student.trunk, LayerRef("trunk", index), replace(spec, num_features=m_of(index)))
         student_in = trace(student.trunk, data["x"], index)[0]
         if v["projections"] != "seeded":  # units from the teacher's pre-activations on the training rows
             dense = teacher_field.trunk.layers[index]
-            units = units_of(index, v["m"] * (2 if v["projections"] == "teacher-pairs" else 1))
-            projections = unit_projections(layer, dense, units[: v["m"]])
+            units = units_of(index, m_of(index) * (2 if v["projections"] == "teacher-pairs" else 1))
+            projections = unit_projections(layer, dense, units[: m_of(index)])
             if v["projections"] == "teacher-pairs":  # order 2 multiplies two different units: z_s * z_t
-                second = unit_projections(layer, dense, units[v["m"]:]).view(v["k"], v["m"], -1)
-                projections.view(v["k"], v["m"], -1)[1:] = second[1:]
+                second = unit_projections(layer, dense, units[m_of(index):]).view(v["k"], m_of(index), -1)
+                projections.view(v["k"], m_of(index), -1)[1:] = second[1:]
             layer.projections.copy_(projections)
         features = layer.features(student_in[index])
         score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])
