@@ -40,6 +40,7 @@ import torch
 import tyro
 
 from eugen_nerf.distill.capture import trace
+from eugen_nerf.distill.field_match import recorded_fields
 from eugen_nerf.distill.options import RIDGE_GRID
 from eugen_nerf.distill.sampling import sample_rays
 from eugen_nerf.distill.solve import pooled_r2
@@ -118,21 +119,12 @@ def capture(teacher, image_fraction: float, resolution_scale: float, seed: int) 
     field = model.field_fine
     cameras = teacher.pipeline.datamanager.train_dataset.cameras
     rays = sample_rays(cameras, image_fraction, resolution_scale, 1024, seed)
-    kept: list = []
-    original = field.forward
-
-    def forward(ray_samples, *args, **kwargs):  # nerfstudio calls field.forward directly: no module hook fires
-        kept.append(dict(x=field.position_encoding(ray_samples.frustums.get_positions()),
-                         d=field.direction_encoding(ray_samples.frustums.directions), delta=ray_samples.deltas))
-        return original(ray_samples, *args, **kwargs)
-
-    field.forward = forward
-    try:
-        with torch.no_grad():
-            for b in range(rays.num_batches):
-                model(rays.batch(b, teacher.pipeline.device))
-    finally:
-        del field.forward
+    with torch.no_grad(), recorded_fields(model) as calls:
+        for b in range(rays.num_batches):
+            model(rays.batch(b, teacher.pipeline.device))
+        kept = [dict(x=field.position_encoding(call.samples.frustums.get_positions()),
+                     d=field.direction_encoding(call.samples.frustums.directions), delta=call.samples.deltas)
+                for call in calls if call.name == "field_fine"]
     data = {key: torch.cat([k[key] for k in kept]) for key in kept[0]}
     data["camera"] = rays.rays.camera_indices.reshape(-1)
     return data

@@ -407,8 +407,9 @@ def test_finetune_keeps_the_state_that_renders_the_validation_rays_best(dense_re
 
 
 def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_own_projections():
-    """A plain ``eugen-distill --teacher T --output-dir D`` builds the student measured best: the teacher's units
-    as G, the ReLU map, polynomial scaling, no norm, a fine-tune that matches the teacher's fields. A baseline
+    """A plain ``eugen-distill --teacher T --output-dir D`` builds the closed form of the student measured best
+    (the teacher's units as G, the ReLU map, polynomial scaling, no norm), and a fine-tune, when asked for,
+    matches the teacher's fields. A baseline
     (which has no EUGen projections to take from the teacher) is not refused for the default."""
     defaults = DistillOptions(teacher=Path("teacher"))
     assert defaults.projections == "teacher" and defaults.finetune_target == "fields"
@@ -423,55 +424,98 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
 def test_field_loss_is_zero_for_the_teacher_itself_and_weighs_what_the_picture_shows(dense_result):
     """The student's fields are matched at the teacher's own samples: a copy of the teacher costs nothing, a
     changed density head costs something, only the student gets gradients, and the teacher's fields are left
-    with their own forward afterwards. A sample's colour counts by its rendering weight: a colour change where
-    the teacher renders nothing (behind the surface or in empty space) is free."""
+    with their own forward afterwards. A sample's colour counts by the teacher's rendering weight ``T·α`` and its
+    opacity by the transmittance ``T`` (both taken here from nerfstudio's own ``RaySamples`` helpers)."""
+    from nerfstudio.cameras.rays import RaySamples
     from nerfstudio.field_components.field_heads import FieldHeadNames
 
-    from eugen_nerf.distill.field_match import field_match, named_fields, recorded_fields
+    from eugen_nerf.distill.field_match import named_fields, recorded_fields, render_and_match_fields
     from eugen_nerf.distill.sampling import novel_rays
 
     result, _ = dense_result
-    teacher = result.teacher.model
+    teacher = result.teacher.model  # the distilled model: any NeRF model serves as a teacher here
     teacher.eval()
     cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
     rays = novel_rays(cameras, 1, 0.25, seed=0)[:64]
-    with recorded_fields(teacher) as records:
+    with recorded_fields(teacher) as calls:
         with torch.no_grad():
             teacher(rays)
-    assert [name for name, _, _ in records] == ["field_coarse", "field_fine"]
+    assert [call.name for call in calls] == ["field_coarse", "field_fine"]
     assert all("forward" not in field.__dict__ for field in named_fields(teacher).values())
 
     student = copy.deepcopy(teacher)
-    colour, loss = field_match(teacher, student, rays)
+    colour, loss = render_and_match_fields(teacher, student, rays)
     assert float(loss) == pytest.approx(0.0, abs=1e-10)
     with torch.no_grad():
         assert torch.equal(colour, teacher(rays)["rgb"])  # the colour target is the teacher's render of the batch
         student.field_fine.density_head.bias += 1.0
-    _, loss = field_match(teacher, student, rays)
+    _, loss = render_and_match_fields(teacher, student, rays)
     assert float(loss) > 1e-6
     loss.backward()
     assert student.field_fine.density_head.bias.grad is not None
     assert all(p.grad is None for p in teacher.parameters())
 
-    # colours changed on some samples cost their squared change weighted by the teacher's rendering weight T·α
-    _, samples, taught = records[1]
-    alpha = 1 - torch.exp(-taught[FieldHeadNames.DENSITY] * samples.deltas)
-    transmittance = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1 - alpha[:, :-1]], 1), 1)
-    weights = transmittance * alpha
-    rgb = taught[FieldHeadNames.RGB]
+    # the fine field's colours inverted, or its density doubled, on a random half of its samples
+    fine = calls[1]
+    density, rgb = fine.outputs[FieldHeadNames.DENSITY], fine.outputs[FieldHeadNames.RGB]
+    weights = fine.samples.get_weights(density)
+    alpha = 1 - torch.exp(-density * fine.samples.deltas)
+    transmittance = RaySamples.get_weights_and_transmittance_from_alphas(alpha)[1][:, :-1]
     changed = torch.rand(weights.shape, generator=torch.Generator().manual_seed(0)) < 0.5
-    student = copy.deepcopy(teacher)
-    forward = type(student.field_fine).forward
 
-    def inverted(ray_samples, *args, **kwargs):
-        outputs = dict(forward(student.field_fine, ray_samples, *args, **kwargs))
+    def loss_with(change):
+        student = copy.deepcopy(teacher)
+        forward = type(student.field_fine).forward
+
+        def changed_forward(ray_samples, *args, **kwargs):
+            return change(dict(forward(student.field_fine, ray_samples, *args, **kwargs)))
+
+        student.field_fine.forward = changed_forward
+        return float(render_and_match_fields(teacher, student, rays)[1])
+
+    def inverted(outputs):
         outputs[FieldHeadNames.RGB] = torch.where(changed, 1 - outputs[FieldHeadNames.RGB], outputs[FieldHeadNames.RGB])
         return outputs
 
-    student.field_fine.forward = inverted
-    expected = (weights * changed * (1 - 2 * rgb).square()).sum(1).mean()
-    assert float(field_match(teacher, student, rays)[1]) == pytest.approx(float(expected), rel=1e-4)
-    assert float(expected) > 0
+    def doubled(outputs):
+        outputs[FieldHeadNames.DENSITY] = torch.where(changed, 2 * outputs[FieldHeadNames.DENSITY],
+                                                      outputs[FieldHeadNames.DENSITY])
+        return outputs
+
+    colour_cost = (weights * changed * (1 - 2 * rgb).square()).sum(1).mean()
+    doubled_alpha = 1 - torch.exp(-2 * density * fine.samples.deltas)
+    opacity_cost = (transmittance * changed * (doubled_alpha - alpha).square()).sum(1).mean()
+    assert float(colour_cost) > 0 and float(opacity_cost) > 0
+    assert loss_with(inverted) == pytest.approx(float(colour_cost), rel=1e-3)
+    assert loss_with(doubled) == pytest.approx(float(opacity_cost), rel=1e-3)
+
+
+def test_recorded_fields_restore_an_instance_forward_and_survive_an_error(dense_result):
+    """A field that already had its own ``forward`` gets it back, and is still called through it; an error inside
+    the block leaves no field wrapped."""
+    from eugen_nerf.distill.field_match import named_fields, recorded_fields
+    from eugen_nerf.distill.sampling import novel_rays
+
+    result, _ = dense_result
+    model = copy.deepcopy(result.teacher.model).eval()
+    rays = novel_rays(result.teacher.pipeline.datamanager.train_dataset.cameras, 1, 0.25, seed=0)[:16]
+    seen = []
+    own = type(model.field_fine).forward
+
+    def instance_forward(ray_samples, *args, **kwargs):
+        seen.append(len(ray_samples))
+        return own(model.field_fine, ray_samples, *args, **kwargs)
+
+    model.field_fine.forward = instance_forward
+    with torch.no_grad(), recorded_fields(model) as calls:
+        model(rays)
+    assert seen and [call.name for call in calls] == ["field_coarse", "field_fine"]
+    assert model.field_fine.forward is instance_forward and "forward" not in model.field_coarse.__dict__
+    with pytest.raises(RuntimeError, match="inside"):
+        with recorded_fields(model):
+            raise RuntimeError("inside")
+    assert model.field_fine.forward is instance_forward and "forward" not in model.field_coarse.__dict__
+    assert len(named_fields(model)) == 2
 
 
 @pytest.fixture(scope="module")
@@ -563,7 +607,7 @@ def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(dense_
 def test_fields_finetune_brings_a_perturbed_student_back_to_its_teacher(dense_result):
     """Trained against the teacher's own render and fields, a student whose density and colour were shifted moves
     back: its field mismatch on cameras it never trained on falls by more than half, and its training loss falls."""
-    from eugen_nerf.distill.field_match import field_match
+    from eugen_nerf.distill.field_match import render_and_match_fields
     from eugen_nerf.distill.finetune import finetune
     from eugen_nerf.distill.sampling import novel_rays
 
@@ -577,14 +621,15 @@ def test_fields_finetune_brings_a_perturbed_student_back_to_its_teacher(dense_re
         for field in (student.field_coarse, student.field_fine):
             field.density_head.bias += 2.0
             field.color_head.layers[-1].bias += 1.0
-    before = float(field_match(teacher, student, held)[1])
+    before = float(render_and_match_fields(teacher, student, held)[1])
+    teacher.train()  # the fine-tune must render it in eval mode, as the test does, and leave it so
     log = finetune(student, rays, None, steps=20, lr=3e-3, batch_rays=128, seed=0, device=torch.device("cpu"),
                    show_progress=False, teacher=teacher)
     losses = torch.tensor(log.losses)
     assert len(losses) == 20 and torch.isfinite(losses).all()
     assert losses[-5:].mean() < losses[:5].mean()
     student.eval()
-    assert float(field_match(teacher, student, held)[1]) < 0.5 * before
+    assert float(render_and_match_fields(teacher, student, held)[1]) < 0.5 * before
     assert not teacher.training  # handed back in eval mode
 
 

@@ -3,10 +3,10 @@
 The teacher is an unlimited supervisor: its colours of the distillation's own rays (recorded while they
 were first rendered) and of rays from novel cameras near the training ones (rendered by an untouched copy
 of the teacher) are the targets. Given that copy (``--finetune-target fields``), it renders each batch as it is
-drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`). By default every parameter of the student's fields is trained (the dense
-layers and the density head adapt to the EUGen layers' inputs, which the closed form cannot do for layers it
-did not replace); ``parameters="eugen"`` trains only the EUGen layers' ``A``, ``c`` (and trainable ``G``).
-Adam with a cosine-decayed learning rate.
+drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`). By default
+every parameter of the student's fields is trained (the dense layers and the density head adapt to the EUGen
+layers' inputs, which the closed form cannot do for layers it did not replace); ``parameters="eugen"`` trains
+only the EUGen layers' ``A``, ``c`` (and trainable ``G``). Adam with a cosine-decayed learning rate.
 
 **Never worse than where it started.** Adam's first steps move every parameter by about the learning rate
 whatever the gradient, which can undo a closed form that already renders like the teacher (the low-rank
@@ -27,7 +27,7 @@ from nerfstudio.cameras.rays import RayBundle
 from torch import Tensor
 from tqdm import tqdm
 
-from eugen_nerf.distill.field_match import field_match
+from eugen_nerf.distill.field_match import render_and_match_fields
 from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.layers import EUGenLinear
 
@@ -115,7 +115,7 @@ def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: 
                 pick = torch.randint(len(rays), (min(batch_rays, len(rays)),), generator=generator)
                 batch = rays[pick].to(device)
                 if teacher is not None:
-                    target, fields_loss = field_match(teacher, model, batch)
+                    target, fields_loss = render_and_match_fields(teacher, model, batch)
                 else:
                     target, fields_loss = targets[pick].to(device), 0.0
                 outputs = model(batch)

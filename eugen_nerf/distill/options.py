@@ -27,6 +27,10 @@ FINETUNE_PARAMETERS = ("all", "eugen")
 FINETUNE_TARGETS = ("colour", "fields")
 """What the fine-tune matches: the teacher's rendered colours, or those and its fields at its own samples."""
 
+FINETUNE_OPTIONS = ("finetune_steps", "finetune_target", "finetune_lr", "finetune_rays", "finetune_parameters",
+                    "finetune_novel_views", "finetune_validation_views")
+"""The fine-tune's options, recorded in the report beside the capture's (which fine-tune made this student)."""
+
 PROJECTIONS = ("seeded", "teacher")
 """Where the EUGen layers' ``G`` comes from: the seeded Gaussian draw, or the teacher layer's own units."""
 

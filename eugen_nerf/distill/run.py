@@ -13,8 +13,8 @@ accumulating in the same order, so it ends with the same statistics as an uninte
 
 **Processes.** Under ``torchrun`` (``WORLD_SIZE > 1``) rank ``r`` renders batches ``r, r + w, ...``
 and the statistics are all-reduced before every solve (gloo on CPU, NCCL on CUDA): every rank solves
-the same system, so the student is the one a single process would build. Rank 0 fine-tunes (on the
-teacher colours of its own batches), evaluates and writes.
+the same system, so the student is the one a single process would build. Rank 0 fine-tunes (on its own
+batches' rays and the novel cameras'), evaluates and writes.
 
 Capture and solve run under ``torch.no_grad()``: no gradient is ever computed before the optional
 fine-tune.
@@ -36,8 +36,9 @@ from rich.console import Console
 from tqdm import tqdm
 
 from eugen_nerf.distill.capture import Capture, LayerEquations, PreactivationProbe
+from eugen_nerf.distill.field_match import named_fields
 from eugen_nerf.distill.finetune import FinetuneLog, finetune
-from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.options import FINETUNE_OPTIONS, DistillError, DistillInterrupted, DistillOptions
 from eugen_nerf.distill.output import (
     StateStore,
     check_output_dir,
@@ -176,6 +177,9 @@ class Distillation:
             self.refs = auto_candidates(model) if options.auto else resolve_layers(model, options.layers)
             if not self.refs:
                 raise DistillError(f"{self.teacher.config_path}: no replaceable layer selected (see --list-layers)")
+            if options.finetune_steps and options.finetune_target == "fields" and not named_fields(model):
+                raise DistillError(f"{self.teacher.config_path}: finetune-target 'fields' matches the teacher's "
+                                   f"nerfstudio fields and this model has none (use --finetune-target colour)")
             train = self.teacher.pipeline.datamanager.train_dataset
             self.rays = sample_rays(train.cameras, options.image_fraction, options.resolution_scale,
                                     options.batch_rays, options.eugen.seed)
@@ -200,11 +204,10 @@ class Distillation:
                                            "decisions": [], "teacher_rgb": {}}
         if self.state["stage"] or self.state["next_batch"]:
             self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
-        # an untouched teacher renders the fine-tune's novel and validation views and is timed beside the student
-        # (the model itself becomes the student)
-        renders_views = options.finetune_steps and (options.finetune_novel_views or options.finetune_validation_views
-                                                    or options.finetune_target == "fields")
-        self.reference = copy.deepcopy(model) if renders_views or (options.evaluate and self.rank == 0) else None
+        # an untouched teacher (the model itself becomes the student) renders the fine-tune's novel and validation
+        # views, or every batch of a fields fine-tune, and is timed beside the student: on rank 0, which does both
+        needs_reference = options.finetune_steps or options.evaluate
+        self.reference = copy.deepcopy(model) if needs_reference and self.rank == 0 else None
         self.mlps = convert_mlps(model, self.refs)
         self.teachers = {path: copy.deepcopy(mlp) for path, mlp in self.mlps.items()}
         self.dense = {ref.path: self.mlps[ref.mlp_path].layers[ref.index] for ref in self.refs}
@@ -344,8 +347,9 @@ class Distillation:
 
     # ------------------------------------------------------------------ fine-tune, evaluate, write
     def finetune(self) -> Optional[FinetuneLog]:
-        """Fine-tune on the teacher's colours of the capture rays of the fitted cameras (and of novel views),
-        keeping the state that renders the held-out cameras' rays best (see :mod:`~eugen_nerf.distill.finetune`)."""
+        """Fine-tune on the capture rays of the fitted cameras and of novel views (their teacher colours, or with
+        ``--finetune-target fields`` the teacher's render and fields of each batch), keeping the state that renders
+        the validation rays best (see :mod:`~eugen_nerf.distill.finetune`)."""
         if not self.fits:
             self.say("no layer was replaced: nothing to fine-tune")
             return None
@@ -361,10 +365,12 @@ class Distillation:
             held = torch.cat([self.rays.heldout_mask(b, self.heldout_cameras)[: rgb[b].shape[0]] for b in batches])
             validation = (rays[held], targets[held])
             rays, targets = rays[~held], targets[~held]
-        fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
+        match_fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
         with self.timer("finetune"):
-            if options.finetune_novel_views and fields:
-                rays, targets = cat_rays(rays, self.novel_rays(options.finetune_novel_views, options.eugen.seed)), None
+            if match_fields:
+                targets = None
+            if options.finetune_novel_views and match_fields:
+                rays = cat_rays(rays, self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed))
             elif options.finetune_novel_views:
                 novel, novel_rgb = self.novel_targets(options.finetune_novel_views, options.eugen.seed)
                 rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
@@ -374,13 +380,13 @@ class Distillation:
                     (cat_rays(validation[0], views), torch.cat([validation[1], views_rgb]))
             log = finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
                            options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters,
-                           validation=validation, teacher=self.reference if fields else None)
+                           validation=validation, teacher=self.reference if match_fields else None)
         if log.kept_step is not None:
             self.say(f"fine-tune: kept the state after step {log.kept_step} of {options.finetune_steps} (best on the "
                      f"held-out cameras' rays against the teacher)")
         return log
 
-    def novel_rays(self, count: int, seed: int) -> RayBundle:
+    def novel_camera_rays(self, count: int, seed: int) -> RayBundle:
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``)."""
         cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
         return novel_rays(cameras, count, self.options.resolution_scale, seed)
@@ -388,7 +394,7 @@ class Distillation:
     def novel_targets(self, count: int, seed: int):
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``) and the teacher's colours of them."""
         options = self.options
-        rays = self.novel_rays(count, seed)
+        rays = self.novel_camera_rays(count, seed)
         colours = []
         with torch.no_grad():
             for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
@@ -439,7 +445,8 @@ def distill(options: DistillOptions, console: Optional[Console] = None) -> Disti
     report: dict = {
         "teacher_run": str(run.teacher.config_path),
         "teacher_checkpoint_bytes": run.teacher_state_bytes,
-        "options": {**options.capture_fingerprint(), "finetune_steps": options.finetune_steps},
+        "options": {**options.capture_fingerprint(),
+                    **{key: getattr(options, key) for key in FINETUNE_OPTIONS}},
         "world_size": run.world_size,
         "layers": [fit.summary() for fit in run.fits.values()],
         "auto": {"budget_db": options.psnr_budget, "views": run.views, "teacher_psnr": run.state["auto_teacher_psnr"],
