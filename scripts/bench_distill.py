@@ -77,6 +77,8 @@ class BenchDistill:
     --finetune-validation-views)."""
     finetune_parameters: Literal["all", "eugen"] = "all"
     """all: every field parameter; eugen: only the EUGen layers."""
+    seed: int = 0
+    """eugen-distill --eugen.seed: the sampled rays, seeded projections, novel cameras and fine-tune batches."""
     finetune_target: Literal["colour", "fields"] = "colour"
     """colour: the teacher's rendered colours; fields: also its fields at its samples (eugen-distill
     --finetune-target)."""
@@ -241,7 +243,7 @@ def point_key(pattern: str, layer_type: str) -> str:
 def front_spec(args: BenchDistill, layer_type: str = "eugen") -> EUGenSpec:
     # --feature-map is EUGen's: SNNK is ReLU features by definition, and a low-rank layer has none
     eugen = layer_type == "eugen"
-    return EUGenSpec(layer_type=layer_type, num_features=args.num_features, degree=args.degree,
+    return EUGenSpec(layer_type=layer_type, num_features=args.num_features, degree=args.degree, seed=args.seed,
                      feature_map=args.feature_map if eugen else "relu", lowrank_rank=args.lowrank_rank,
                      **(dict(scaling=args.scaling, use_norm=args.use_norm) if eugen else {}))
 
