@@ -367,9 +367,7 @@ class Distillation:
             rays, targets = rays[~held], targets[~held]
         match_fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
         with self.timer("finetune"):
-            if match_fields:
-                targets = None
-            if options.finetune_novel_views and match_fields:
+            if options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 rays = cat_rays(rays, self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed))
             elif options.finetune_novel_views:
                 novel, novel_rgb = self.novel_targets(options.finetune_novel_views, options.eugen.seed)
@@ -378,8 +376,9 @@ class Distillation:
                 views, views_rgb = self.novel_targets(options.finetune_validation_views, options.eugen.seed + 1)
                 validation = (views, views_rgb) if validation is None else \
                     (cat_rays(validation[0], views), torch.cat([validation[1], views_rgb]))
-            log = finetune(self.teacher.model, rays, targets, options.finetune_steps, options.finetune_lr,
-                           options.finetune_rays, options.eugen.seed, self.device, options.finetune_parameters,
+            log = finetune(self.teacher.model, rays, None if match_fields else targets, options.finetune_steps,
+                           options.finetune_lr, options.finetune_rays, options.eugen.seed, self.device,
+                           options.finetune_parameters,
                            validation=validation, teacher=self.reference if match_fields else None)
         if log.kept_step is not None:
             self.say(f"fine-tune: kept the state after step {log.kept_step} of {options.finetune_steps} (best on the "
