@@ -8,7 +8,8 @@ throughput with warm-up + median in eval mode (EUGen layers merged). Writes ``be
 Variants: dense SIREN at three learning rates (the paper's 1e-4 and two larger, so the baseline is tuned,
 not just run), the chosen EUGen SIREN at equal parameters (and at the paper's lr), the design alternatives
 it was chosen against, at its learning rate (frozen projections, degree 2, identity feature map, ω = 1, no
-learning-rate scale for G), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
+learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN's weight reparameterised as
+ω·G·A, at two larger learning rates), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -29,7 +30,7 @@ import tyro
 from eugen_nerf.eval.timing import benchmark
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_parameters
 from eugen_nerf.inputs.errors import usage_error
-from eugen_nerf.siren.fit_image import fit
+from eugen_nerf.siren.fit_image import LrSchedule, fit
 from eugen_nerf.siren.image import load_image, pixel_grid
 
 matplotlib.use("Agg")
@@ -56,6 +57,8 @@ class BenchSiren:
     """steps between two logged PSNRs (the plot's curves)."""
     threads: int = 1
     """torch CPU threads (1 keeps timings comparable on a shared machine)."""
+    lr_schedule: LrSchedule = "constant"
+    """every variant's learning-rate schedule: constant, or cosine decay to 1% (final PSNR = best reached)."""
     variants: tuple[str, ...] = ()
     """names of the variants to run (default: all); the goal is judged when the dense ones at --width and
     the chosen EUGen SIREN are among them."""
@@ -93,6 +96,9 @@ def variants(config: BenchSiren) -> list[Variant]:
         Variant("eugen k2 identity (polynomial)", "eugen", w, 1e-3,
                 replace(chosen, degree=2, num_features=half // 2, feature_map="identity")),
         Variant("eugen frozen G (m=w)", "eugen", w, 1e-3, replace(chosen, num_features=w, trainable_projections=False)),
+        *(Variant(f"eugen frozen orthogonal G (m=w) lr{name}", "eugen", w, float(name),
+                  replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal"))
+          for name in ("3e-3", "5e-3")),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),
         Variant("narrowed dense (= half size) lr1e-3", "dense", narrowed_width(small_params, config.hidden_layers), 1e-3),
     ]
@@ -101,7 +107,8 @@ def variants(config: BenchSiren) -> list[Variant]:
 def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> dict:
     torch.manual_seed(0)
     model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, variant.eugen)
-    result = fit(model, target, config.steps, variant.lr, config.log_every, variant.eugen, progress=False)
+    result = fit(model, target, config.steps, variant.lr, config.log_every, variant.eugen, progress=False,
+                 lr_schedule=config.lr_schedule)
     coords = pixel_grid(*target.shape[:2])
     model.eval()
     with torch.no_grad():

@@ -102,6 +102,31 @@ def test_fit_psnr_rises(layers: str) -> None:
     assert result.final_psnr > psnrs[0] + 5.0 and result.pixels_per_second > 0
 
 
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: str) -> None:
+    """Cosine decay takes every parameter group (G's larger rate included) down to about 1% by the last step."""
+    seen: list[list[float]] = []
+    original = torch.optim.Adam.step
+
+    def recording_step(self, *args, **kwargs):
+        seen.append([group["lr"] for group in self.param_groups])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    target = torch.from_numpy(load_image("camera", 12))
+    fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=20, lr=1e-3, log_every=10, eugen=SPEC, progress=False,
+        lr_schedule=schedule)
+    assert len(seen) == 20 and seen[0] == pytest.approx([1e-3, 1e-3 * SPEC.projection_lr_scale])
+    if schedule == "constant":
+        assert all(lrs == seen[0] for lrs in seen)
+    else:
+        assert all(b[0] < a[0] for a, b in itertools.pairwise(seen))
+        assert [last / first for last, first in zip(seen[-1], seen[0])] == pytest.approx([0.0161] * 2, abs=1e-3)  # lr at step 20 of 20
+    with pytest.raises(ValueError, match="lr-schedule"):
+        fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=2, lr=1e-3, log_every=1, eugen=SPEC, progress=False,
+            lr_schedule="linear")
+
+
 def test_fit_image_command_writes_outputs(tmp_path: Path) -> None:
     config = FitImageConfig(output=tmp_path / "fit", layers="eugen", size=16, width=32, steps=5, log_every=2)
     result = main(config)

@@ -11,6 +11,7 @@ CPU fits it in minutes; ``--size 256`` is the paper's setting.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,9 +34,13 @@ from eugen_nerf.inputs.numerics import check_finite
 from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive
 from eugen_nerf.inputs.outputs import atomic_write_bytes
 from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.layers.eugen import check_choice
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
 
 CONSOLE = Console()
+
+LrSchedule = Literal["constant", "cosine"]
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass
@@ -59,6 +64,9 @@ class FitImageConfig:
     steps: int = 500
     lr: float = 1e-3
     """Adam learning rate (SIREN's paper: 1e-4; 1e-3 measured best for both dense and EUGen at 128²)."""
+    lr_schedule: LrSchedule = "constant"
+    """constant, or cosine decay to 1% of --lr by the last step (without it a full-batch fit at a large
+    learning rate oscillates, and its last step can sit far below its best)."""
     log_every: int = 50
     """Print (and record) the PSNR every this many steps."""
     seed: int = 0
@@ -91,6 +99,7 @@ def fit(
     log_every: int,
     eugen: SirenEUGenSpec | None = None,
     progress: bool = True,
+    lr_schedule: LrSchedule = "constant",
 ) -> FitResult:
     """Full-batch Adam on the MSE of ``target`` ``(H, W, C)`` in [0, 1]; PSNR logged from the training pass.
 
@@ -102,6 +111,11 @@ def fit(
     coords = pixel_grid(height, width).to(device)
     values = to_signed(target.reshape(-1, channels))
     optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
+    check_choice("lr-schedule", lr_schedule, LR_SCHEDULES)
+    # each group decays to 1% of its own rate (CosineAnnealingLR's one eta_min would not scale G's group)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps))) \
+        if lr_schedule == "cosine" else None
     history: list[tuple[int, float]] = []
     model.train()
     seconds = 0.0
@@ -118,6 +132,8 @@ def fit(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if schedule is not None:
+                schedule.step()
             synchronize(device)
             seconds += time.perf_counter() - start
             if step % log_every == 0 or step in (1, steps):
@@ -159,7 +175,8 @@ def main(config: FitImageConfig) -> FitResult:
     target = torch.from_numpy(load_image(config.image, config.size)).to(device)
     model = build_siren(config, out_dim=target.shape[-1]).to(device)
     CONSOLE.print(f"SIREN ({config.layers}) {model.layers}  {sum(p.numel() for p in model.parameters()):,} parameters")
-    result = fit(model, target, config.steps, config.lr, config.log_every, config.eugen)
+    result = fit(model, target, config.steps, config.lr, config.log_every, config.eugen,
+                 lr_schedule=config.lr_schedule)
     check_finite(torch.from_numpy(result.reconstruction), "the fitted image (eval-mode network)")
     config.output.mkdir(parents=True, exist_ok=True)
     partial = config.output / f".reconstruction.{os.getpid()}.partial.png"
