@@ -13,7 +13,7 @@ learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
-    .venv/bin/python scripts/bench_siren.py --size 128 --width 128 --steps 150 --log-every 15
+    .venv/bin/eugen-bench siren        # = scripts/bench_siren.py with its defaults (128², width 128, 200 steps)
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class BenchSiren:
     threads: int = 1
     """torch CPU threads (1 keeps timings comparable on a shared machine)."""
     lr_schedule: LrSchedule = "constant"
-    """every variant's learning-rate schedule: constant, or cosine decay to 1% (final PSNR = best reached)."""
+    """every variant's learning-rate schedule: constant, or cosine decay towards 1% (the final PSNR then sits
+    near the best one reached instead of wherever a full-batch oscillation leaves it)."""
     variants: tuple[str, ...] = ()
     """names of the variants to run (default: all); the goal is judged when the dense ones at --width and
     the chosen EUGen SIREN are among them."""

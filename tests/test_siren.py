@@ -120,11 +120,15 @@ def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: s
     if schedule == "constant":
         assert all(lrs == seen[0] for lrs in seen)
     else:
-        assert all(b[0] < a[0] for a, b in itertools.pairwise(seen))
-        assert [last / first for last, first in zip(seen[-1], seen[0])] == pytest.approx([0.0161] * 2, abs=1e-3)  # lr at step 20 of 20
+        assert all(b[0] < a[0] and b[1] < a[1] for a, b in itertools.pairwise(seen))
+        at_last_step = 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * 19 / 20))  # the rate the 20th step runs at
+        assert [last / first for last, first in zip(seen[-1], seen[0])] == pytest.approx([at_last_step] * 2)
     with pytest.raises(ValueError, match="lr-schedule"):
         fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=2, lr=1e-3, log_every=1, eugen=SPEC, progress=False,
             lr_schedule="linear")
+    with pytest.raises(ValueError, match="steps"):
+        fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=0, lr=1e-3, log_every=1, eugen=SPEC, progress=False,
+            lr_schedule="cosine")
 
 
 def test_fit_image_command_writes_outputs(tmp_path: Path) -> None:

@@ -65,8 +65,9 @@ class FitImageConfig:
     lr: float = 1e-3
     """Adam learning rate (SIREN's paper: 1e-4; 1e-3 measured best for both dense and EUGen at 128²)."""
     lr_schedule: LrSchedule = "constant"
-    """constant, or cosine decay to 1% of --lr by the last step (without it a full-batch fit at a large
-    learning rate oscillates, and its last step can sit far below its best)."""
+    """constant, or cosine: each parameter group's rate (G's larger one included) falls along a cosine towards
+    1% of its start, reached after the last step (without it a full-batch fit at a large learning rate
+    oscillates, and its last step can sit far below its best)."""
     log_every: int = 50
     """Print (and record) the PSNR every this many steps."""
     seed: int = 0
@@ -103,15 +104,17 @@ def fit(
 ) -> FitResult:
     """Full-batch Adam on the MSE of ``target`` ``(H, W, C)`` in [0, 1]; PSNR logged from the training pass.
 
-    Only the optimisation step is timed (PSNR bookkeeping is not), with device synchronisation. The
+    ``lr_schedule``: ``constant`` or ``cosine`` (see :class:`FitImageConfig`). Only the optimisation step is timed (PSNR bookkeeping is not), with device synchronisation. The
     reconstruction comes from the eval-mode (merged) network.
     """
     device = target.device
     height, width, channels = target.shape
     coords = pixel_grid(height, width).to(device)
     values = to_signed(target.reshape(-1, channels))
-    optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
     check_choice("lr-schedule", lr_schedule, LR_SCHEDULES)
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
     # each group decays to 1% of its own rate (CosineAnnealingLR's one eta_min would not scale G's group)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps))) \
