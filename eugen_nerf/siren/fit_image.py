@@ -104,8 +104,9 @@ def fit(
 ) -> FitResult:
     """Full-batch Adam on the MSE of ``target`` ``(H, W, C)`` in [0, 1]; PSNR logged from the training pass.
 
-    ``lr_schedule``: ``constant`` or ``cosine`` (see :class:`FitImageConfig`). Only the optimisation step is timed (PSNR bookkeeping is not), with device synchronisation. The
-    reconstruction comes from the eval-mode (merged) network.
+    ``lr_schedule``: ``constant`` or ``cosine`` (see :class:`FitImageConfig`). Only the optimisation step is
+    timed (PSNR bookkeeping is not), with device synchronisation. The reconstruction comes from the eval-mode
+    (merged) network.
     """
     device = target.device
     height, width, channels = target.shape
