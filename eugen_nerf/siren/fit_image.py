@@ -116,10 +116,10 @@ def fit(
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
-    # each group decays to 1% of its own rate (CosineAnnealingLR's one eta_min would not scale G's group)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps))) \
-        if lr_schedule == "cosine" else None
+    schedule = None
+    if lr_schedule == "cosine":  # a factor, so each group decays from its own rate (G's too; one eta_min would not)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps)))
     history: list[tuple[int, float]] = []
     model.train()
     seconds = 0.0
