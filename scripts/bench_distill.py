@@ -72,6 +72,15 @@ class BenchDistill:
     """Adam learning rate of the fine-tune at its start (cosine-decayed)."""
     finetune_novel_views: int = 8
     """cameras near the training ones that the teacher renders as extra fine-tune targets."""
+    finetune_average: float = 0.0
+    """decay of the moving average of the fine-tuned parameters that is validated and kept (0: none;
+    eugen-distill --finetune-average)."""
+    finetune_camera_rays: Literal["capture", "all"] = "capture"
+    """capture: the closed form's rays; all: every pixel of every training camera but the held-out ones (fields
+    only; eugen-distill --finetune-camera-rays)."""
+    finetune_novel_rays: Literal["fixed", "fresh"] = "fixed"
+    """fixed: the novel cameras drawn once; fresh: new ones every step (fields only; eugen-distill
+    --finetune-novel-rays)."""
     finetune_validation_views: int = 4
     """other novel cameras the teacher renders to choose the kept fine-tune state (eugen-distill
     --finetune-validation-views)."""
@@ -325,7 +334,8 @@ def main() -> None:
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
             finetune_parameters=args.finetune_parameters, finetune_validation_views=args.finetune_validation_views,
-            finetune_target=args.finetune_target,
+            finetune_target=args.finetune_target, finetune_novel_rays=args.finetune_novel_rays,
+            finetune_camera_rays=args.finetune_camera_rays, finetune_average=args.finetune_average,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
             projections=args.projections if args.layer_type == "eugen" else "seeded",
         )

@@ -3,7 +3,8 @@
 The teacher is an unlimited supervisor: its colours of the distillation's own rays (recorded while they
 were first rendered) and of rays from novel cameras near the training ones (rendered by an untouched copy
 of the teacher) are the targets. Given that copy (``--finetune-target fields``), it renders each batch as it is
-drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`). By default
+drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`), and part of every
+batch can come from new novel cameras each step (``fresh``: the student never sees a novel ray twice). By default
 every parameter of the student's fields is trained (the dense layers and the density head adapt to the EUGen
 layers' inputs, which the closed form cannot do for layers it did not replace); ``parameters="eugen"`` trains
 only the EUGen layers' ``A``, ``c`` (and trainable ``G``). Adam with a cosine-decayed learning rate.
@@ -19,8 +20,9 @@ was too small a check: it let a fine-tune keep a state that was worse on every t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -28,6 +30,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from eugen_nerf.distill.field_match import render_and_match_fields
+from eugen_nerf.distill.sampling import cat_rays
 from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.layers import EUGenLinear
 
@@ -55,6 +58,24 @@ class FinetuneLog:
     kept_step: Optional[int] = None
 
 
+@contextmanager
+def swapped(params: List[torch.nn.Parameter], values: Optional[List[Tensor]]):
+    """``params`` hold ``values`` inside the block and their own values again after it (``None``: unchanged)."""
+    if values is None:
+        yield
+        return
+    with torch.no_grad():
+        own = [p.detach().clone() for p in params]
+        for p, value in zip(params, values):
+            p.copy_(value)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, value in zip(params, own):
+                p.copy_(value)
+
+
 @torch.no_grad()
 def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device, chunk: int = 4096) -> float:
     """Mean squared error of the model's final colour against ``targets`` (eval mode: no sampler jitter)."""
@@ -70,14 +91,24 @@ def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device
 def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: float, batch_rays: int, seed: int,
              device: torch.device, parameters: str = "all", show_progress: bool = True,
              validation: Optional[Tuple[RayBundle, Tensor]] = None, check_every: int = 25,
-             teacher: Optional[torch.nn.Module] = None) -> FinetuneLog:
+             teacher: Optional[torch.nn.Module] = None, fresh: Optional[Callable[[int], RayBundle]] = None,
+             fresh_rays: int = 0, average: float = 0.0) -> FinetuneLog:
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
     ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of
     :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`. With ``teacher`` (an untouched copy) the teacher
     renders each batch: its colour is the target (``targets`` is not read and may be ``None``) and the student's
-    fields also match the teacher's at its samples (:mod:`~eugen_nerf.distill.field_match`)."""
+    fields also match the teacher's at its samples (:mod:`~eugen_nerf.distill.field_match`). With ``fresh`` (a
+    teacher is needed), ``fresh_rays`` of each step's ``batch_rays`` are drawn from ``fresh(step)`` and the rest
+    from ``rays``. With ``average`` > 0 the student validated and kept is an exponential moving average of the
+    trained parameters with that decay per step (Polyak averaging: it smooths the step-to-step noise of small
+    batches that the cosine decay leaves)."""
     if teacher is None and targets is None:
         raise ValueError("finetune: targets are needed unless a teacher renders them")
+    if fresh is not None and (teacher is None or not 0 < fresh_rays < batch_rays):
+        raise ValueError("finetune: fresh rays need a teacher to render them and 0 < fresh_rays < batch_rays")
+    pool_rays = batch_rays - fresh_rays if fresh is not None else batch_rays
+    if not 0.0 <= average < 1.0:
+        raise ValueError(f"finetune: average must be in [0, 1), got {average}")
     params = eugen_parameters(model) if parameters == "eugen" else field_parameters(model)
     if not params:
         raise ValueError("the student has no EUGen layer to fine-tune" if parameters == "eugen"
@@ -94,15 +125,17 @@ def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: 
     if teacher is not None:  # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
         teacher.eval()
     best = None
+    averaged = [p.detach().clone() for p in params] if average else None
 
     def check(step: int) -> None:
         nonlocal best
         if validation is None:
             return
-        error = validation_mse(model, *validation, device)
-        log.validation.append((step, error))
-        if best is None or error < best[0]:
-            best = (error, step, [p.detach().clone() for p in params])
+        with swapped(params, averaged):
+            error = validation_mse(model, *validation, device)
+            log.validation.append((step, error))
+            if best is None or error < best[0]:
+                best = (error, step, [p.detach().clone() for p in params])
 
     # In train mode nerfstudio's samplers jitter with the global generator: seed it from ``seed``, in a fork that
     # leaves the caller's state alone, so that the student depends on the options only (bit-identical reruns).
@@ -112,8 +145,12 @@ def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: 
             torch.manual_seed(seed)
             check(0)
             for step in tqdm(range(1, steps + 1), desc="fine-tune", disable=not show_progress, leave=False):
-                pick = torch.randint(len(rays), (min(batch_rays, len(rays)),), generator=generator)
-                batch = rays[pick].to(device)
+                pick = torch.randint(len(rays), (min(pool_rays, len(rays)),), generator=generator)
+                batch = rays[pick]
+                if fresh is not None:
+                    new = fresh(step)
+                    batch = cat_rays(batch, new[torch.randint(len(new), (fresh_rays,), generator=generator)])
+                batch = batch.to(device)
                 if teacher is not None:
                     target, fields_loss = render_and_match_fields(teacher, model, batch)
                 else:
@@ -125,6 +162,10 @@ def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: 
                 loss.backward()
                 optimizer.step()
                 schedule.step()
+                if averaged is not None:
+                    with torch.no_grad():
+                        for mean, p in zip(averaged, params):
+                            mean.lerp_(p, 1.0 - average)
                 log.losses.append(float(loss))
                 if step % check_every == 0 or step == steps:
                     check(step)
@@ -133,6 +174,10 @@ def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: 
                 for p, saved in zip(params, best[2]):
                     p.copy_(saved)
             log.kept_step = best[1]
+        elif averaged is not None:
+            with torch.no_grad():
+                for p, mean in zip(params, averaged):
+                    p.copy_(mean)
     finally:
         model.eval()
         for p, flag in frozen.items():

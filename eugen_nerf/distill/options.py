@@ -27,8 +27,15 @@ FINETUNE_PARAMETERS = ("all", "eugen")
 FINETUNE_TARGETS = ("colour", "fields")
 """What the fine-tune matches: the teacher's rendered colours, or those and its fields at its own samples."""
 
+FINETUNE_NOVEL_RAYS = ("fixed", "fresh")
+"""Where the fine-tune's novel-camera rays come from: cameras drawn once, or new cameras every step."""
+
+FINETUNE_CAMERA_RAYS = ("capture", "all")
+"""Which training-camera rays the fine-tune draws from: the closed form's capture, or every pixel of every camera."""
+
 FINETUNE_OPTIONS = ("finetune_steps", "finetune_target", "finetune_lr", "finetune_rays", "finetune_parameters",
-                    "finetune_novel_views", "finetune_validation_views")
+                    "finetune_average",
+                    "finetune_camera_rays", "finetune_novel_views", "finetune_novel_rays", "finetune_validation_views")
 """The fine-tune's options, recorded in the report beside the capture's (which fine-tune made this student)."""
 
 PROJECTIONS = ("seeded", "teacher")
@@ -123,15 +130,27 @@ class DistillOptions:
     """Adam learning rate of the fine-tune at its start (cosine-decayed to 1% of it)."""
     finetune_rays: int = 256
     """Rays per fine-tune step, drawn from the distillation's rays and the novel views."""
+    finetune_average: float = 0.0
+    """Decay per step of an exponential moving average of the fine-tuned parameters; the average is what is
+    validated and kept (0: the parameters themselves). Smooths the step-to-step noise of small batches."""
     finetune_parameters: Literal["all", "eugen"] = "all"
     """``all``: every field parameter (density head included); ``eugen``: only the EUGen layers."""
     finetune_target: Literal["colour", "fields"] = "fields"
     """``colour``: the teacher's rendered colours; ``fields``: those, and each of the student's fields matches the
     teacher's at the samples the teacher drew for the batch (colour weighted by the teacher's rendering weight,
     opacity by its transmittance, so that a floater in front of the surface costs what it shows)."""
+    finetune_camera_rays: Literal["capture", "all"] = "capture"
+    """The training-camera rays the fine-tune draws from: ``capture``, those the closed form rendered
+    (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders each
+    batch), every pixel of every training camera at full resolution, the held-out cameras excepted."""
     finetune_novel_views: int = 8
     """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
     renders them ahead, with ``fields`` it renders each batch as it is drawn."""
+    finetune_novel_rays: Literal["fixed", "fresh"] = "fixed"
+    """``fixed``: the novel cameras are drawn once and their rays join the pool every step draws from; ``fresh``
+    (``fields`` only: the teacher renders each batch): every step draws ``finetune-novel-views`` new cameras and takes
+    the same share of its batch from their rays, so the student never sees a novel ray twice (a fixed pool was
+    over-fitted: the held-out error rose after 100-550 steps)."""
     finetune_validation_views: int = 4
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
     which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
@@ -197,11 +216,28 @@ class DistillOptions:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
         if self.finetune_target not in FINETUNE_TARGETS:
             raise DistillError(f"finetune-target must be one of {FINETUNE_TARGETS}, got {self.finetune_target!r}")
+        if self.finetune_camera_rays not in FINETUNE_CAMERA_RAYS:
+            raise DistillError(f"finetune-camera-rays must be one of {FINETUNE_CAMERA_RAYS}, "
+                               f"got {self.finetune_camera_rays!r}")
+        if self.finetune_camera_rays == "all" and self.finetune_target != "fields":
+            raise DistillError("finetune-camera-rays 'all' needs --finetune-target fields (the teacher renders each "
+                               "batch as it is drawn; with 'colour' its colours are rendered ahead)")
+        if self.finetune_novel_rays not in FINETUNE_NOVEL_RAYS:
+            raise DistillError(f"finetune-novel-rays must be one of {FINETUNE_NOVEL_RAYS}, "
+                               f"got {self.finetune_novel_rays!r}")
+        if self.finetune_novel_rays == "fresh" and self.finetune_target != "fields":
+            raise DistillError("finetune-novel-rays 'fresh' needs --finetune-target fields (the teacher renders each "
+                               "batch as it is drawn; with 'colour' its colours are rendered ahead)")
+        if self.finetune_novel_rays == "fresh" and not self.finetune_novel_views:
+            raise DistillError("finetune-novel-rays 'fresh' draws finetune-novel-views cameras a step: give "
+                               "--finetune-novel-views >= 1")
         if self.finetune_parameters not in FINETUNE_PARAMETERS:
             raise DistillError(f"finetune-parameters must be one of {FINETUNE_PARAMETERS}, "
                                f"got {self.finetune_parameters!r}")
         if not math.isfinite(self.refine_lr) or self.refine_lr <= 0:
             raise DistillError(f"refine-lr must be a number > 0, got {self.refine_lr!r}")
+        if isinstance(self.finetune_average, bool) or not 0.0 <= self.finetune_average < 1.0:
+            raise DistillError(f"finetune-average must be in [0, 1), got {self.finetune_average!r}")
         if self.finetune_steps < 0:
             raise DistillError(f"finetune-steps must be >= 0, got {self.finetune_steps}")
         if self.fit not in ("sequential", "parallel"):

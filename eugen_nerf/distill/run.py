@@ -49,7 +49,7 @@ from eugen_nerf.distill.output import (
     write_yaml_atomic,
 )
 from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
-from eugen_nerf.distill.sampling import RaySet, batch_generator, cat_rays, novel_rays, sample_rays
+from eugen_nerf.distill.sampling import RaySet, batch_generator, camera_rays, cat_rays, novel_rays, sample_rays
 from eugen_nerf.eval.runs import Run, final_rgb
 from eugen_nerf.layers import LowRankLinear, pivoted_units, unit_projections
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
@@ -348,8 +348,9 @@ class Distillation:
     # ------------------------------------------------------------------ fine-tune, evaluate, write
     def finetune(self) -> Optional[FinetuneLog]:
         """Fine-tune on the capture rays of the fitted cameras and of novel views (their teacher colours, or with
-        ``--finetune-target fields`` the teacher's render and fields of each batch), keeping the state that renders
-        the validation rays best (see :mod:`~eugen_nerf.distill.finetune`)."""
+        ``--finetune-target fields`` the teacher's render and fields of each batch; ``--finetune-camera-rays all``:
+        every training pixel; ``--finetune-novel-rays fresh``: new novel cameras every step), keeping the state that renders the validation rays best (see
+        :mod:`~eugen_nerf.distill.finetune`)."""
         if not self.fits:
             self.say("no layer was replaced: nothing to fine-tune")
             return None
@@ -366,8 +367,18 @@ class Distillation:
             validation = (rays[held], targets[held])
             rays, targets = rays[~held], targets[~held]
         match_fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
+        fresh, fresh_rays = None, 0
         with self.timer("finetune"):
-            if options.finetune_novel_views and match_fields:  # no colours rendered ahead
+            capture_rays = len(rays)
+            if options.finetune_camera_rays == "all":  # the teacher renders each batch: any training pixel will do
+                cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
+                rays = camera_rays(cameras, [i for i in range(len(cameras)) if i not in self.heldout_cameras], 1.0)
+            if options.finetune_novel_rays == "fresh":  # new cameras every step, the fixed pool's share of the batch
+                count, seed = options.finetune_novel_views, options.eugen.seed
+                novel_share = 1 - capture_rays / (capture_rays + len(self.novel_camera_rays(count, seed)))
+                fresh_rays = min(max(1, round(options.finetune_rays * novel_share)), options.finetune_rays - 1)
+                fresh = lambda step: self.novel_camera_rays(count, (seed + 1) * 1_000_003 + step)  # noqa: E731
+            elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 rays = cat_rays(rays, self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed))
             elif options.finetune_novel_views:
                 novel, novel_rgb = self.novel_targets(options.finetune_novel_views, options.eugen.seed)
@@ -379,7 +390,8 @@ class Distillation:
             log = finetune(self.teacher.model, rays, None if match_fields else targets, options.finetune_steps,
                            options.finetune_lr, options.finetune_rays, options.eugen.seed, self.device,
                            options.finetune_parameters,
-                           validation=validation, teacher=self.reference if match_fields else None)
+                           validation=validation, teacher=self.reference if match_fields else None,
+                           fresh=fresh, fresh_rays=fresh_rays, average=options.finetune_average)
         if log.kept_step is not None:
             self.say(f"fine-tune: kept the state after step {log.kept_step} of {options.finetune_steps} (best on the "
                      f"held-out cameras' rays against the teacher)")
