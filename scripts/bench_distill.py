@@ -76,8 +76,8 @@ class BenchDistill:
     """decay of the moving average of the fine-tuned parameters that is validated and kept (0: none;
     eugen-distill --finetune-average)."""
     finetune_camera_rays: Literal["capture", "all"] = "capture"
-    """capture: the closed form's rays; all: every pixel of every training camera but the held-out ones (fields
-    only; eugen-distill --finetune-camera-rays)."""
+    """capture: the closed form's rays; all: every pixel of every training camera but the held-out ones
+    (fields only; eugen-distill --finetune-camera-rays)."""
     finetune_novel_rays: Literal["fixed", "fresh"] = "fixed"
     """fixed: the novel cameras drawn once; fresh: new ones every step (fields only; eugen-distill
     --finetune-novel-rays)."""

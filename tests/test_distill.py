@@ -420,7 +420,12 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
         assert DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type=layer_type)).projections == "seeded"
     with pytest.raises(DistillError, match="finetune-target must be one of"):
         DistillOptions(teacher=Path("t"), finetune_target="depth")
-    assert defaults.finetune_novel_rays == "fixed"
+    assert (defaults.finetune_novel_rays, defaults.finetune_camera_rays, defaults.finetune_average) == \
+        ("fixed", "capture", 0.0)
+    with pytest.raises(DistillError, match="finetune-camera-rays must be one of"):
+        DistillOptions(teacher=Path("t"), finetune_camera_rays="every")
+    with pytest.raises(DistillError, match="--finetune-rays >= 2"):
+        DistillOptions(teacher=Path("t"), finetune_novel_rays="fresh", finetune_rays=1)
     with pytest.raises(DistillError, match="finetune-novel-rays must be one of"):
         DistillOptions(teacher=Path("t"), finetune_novel_rays="new")
     with pytest.raises(DistillError, match="'fresh' needs --finetune-target fields"):
@@ -613,8 +618,8 @@ def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(dense_
 
 
 def test_fresh_novel_rays_are_new_every_step_and_fill_their_share_of_each_batch(dense_result, monkeypatch):
-    """``fresh``: every step asks for its own novel rays once, takes ``fresh_rays`` of them after the pool's share
-    and the teacher renders the whole batch; the pool alone never reaches the batch."""
+    """``fresh``: every step asks for its own novel rays once and takes ``fresh_rays`` of them after the
+    pool's share; the teacher renders the whole batch; the pool alone never reaches the batch."""
     import eugen_nerf.distill.finetune as finetune_module
     from eugen_nerf.distill.sampling import novel_rays
 
@@ -633,54 +638,65 @@ def test_fresh_novel_rays_are_new_every_step_and_fill_their_share_of_each_batch(
     original = finetune_module.render_and_match_fields
     monkeypatch.setattr(finetune_module, "render_and_match_fields",
                         lambda t, s, batch: batches.append(batch.origins.clone()) or original(t, s, batch))
-    student = copy.deepcopy(teacher)
-    log = finetune_module.finetune(student, pool, None, steps=4, lr=1e-3, batch_rays=64, seed=0,
-                                   device=torch.device("cpu"), show_progress=False, teacher=teacher, fresh=fresh,
-                                   fresh_rays=16)
+    student, cpu = copy.deepcopy(teacher), torch.device("cpu")
+    log = finetune_module.finetune(student, pool, None, steps=4, lr=1e-3, batch_rays=64, seed=0, device=cpu,
+                                   show_progress=False, teacher=teacher, fresh=fresh, fresh_rays=16)
     assert asked == [1, 2, 3, 4] and len(log.losses) == 4 and all(math.isfinite(x) for x in log.losses)
     for step, origins in enumerate(batches, start=1):
         assert origins.shape == (64, 3)
         assert (origins[48:] == float(step)).all()  # this step's fresh rays, never an earlier step's
         assert torch.isin(origins[:48], pool.origins).all()
+    with pytest.raises(ValueError, match="fresh_rays must be in"):
+        finetune_module.finetune(student, pool, None, steps=1, lr=1e-3, batch_rays=64, seed=0, device=cpu,
+                                 show_progress=False, teacher=teacher, fresh=fresh, fresh_rays=64)
     with pytest.raises(ValueError, match="fresh rays need a teacher"):
-        finetune_module.finetune(student, pool, torch.zeros(len(pool), 3), steps=1, lr=1e-3, batch_rays=64, seed=0,
-                                 device=torch.device("cpu"), show_progress=False, fresh=fresh, fresh_rays=16)
+        finetune_module.finetune(student, pool, torch.zeros(len(pool), 3), steps=1, lr=1e-3, batch_rays=64,
+                                 seed=0, device=cpu, show_progress=False, fresh=fresh, fresh_rays=16)
 
 
 def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_step(dense_teacher, tmp_path,
                                                                                       monkeypatch):
-    """``eugen-distill --finetune-novel-rays fresh``: the pool holds the capture rays only, the fresh share of a
-    batch is the share the fixed novel cameras would have had, and two steps get different cameras."""
+    """``eugen-distill --finetune-novel-rays fresh``: the pool holds the capture rays only, the fresh share of
+    a batch is the share the fixed novel cameras would have had, and two steps get different cameras."""
     import eugen_nerf.distill.run as run_module
     from eugen_nerf.distill.finetune import FinetuneLog
+    from eugen_nerf.distill.sampling import novel_rays
 
     calls = []
     monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, **kwargs:
                         calls.append((rays, args, kwargs)) or FinetuneLog())
-    distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8, finetune_steps=2,
-                    finetune_rays=100, finetune_novel_views=3, finetune_validation_views=1, finetune_target="fields",
-                    finetune_novel_rays="fresh"))
+    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8,
+                             finetune_steps=2, finetune_rays=100, finetune_novel_views=3,
+                             finetune_validation_views=1, finetune_target="fields",
+                             finetune_novel_rays="fresh"))
     ((pool, args, kwargs),) = calls
     first, second = kwargs["fresh"](1), kwargs["fresh"](2)
     assert len(first) == len(second) and not torch.allclose(first.origins, second.origins)
     assert torch.equal(kwargs["fresh"](1).origins, first.origins)  # seeded: a rerun draws the same cameras
     share = len(first) / (len(pool) + len(first))
     assert kwargs["fresh_rays"] == round(100 * share) and 0 < kwargs["fresh_rays"] < 100
-    assert not torch.isin(first.origins[:, 0], pool.origins[:, 0]).any()  # no novel camera in the pool
+    cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
+    centres = cameras.camera_to_worlds[pool.camera_indices.reshape(-1), :, 3]
+    assert torch.allclose(pool.origins, centres)  # training cameras only: no novel camera in the pool
+    fixed, checked = novel_rays(cameras, 3, 0.5, seed=0), kwargs["validation"][0]
+    for other in (fixed.origins, checked.origins):  # the fixed cameras' seed, the validation cameras' + 1
+        assert not torch.isin(first.origins[:, 0], other[:, 0]).any()
 
 
-def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense_teacher, tmp_path, monkeypatch):
-    """``--finetune-camera-rays all``: the fine-tune's pool is every full-resolution pixel ray of every training
-    camera except those held out for validation, whose rays still validate; with ``colour`` it is refused."""
+def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense_teacher, tmp_path,
+                                                                           monkeypatch):
+    """``--finetune-camera-rays all``: the fine-tune's pool is every full-resolution pixel ray of every
+    training camera except those held out for validation, whose rays still validate; with ``colour`` it is
+    refused."""
     import eugen_nerf.distill.run as run_module
     from eugen_nerf.distill.finetune import FinetuneLog
 
     calls = []
     monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, **kwargs:
                         calls.append((rays, kwargs)) or FinetuneLog())
-    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8, finetune_steps=1,
-                             finetune_novel_views=0, finetune_validation_views=0, finetune_target="fields",
-                             finetune_camera_rays="all"))
+    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8,
+                             finetune_steps=1, finetune_novel_views=0, finetune_validation_views=0,
+                             finetune_target="fields", finetune_camera_rays="all"))
     ((pool, kwargs),) = calls
     cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
     held = kwargs["validation"][0].camera_indices.unique().tolist()
@@ -693,9 +709,9 @@ def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense
 
 
 def test_averaged_finetune_hands_back_the_moving_average_of_the_steps(dense_result, monkeypatch):
-    """``average = a``: the student handed back is ``m_t = a·m_{t-1} + (1-a)·p_t`` over the optimiser's steps,
-    from the starting parameters (no validation, so nothing else is chosen); with validation, the state kept is the
-    average that rendered the validation rays best."""
+    """``average = a``: the student handed back is ``m_t = a·m_{t-1} + (1-a)·p_t`` over the optimiser's
+    steps, from the starting parameters (no validation, so nothing else is chosen); with validation, the state
+    kept is the average that rendered the validation rays best."""
     from eugen_nerf.distill.finetune import field_parameters, finetune, validation_mse
     from eugen_nerf.distill.sampling import novel_rays
 
@@ -703,34 +719,44 @@ def test_averaged_finetune_hands_back_the_moving_average_of_the_steps(dense_resu
     teacher = result.teacher.model
     cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
     rays, held = novel_rays(cameras, 1, 0.25, seed=0), novel_rays(cameras, 1, 0.25, seed=1)
-    student = copy.deepcopy(teacher)
+    student, cpu = copy.deepcopy(teacher), torch.device("cpu")
     with torch.no_grad():
         student.field_fine.color_head.layers[-1].bias += 0.5
     params = field_parameters(student)
     expected = [p.detach().clone() for p in params]
     original = torch.optim.Adam.step
+    history = []  # the average after each step
 
     def spy(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
         for mean, p in zip(expected, params):
             mean.mul_(0.75).add_(p.detach(), alpha=0.25)
+        history.append([mean.clone() for mean in expected])
         return out
 
     monkeypatch.setattr(torch.optim.Adam, "step", spy)
     trained = [p.detach().clone() for p in params]
-    finetune(student, rays, None, steps=4, lr=1e-2, batch_rays=64, seed=0, device=torch.device("cpu"),
-             show_progress=False, teacher=teacher, average=0.75)
+    finetune(student, rays, None, steps=4, lr=1e-2, batch_rays=64, seed=0, device=cpu, show_progress=False,
+             teacher=teacher, average=0.75)
     assert any(not torch.equal(p, q) for p, q in zip(params, trained))  # it trained
     for p, mean in zip(params, expected):
         assert torch.allclose(p, mean, atol=1e-6)
     teacher.eval()
     with torch.no_grad():
         targets = torch.cat([teacher(held[i:i + 512])["rgb"] for i in range(0, len(held), 512)])
-    log = finetune(student, rays, None, steps=4, lr=1e-2, batch_rays=64, seed=0, device=torch.device("cpu"),
-                   show_progress=False, teacher=teacher, average=0.75, validation=(held, targets), check_every=1)
-    assert validation_mse(student, held, targets, torch.device("cpu")) == pytest.approx(min(e for _, e in log.validation))
+        student.field_fine.color_head.layers[-1].bias += 0.5  # off again: the averages improve on the start
+    expected[:] = [p.detach().clone() for p in params]
+    history.clear()
+    log = finetune(student, rays, None, steps=4, lr=1e-2, batch_rays=64, seed=0, device=cpu,
+                   show_progress=False, teacher=teacher, average=0.75, validation=(held, targets),
+                   check_every=1)
+    assert log.kept_step > 0
+    for p, mean in zip(params, history[log.kept_step - 1]):  # that step's average, not its raw parameters
+        assert torch.allclose(p, mean, atol=1e-6)
+    best = min(e for _, e in log.validation)
+    assert validation_mse(student, held, targets, cpu) == pytest.approx(best)
     with pytest.raises(ValueError, match="average must be in"):
-        finetune(student, rays, None, steps=1, lr=1e-2, batch_rays=64, seed=0, device=torch.device("cpu"),
+        finetune(student, rays, None, steps=1, lr=1e-2, batch_rays=64, seed=0, device=cpu,
                  show_progress=False, teacher=teacher, average=1.0)
     with pytest.raises(DistillError, match="finetune-average must be in"):
         DistillOptions(teacher=Path("t"), finetune_average=-0.1)

@@ -3,11 +3,11 @@
 The teacher is an unlimited supervisor: its colours of the distillation's own rays (recorded while they
 were first rendered) and of rays from novel cameras near the training ones (rendered by an untouched copy
 of the teacher) are the targets. Given that copy (``--finetune-target fields``), it renders each batch as it is
-drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`), and part of every
-batch can come from new novel cameras each step (``fresh``: the student never sees a novel ray twice). By default
-every parameter of the student's fields is trained (the dense layers and the density head adapt to the EUGen
-layers' inputs, which the closed form cannot do for layers it did not replace); ``parameters="eugen"`` trains
-only the EUGen layers' ``A``, ``c`` (and trainable ``G``). Adam with a cosine-decayed learning rate.
+drawn instead: its colours are the targets and its fields are matched too (:mod:`.field_match`), and part of
+every batch can come from new novel cameras each step (``fresh``: no novel camera is trained on twice). By
+default every parameter of the student's fields is trained (the dense layers and the density head adapt to the
+EUGen layers' inputs, which the closed form cannot do for layers it did not replace); ``parameters="eugen"``
+trains only the EUGen layers' ``A``, ``c`` (and trainable ``G``). Adam with a cosine-decayed learning rate.
 
 **Never worse than where it started.** Adam's first steps move every parameter by about the learning rate
 whatever the gradient, which can undo a closed form that already renders like the teacher (the low-rank
@@ -60,7 +60,7 @@ class FinetuneLog:
 
 @contextmanager
 def swapped(params: List[torch.nn.Parameter], values: Optional[List[Tensor]]):
-    """``params`` hold ``values`` inside the block and their own values again after it (``None``: unchanged)."""
+    """``params`` hold ``values`` inside the block and their own values after it (``None``: unchanged)."""
     if values is None:
         yield
         return
@@ -96,16 +96,18 @@ def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: 
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
     ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of
     :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`. With ``teacher`` (an untouched copy) the teacher
-    renders each batch: its colour is the target (``targets`` is not read and may be ``None``) and the student's
-    fields also match the teacher's at its samples (:mod:`~eugen_nerf.distill.field_match`). With ``fresh`` (a
-    teacher is needed), ``fresh_rays`` of each step's ``batch_rays`` are drawn from ``fresh(step)`` and the rest
-    from ``rays``. With ``average`` > 0 the student validated and kept is an exponential moving average of the
-    trained parameters with that decay per step (Polyak averaging: it smooths the step-to-step noise of small
-    batches that the cosine decay leaves)."""
+    renders each batch: its colour is the target (``targets`` is not read and may be ``None``) and the
+    student's fields also match the teacher's at its samples (:mod:`~eugen_nerf.distill.field_match`). With
+    ``fresh`` (a teacher is needed), ``fresh_rays`` of each step's ``batch_rays`` are drawn from
+    ``fresh(step)`` and the rest from ``rays``. With ``average`` > 0 the student validated and kept is an
+    exponential moving average of the trained parameters with that decay per step (Polyak averaging: it
+    smooths the step-to-step noise of small batches that the cosine decay leaves)."""
     if teacher is None and targets is None:
         raise ValueError("finetune: targets are needed unless a teacher renders them")
-    if fresh is not None and (teacher is None or not 0 < fresh_rays < batch_rays):
-        raise ValueError("finetune: fresh rays need a teacher to render them and 0 < fresh_rays < batch_rays")
+    if fresh is not None and teacher is None:
+        raise ValueError("finetune: fresh rays need a teacher to render them")
+    if fresh is not None and not 0 < fresh_rays < batch_rays:
+        raise ValueError(f"finetune: fresh_rays must be in (0, batch_rays = {batch_rays}), got {fresh_rays}")
     pool_rays = batch_rays - fresh_rays if fresh is not None else batch_rays
     if not 0.0 <= average < 1.0:
         raise ValueError(f"finetune: average must be in [0, 1), got {average}")

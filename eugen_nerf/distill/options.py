@@ -31,11 +31,11 @@ FINETUNE_NOVEL_RAYS = ("fixed", "fresh")
 """Where the fine-tune's novel-camera rays come from: cameras drawn once, or new cameras every step."""
 
 FINETUNE_CAMERA_RAYS = ("capture", "all")
-"""Which training-camera rays the fine-tune draws from: the closed form's capture, or every pixel of every camera."""
+"""Which training-camera rays the fine-tune draws from: the capture's, or every pixel of every camera."""
 
 FINETUNE_OPTIONS = ("finetune_steps", "finetune_target", "finetune_lr", "finetune_rays", "finetune_parameters",
-                    "finetune_average",
-                    "finetune_camera_rays", "finetune_novel_views", "finetune_novel_rays", "finetune_validation_views")
+                    "finetune_average", "finetune_camera_rays", "finetune_novel_views", "finetune_novel_rays",
+                    "finetune_validation_views")
 """The fine-tune's options, recorded in the report beside the capture's (which fine-tune made this student)."""
 
 PROJECTIONS = ("seeded", "teacher")
@@ -141,16 +141,18 @@ class DistillOptions:
     opacity by its transmittance, so that a floater in front of the surface costs what it shows)."""
     finetune_camera_rays: Literal["capture", "all"] = "capture"
     """The training-camera rays the fine-tune draws from: ``capture``, those the closed form rendered
-    (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders each
-    batch), every pixel of every training camera at full resolution, the held-out cameras excepted."""
+    (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders
+    each batch), every pixel of every training camera at full resolution, the held-out cameras excepted (held
+    in memory: 200,000 rays for the shipped 50-camera 64² scenes, some GB for 100 cameras at 800²)."""
     finetune_novel_views: int = 8
     """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
     renders them ahead, with ``fields`` it renders each batch as it is drawn."""
     finetune_novel_rays: Literal["fixed", "fresh"] = "fixed"
-    """``fixed``: the novel cameras are drawn once and their rays join the pool every step draws from; ``fresh``
-    (``fields`` only: the teacher renders each batch): every step draws ``finetune-novel-views`` new cameras and takes
-    the same share of its batch from their rays, so the student never sees a novel ray twice (a fixed pool was
-    over-fitted: the held-out error rose after 100-550 steps)."""
+    """``fixed``: the novel cameras are drawn once and their rays join the pool every step draws from;
+    ``fresh`` (``fields`` only: the teacher renders each batch): every step draws ``finetune-novel-views`` new
+    cameras and takes the share of its batch that fixed cameras would have among the capture rays from them,
+    so no novel camera is trained on twice (a fixed pool was over-fitted: the held-out error rose after
+    100-550 steps)."""
     finetune_validation_views: int = 4
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
     which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
@@ -216,18 +218,17 @@ class DistillOptions:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
         if self.finetune_target not in FINETUNE_TARGETS:
             raise DistillError(f"finetune-target must be one of {FINETUNE_TARGETS}, got {self.finetune_target!r}")
-        if self.finetune_camera_rays not in FINETUNE_CAMERA_RAYS:
-            raise DistillError(f"finetune-camera-rays must be one of {FINETUNE_CAMERA_RAYS}, "
-                               f"got {self.finetune_camera_rays!r}")
-        if self.finetune_camera_rays == "all" and self.finetune_target != "fields":
-            raise DistillError("finetune-camera-rays 'all' needs --finetune-target fields (the teacher renders each "
-                               "batch as it is drawn; with 'colour' its colours are rendered ahead)")
-        if self.finetune_novel_rays not in FINETUNE_NOVEL_RAYS:
-            raise DistillError(f"finetune-novel-rays must be one of {FINETUNE_NOVEL_RAYS}, "
-                               f"got {self.finetune_novel_rays!r}")
-        if self.finetune_novel_rays == "fresh" and self.finetune_target != "fields":
-            raise DistillError("finetune-novel-rays 'fresh' needs --finetune-target fields (the teacher renders each "
-                               "batch as it is drawn; with 'colour' its colours are rendered ahead)")
+        pools = (("finetune-camera-rays", self.finetune_camera_rays, FINETUNE_CAMERA_RAYS),
+                 ("finetune-novel-rays", self.finetune_novel_rays, FINETUNE_NOVEL_RAYS))
+        for name, value, choices in pools:
+            if value not in choices:
+                raise DistillError(f"{name} must be one of {choices}, got {value!r}")
+            if value == choices[1] and self.finetune_target != "fields":
+                raise DistillError(f"{name} '{value}' needs --finetune-target fields (the teacher renders "
+                                   f"each batch as it is drawn; with 'colour' its colours come ahead)")
+        if self.finetune_novel_rays == "fresh" and self.finetune_rays < 2:
+            raise DistillError(f"finetune-novel-rays 'fresh' shares each batch between the pool and new "
+                               f"cameras: give --finetune-rays >= 2, got {self.finetune_rays}")
         if self.finetune_novel_rays == "fresh" and not self.finetune_novel_views:
             raise DistillError("finetune-novel-rays 'fresh' draws finetune-novel-views cameras a step: give "
                                "--finetune-novel-views >= 1")

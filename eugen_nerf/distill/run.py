@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import os
 import time
@@ -49,7 +50,14 @@ from eugen_nerf.distill.output import (
     write_yaml_atomic,
 )
 from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
-from eugen_nerf.distill.sampling import RaySet, batch_generator, camera_rays, cat_rays, novel_rays, sample_rays
+from eugen_nerf.distill.sampling import (
+    RaySet,
+    batch_generator,
+    camera_rays,
+    cat_rays,
+    novel_rays,
+    sample_rays,
+)
 from eugen_nerf.eval.runs import Run, final_rgb
 from eugen_nerf.layers import LowRankLinear, pivoted_units, unit_projections
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
@@ -347,9 +355,10 @@ class Distillation:
 
     # ------------------------------------------------------------------ fine-tune, evaluate, write
     def finetune(self) -> Optional[FinetuneLog]:
-        """Fine-tune on the capture rays of the fitted cameras and of novel views (their teacher colours, or with
-        ``--finetune-target fields`` the teacher's render and fields of each batch; ``--finetune-camera-rays all``:
-        every training pixel; ``--finetune-novel-rays fresh``: new novel cameras every step), keeping the state that renders the validation rays best (see
+        """Fine-tune on the capture rays of the fitted cameras and of novel views (their teacher colours, or
+        with ``--finetune-target fields`` the teacher's render and fields of each batch;
+        ``--finetune-camera-rays all``: every training pixel; ``--finetune-novel-rays fresh``: new novel
+        cameras every step), keeping the state that renders the validation rays best (see
         :mod:`~eugen_nerf.distill.finetune`)."""
         if not self.fits:
             self.say("no layer was replaced: nothing to fine-tune")
@@ -370,14 +379,19 @@ class Distillation:
         fresh, fresh_rays = None, 0
         with self.timer("finetune"):
             capture_rays = len(rays)
-            if options.finetune_camera_rays == "all":  # the teacher renders each batch: any training pixel will do
+            if options.finetune_camera_rays == "all":  # the teacher renders each batch: any pixel will do
                 cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-                rays = camera_rays(cameras, [i for i in range(len(cameras)) if i not in self.heldout_cameras], 1.0)
-            if options.finetune_novel_rays == "fresh":  # new cameras every step, the fixed pool's share of the batch
+                trained = [i for i in range(len(cameras)) if i not in self.heldout_cameras]
+                rays = camera_rays(cameras, trained, 1.0)
+            if options.finetune_novel_rays == "fresh":
+                # new cameras every step, as large a share of the batch as fixed cameras would have among the
+                # capture rays (also with ``all``, whose 200,000 rays would leave them 4%); their seeds are
+                # apart from the fixed cameras' (seed) and the validation cameras' (seed + 1)
                 count, seed = options.finetune_novel_views, options.eugen.seed
                 novel_share = 1 - capture_rays / (capture_rays + len(self.novel_camera_rays(count, seed)))
-                fresh_rays = min(max(1, round(options.finetune_rays * novel_share)), options.finetune_rays - 1)
-                fresh = lambda step: self.novel_camera_rays(count, (seed + 1) * 1_000_003 + step)  # noqa: E731
+                share = round(options.finetune_rays * novel_share)
+                fresh_rays = min(max(1, share), options.finetune_rays - 1)
+                fresh = functools.partial(self.fresh_novel_rays, count, (seed + 1) * 1_000_003)
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 rays = cat_rays(rays, self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed))
             elif options.finetune_novel_views:
@@ -393,9 +407,14 @@ class Distillation:
                            validation=validation, teacher=self.reference if match_fields else None,
                            fresh=fresh, fresh_rays=fresh_rays, average=options.finetune_average)
         if log.kept_step is not None:
-            self.say(f"fine-tune: kept the state after step {log.kept_step} of {options.finetune_steps} (best on the "
-                     f"held-out cameras' rays against the teacher)")
+            kept = "the parameters' moving average" if options.finetune_average else "the state"
+            self.say(f"fine-tune: kept {kept} after step {log.kept_step} of {options.finetune_steps} "
+                     f"(best on the held-out cameras' rays against the teacher)")
         return log
+
+    def fresh_novel_rays(self, count: int, first_seed: int, step: int) -> RayBundle:
+        """Rays of the ``count`` novel cameras of fine-tune step ``step`` (seed ``first_seed + step``)."""
+        return self.novel_camera_rays(count, first_seed + step)
 
     def novel_camera_rays(self, count: int, seed: int) -> RayBundle:
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``)."""
