@@ -683,6 +683,30 @@ def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_s
         assert not torch.isin(first.origins[:, 0], other[:, 0]).any()
 
 
+def test_pixel_rays_are_the_camera_rays_generated_as_drawn():
+    """:class:`PixelRays` gives, for any draw (repeats, any order, the ``extra`` rays mixed in), exactly the
+    rays that indexing the materialised :func:`camera_rays` followed by ``extra`` would, on cameras of two
+    sizes."""
+    from nerfstudio.cameras.cameras import Cameras
+
+    from eugen_nerf.distill.sampling import PixelRays, camera_rays, cat_rays, novel_rays
+
+    c2w = torch.eye(4)[:3].repeat(5, 1, 1)
+    c2w[:, 0, 3] = torch.arange(5.0)
+    cameras = Cameras(camera_to_worlds=c2w, fx=30.0, fy=30.0, cx=16.0, cy=12.0,
+                      width=torch.tensor([[32], [32], [20], [32], [20]]), height=24)
+    extra = novel_rays(cameras, 2, 0.5, seed=3)
+    pool, flat = PixelRays(cameras, [0, 2, 4], extra), cat_rays(camera_rays(cameras, [0, 2, 4], 1.0), extra)
+    assert len(pool) == len(flat) == 24 * (32 + 20 + 20) + len(extra)
+    for pick in (torch.randint(len(pool), (500,), generator=torch.Generator().manual_seed(0)),
+                 torch.tensor([len(pool) - 1, 0, 0, 24 * 32])):
+        drawn, expected = pool[pick], flat[pick]
+        for name in ("origins", "directions", "pixel_area", "camera_indices"):
+            assert torch.equal(getattr(drawn, name), getattr(expected, name)), name
+        assert torch.equal(drawn.metadata["directions_norm"], expected.metadata["directions_norm"])
+    assert len(PixelRays(cameras, [1])[torch.tensor([3, 5])]) == 2  # without extra rays
+
+
 def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense_teacher, tmp_path,
                                                                            monkeypatch):
     """``--finetune-camera-rays all``: the fine-tune's pool is every full-resolution pixel ray of every
@@ -690,6 +714,7 @@ def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense
     refused."""
     import eugen_nerf.distill.run as run_module
     from eugen_nerf.distill.finetune import FinetuneLog
+    from eugen_nerf.distill.sampling import PixelRays, camera_rays
 
     calls = []
     monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, **kwargs:
@@ -702,8 +727,11 @@ def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense
     held = kwargs["validation"][0].camera_indices.unique().tolist()
     assert held and set(held) <= set(range(len(cameras)))
     kept = [i for i in range(len(cameras)) if i not in held]
-    assert sorted(pool.camera_indices.unique().tolist()) == kept
+    assert isinstance(pool, PixelRays)  # generated as drawn, not held
+    every = pool[torch.arange(len(pool))]
+    assert sorted(every.camera_indices.unique().tolist()) == kept
     assert len(pool) == sum(int(cameras.width[i]) * int(cameras.height[i]) for i in kept)
+    assert torch.equal(every.directions, camera_rays(cameras, kept, 1.0).directions)
     with pytest.raises(DistillError, match="'all' needs --finetune-target fields"):
         DistillOptions(teacher=Path("t"), finetune_camera_rays="all", finetune_target="colour")
 
@@ -744,10 +772,14 @@ def test_averaged_finetune_hands_back_the_moving_average_of_the_steps(dense_resu
     teacher.eval()
     with torch.no_grad():
         targets = torch.cat([teacher(held[i:i + 512])["rgb"] for i in range(0, len(held), 512)])
-        student.field_fine.color_head.layers[-1].bias += 0.5  # off again: the averages improve on the start
+    student = copy.deepcopy(teacher)  # a fresh one, far off, so that the averages improve on the start
+    with torch.no_grad():
+        for field in (student.field_coarse, student.field_fine):
+            field.color_head.layers[-1].bias += 1.0
+    params[:] = field_parameters(student)
     expected[:] = [p.detach().clone() for p in params]
     history.clear()
-    log = finetune(student, rays, None, steps=4, lr=1e-2, batch_rays=64, seed=0, device=cpu,
+    log = finetune(student, rays, None, steps=6, lr=3e-3, batch_rays=128, seed=0, device=cpu,
                    show_progress=False, teacher=teacher, average=0.75, validation=(held, targets),
                    check_every=1)
     assert log.kept_step > 0

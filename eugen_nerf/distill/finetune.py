@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -30,7 +30,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from eugen_nerf.distill.field_match import render_and_match_fields
-from eugen_nerf.distill.sampling import cat_rays
+from eugen_nerf.distill.sampling import PixelRays, cat_rays
 from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.layers import EUGenLinear
 
@@ -88,11 +88,12 @@ def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device
     return total / targets.numel()
 
 
-def finetune(model, rays: RayBundle, targets: Optional[Tensor], steps: int, lr: float, batch_rays: int, seed: int,
-             device: torch.device, parameters: str = "all", show_progress: bool = True,
-             validation: Optional[Tuple[RayBundle, Tensor]] = None, check_every: int = 25,
-             teacher: Optional[torch.nn.Module] = None, fresh: Optional[Callable[[int], RayBundle]] = None,
-             fresh_rays: int = 0, average: float = 0.0) -> FinetuneLog:
+def finetune(model, rays: Union[RayBundle, PixelRays], targets: Optional[Tensor], steps: int, lr: float,
+             batch_rays: int, seed: int, device: torch.device, parameters: str = "all",
+             show_progress: bool = True, validation: Optional[Tuple[RayBundle, Tensor]] = None,
+             check_every: int = 25, teacher: Optional[torch.nn.Module] = None,
+             fresh: Optional[Callable[[int], RayBundle]] = None, fresh_rays: int = 0,
+             average: float = 0.0) -> FinetuneLog:
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
     ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of
     :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`. With ``teacher`` (an untouched copy) the teacher

@@ -142,8 +142,8 @@ class DistillOptions:
     finetune_camera_rays: Literal["capture", "all"] = "capture"
     """The training-camera rays the fine-tune draws from: ``capture``, those the closed form rendered
     (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders
-    each batch), every pixel of every training camera at full resolution, the held-out cameras excepted (held
-    in memory: 200,000 rays for the shipped 50-camera 64² scenes, some GB for 100 cameras at 800²)."""
+    each batch), every pixel of every training camera at full resolution, the held-out cameras excepted (each
+    ray generated when drawn: no more memory than a batch's)."""
     finetune_novel_views: int = 8
     """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
     renders them ahead, with ``fields`` it renders each batch as it is drawn."""

@@ -51,9 +51,9 @@ from eugen_nerf.distill.output import (
 )
 from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import (
+    PixelRays,
     RaySet,
     batch_generator,
-    camera_rays,
     cat_rays,
     novel_rays,
     sample_rays,
@@ -378,11 +378,7 @@ class Distillation:
         match_fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
         fresh, fresh_rays = None, 0
         with self.timer("finetune"):
-            capture_rays = len(rays)
-            if options.finetune_camera_rays == "all":  # the teacher renders each batch: any pixel will do
-                cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-                trained = [i for i in range(len(cameras)) if i not in self.heldout_cameras]
-                rays = camera_rays(cameras, trained, 1.0)
+            capture_rays, novel = len(rays), None
             if options.finetune_novel_rays == "fresh":
                 # new cameras every step, as large a share of the batch as fixed cameras would have among the
                 # capture rays (also with ``all``, whose 200,000 rays would leave them 4%); their seeds are
@@ -393,10 +389,16 @@ class Distillation:
                 fresh_rays = min(max(1, share), options.finetune_rays - 1)
                 fresh = functools.partial(self.fresh_novel_rays, count, (seed + 1) * 1_000_003)
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
-                rays = cat_rays(rays, self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed))
+                novel = self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed)
             elif options.finetune_novel_views:
                 novel, novel_rgb = self.novel_targets(options.finetune_novel_views, options.eugen.seed)
-                rays, targets = cat_rays(rays, novel), torch.cat([targets, novel_rgb])
+                targets = torch.cat([targets, novel_rgb])
+            if options.finetune_camera_rays == "all":  # the teacher renders each batch: any pixel will do
+                cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
+                trained = [i for i in range(len(cameras)) if i not in self.heldout_cameras]
+                rays = PixelRays(cameras, trained, extra=novel)  # generated as drawn: a batch's memory
+            elif novel is not None:
+                rays = cat_rays(rays, novel)
             if options.finetune_validation_views:  # other novel cameras (another seed), never trained on
                 views, views_rgb = self.novel_targets(options.finetune_validation_views, options.eugen.seed + 1)
                 validation = (views, views_rgb) if validation is None else \

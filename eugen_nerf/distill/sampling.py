@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, fields
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
@@ -74,6 +74,39 @@ def camera_rays(cameras: Cameras, indices: List[int], resolution_scale: float) -
     rays = subset.generate_rays(camera_indices=local, coords=torch.cat(coords))
     rays.camera_indices = torch.tensor(indices, dtype=torch.long)[local]
     return rays
+
+
+class PixelRays:
+    """Every pixel ray of ``cameras[indices]`` at full resolution, in :func:`camera_rays`' order, then the rays of
+    ``extra``: indexed like a flat :class:`RayBundle` (``pool[pick]``) but generated only when drawn, so that a
+    fine-tune can draw from every pixel of a large capture (100 cameras at 800² are 64 million rays) in the
+    memory of one batch."""
+
+    def __init__(self, cameras: Cameras, indices: List[int], extra: Optional[RayBundle] = None):
+        self.cameras = copy.deepcopy(cameras[torch.tensor(indices)])
+        self.indices = torch.tensor(indices, dtype=torch.long)
+        self.widths = self.cameras.width.reshape(-1).long()
+        sizes = self.widths * self.cameras.height.reshape(-1).long()
+        self.starts = torch.cumsum(sizes, 0) - sizes
+        self.pixels = int(sizes.sum())
+        self.extra = extra
+
+    def __len__(self) -> int:
+        return self.pixels + (len(self.extra) if self.extra is not None else 0)
+
+    def __getitem__(self, pick: torch.Tensor) -> RayBundle:
+        pick = torch.as_tensor(pick, dtype=torch.long).reshape(-1)
+        from_extra = pick >= self.pixels
+        pixel = pick[~from_extra]
+        local = torch.searchsorted(self.starts, pixel, right=True) - 1
+        offset, width = pixel - self.starts[local], self.widths[local]
+        coords = torch.stack([offset // width, offset % width], dim=-1).float() + 0.5  # (y, x), pixel centres
+        rays = self.cameras.generate_rays(camera_indices=local[:, None], coords=coords)
+        rays.camera_indices = self.indices[local][:, None]
+        if not from_extra.any():
+            return rays
+        order = torch.cat([torch.nonzero(~from_extra).reshape(-1), torch.nonzero(from_extra).reshape(-1)])
+        return cat_rays(rays, self.extra[pick[from_extra] - self.pixels])[torch.argsort(order)]
 
 
 def sample_rays(cameras: Cameras, image_fraction: float, resolution_scale: float, batch_rays: int,
