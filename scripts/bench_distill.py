@@ -106,6 +106,10 @@ class BenchDistill:
     teacher's own inputs, one capture (see eugen-distill --fit)."""
     fps_repeats: int = 2
     """timed renders per test view in the report."""
+    student_dir: Optional[Path] = None
+    """keep the student run here, to look at it (eugen-eval --load-config DIR/config.yml, ns-viewer); a run
+    already there is replaced once the new one is complete (eugen-distill --overwrite). Default: a temporary
+    folder, removed."""
     front: list[str] = field(default_factory=list)
     """layer patterns (several in one entry: comma-separated), one distillation each (closed form and
     --refine-steps, no fine-tune): the front mode. An entry 'snnk: PATTERN' or 'lowrank: PATTERN' fits a
@@ -328,8 +332,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
-            teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(args.layers),
-            eugen=front_spec(args, args.layer_type),
+            teacher=args.teacher, output_dir=args.student_dir or Path(tmp) / "student",
+            layers=tuple(args.layers), eugen=front_spec(args, args.layer_type),
             image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
@@ -338,6 +342,7 @@ def main() -> None:
             finetune_camera_rays=args.finetune_camera_rays, finetune_average=args.finetune_average,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
             projections=args.projections if args.layer_type == "eugen" else "seeded",
+            overwrite=args.student_dir is not None,
         )
         report = distill(options).report
     summary = summarise(report)
