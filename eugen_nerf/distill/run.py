@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import io
 import os
 import time
@@ -387,7 +386,8 @@ class Distillation:
                 novel_share = 1 - capture_rays / (capture_rays + len(self.novel_camera_rays(count, seed)))
                 share = round(options.finetune_rays * novel_share)
                 fresh_rays = min(max(1, share), options.finetune_rays - 1)
-                fresh = functools.partial(self.fresh_novel_rays, count, (seed + 1) * 1_000_003)
+                first = (seed + 1) * 1_000_003
+                fresh = lambda step: self.novel_camera_rays(count, first + step)  # noqa: E731 (step's cameras)
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 novel = self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed)
             elif options.finetune_novel_views:
@@ -413,10 +413,6 @@ class Distillation:
             self.say(f"fine-tune: kept {kept} after step {log.kept_step} of {options.finetune_steps} "
                      f"(best on the held-out cameras' rays against the teacher)")
         return log
-
-    def fresh_novel_rays(self, count: int, first_seed: int, step: int) -> RayBundle:
-        """Rays of the ``count`` novel cameras of fine-tune step ``step`` (seed ``first_seed + step``)."""
-        return self.novel_camera_rays(count, first_seed + step)
 
     def novel_camera_rays(self, count: int, seed: int) -> RayBundle:
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``)."""

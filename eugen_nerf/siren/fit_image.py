@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -40,7 +41,7 @@ from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signe
 CONSOLE = Console()
 
 LrSchedule = Literal["constant", "cosine"]
-LR_SCHEDULES = ("constant", "cosine")
+LR_SCHEDULES = typing.get_args(LrSchedule)
 
 
 @dataclass
@@ -117,7 +118,7 @@ def fit(
         raise ValueError(f"steps must be at least 1, got {steps}")
     optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
     schedule = None
-    if lr_schedule == "cosine":  # a factor, so each group decays from its own rate (G's too; one eta_min would not)
+    if lr_schedule == "cosine":  # a factor: each group decays from its own rate (G's too; one eta_min would not)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps)))
     history: list[tuple[int, float]] = []
