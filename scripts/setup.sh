@@ -26,6 +26,12 @@ fi
 stamp="$VENV/.eugen-nerf-installed"
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VENV/bin/python" -c "import eugen_nerf, nerfstudio" 2>/dev/null; then
+  # A first install needs ~8.5 GB (torch's CUDA build alone is 5.5 GB): say so before pip fills the disk.
+  free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
+  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null && [ "${free_kb:-0}" -lt $((9 * 1024 * 1024)) ]; then
+    echo "[setup] only $((free_kb / 1024)) MB free here; the install needs about 9 GB: free some space first" >&2
+    exit 1
+  fi
   echo "[setup] installing eugen-nerf and its dependencies into $VENV (first time: a few minutes)"
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
   "$VENV/bin/python" -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
