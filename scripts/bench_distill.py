@@ -77,10 +77,11 @@ class BenchDistill:
     eugen-distill --finetune-average)."""
     finetune_camera_rays: Literal["capture", "all"] = "capture"
     """capture: the closed form's rays; all: every pixel of every training camera but the held-out ones
-    (fields only; eugen-distill --finetune-camera-rays)."""
+    (fields only; eugen-distill --finetune-camera-rays, whose default with fields is all: this one stays
+    capture so that the recorded suites mean what they measured)."""
     finetune_novel_rays: Literal["fixed", "fresh"] = "fixed"
     """fixed: the novel cameras drawn once; fresh: new ones every step (fields only; eugen-distill
-    --finetune-novel-rays)."""
+    --finetune-novel-rays, whose default with fields is fresh: this one stays fixed, as above)."""
     finetune_validation_views: int = 4
     """other novel cameras the teacher renders to choose the kept fine-tune state (eugen-distill
     --finetune-validation-views)."""

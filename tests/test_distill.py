@@ -421,7 +421,14 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
     with pytest.raises(DistillError, match="finetune-target must be one of"):
         DistillOptions(teacher=Path("t"), finetune_target="depth")
     assert (defaults.finetune_novel_rays, defaults.finetune_camera_rays, defaults.finetune_average) == \
-        ("fixed", "capture", 0.0)
+        ("fresh", "all", 0.0)  # the fields fine-tune renders each batch: every pixel and new cameras
+    colour = DistillOptions(teacher=Path("t"), finetune_target="colour")  # colours rendered ahead: the pools
+    assert (colour.finetune_novel_rays, colour.finetune_camera_rays) == ("fixed", "capture")
+    for no_fresh in ({"finetune_novel_views": 0}, {"finetune_rays": 1}):  # nothing to share with new cameras
+        options = DistillOptions(teacher=Path("t"), **no_fresh)
+        assert (options.finetune_novel_rays, options.finetune_camera_rays) == ("fixed", "all")
+    chosen = DistillOptions(teacher=Path("t"), finetune_novel_rays="fixed", finetune_camera_rays="capture")
+    assert (chosen.finetune_novel_rays, chosen.finetune_camera_rays) == ("fixed", "capture")  # kept as given
     with pytest.raises(DistillError, match="finetune-camera-rays must be one of"):
         DistillOptions(teacher=Path("t"), finetune_camera_rays="every")
     with pytest.raises(DistillError, match="--finetune-rays >= 2"):
@@ -578,7 +585,8 @@ def test_finetune_is_validated_on_novel_cameras_it_never_trains_on(dense_teacher
     monkeypatch.setattr(run_module, "finetune", spy)
     for views in (0, 2):
         distill(options(dense_teacher, tmp_path / f"views{views}", evaluate=False, num_features=8, finetune_steps=1,
-                        finetune_novel_views=1, finetune_validation_views=views))
+                        finetune_novel_views=1, finetune_validation_views=views,
+                        finetune_camera_rays="capture", finetune_novel_rays="fixed"))  # the pool read below
     (train0, _, (held0, _)), (train2, _, (held2, held_rgb2)) = calls
     assert len(train2) == len(train0)  # the rays trained on do not change
     extra = len(held2) - len(held0)
@@ -668,7 +676,7 @@ def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_s
     result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8,
                              finetune_steps=2, finetune_rays=100, finetune_novel_views=3,
                              finetune_validation_views=1, finetune_target="fields",
-                             finetune_novel_rays="fresh"))
+                             finetune_novel_rays="fresh", finetune_camera_rays="capture"))
     ((pool, args, kwargs),) = calls
     first, second = kwargs["fresh"](1), kwargs["fresh"](2)
     assert len(first) == len(second) and not torch.allclose(first.origins, second.origins)

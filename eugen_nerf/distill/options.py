@@ -139,20 +139,23 @@ class DistillOptions:
     """``colour``: the teacher's rendered colours; ``fields``: those, and each of the student's fields matches the
     teacher's at the samples the teacher drew for the batch (colour weighted by the teacher's rendering weight,
     opacity by its transmittance, so that a floater in front of the surface costs what it shows)."""
-    finetune_camera_rays: Literal["capture", "all"] = "capture"
+    finetune_camera_rays: Optional[Literal["capture", "all"]] = None
     """The training-camera rays the fine-tune draws from: ``capture``, those the closed form rendered
     (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders
     each batch), every pixel of every training camera at full resolution, the held-out cameras excepted (each
-    ray generated when drawn: no more memory than a batch's)."""
+    ray generated when drawn: no more memory than a batch's). Default: ``all`` with ``fields``, ``capture``
+    with ``colour`` (with ``fresh`` novel rays, 1000 steps kept 100.15 ± 0.27% of the paper-sized teacher's
+    PSNR over three seeds; the capture's pool with fixed cameras 99.38 ± 0.38% at 300 steps; README)."""
     finetune_novel_views: int = 8
     """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
     renders them ahead, with ``fields`` it renders each batch as it is drawn."""
-    finetune_novel_rays: Literal["fixed", "fresh"] = "fixed"
+    finetune_novel_rays: Optional[Literal["fixed", "fresh"]] = None
     """``fixed``: the novel cameras are drawn once and their rays join the pool every step draws from;
     ``fresh`` (``fields`` only: the teacher renders each batch): every step draws ``finetune-novel-views`` new
     cameras and takes the share of its batch that fixed cameras would have among the capture rays from them,
     so no novel camera is trained on twice (a fixed pool was over-fitted: the held-out error rose after
-    100-550 steps)."""
+    100-550 steps). Default: ``fresh`` with ``fields`` (given novel views and at least 2 rays a step),
+    ``fixed`` otherwise."""
     finetune_validation_views: int = 4
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
     which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
@@ -218,6 +221,12 @@ class DistillOptions:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
         if self.finetune_target not in FINETUNE_TARGETS:
             raise DistillError(f"finetune-target must be one of {FINETUNE_TARGETS}, got {self.finetune_target!r}")
+        renders_each_batch = self.finetune_target == "fields"
+        if self.finetune_camera_rays is None:
+            self.finetune_camera_rays = "all" if renders_each_batch else "capture"
+        if self.finetune_novel_rays is None:
+            fresh = renders_each_batch and self.finetune_novel_views >= 1 and self.finetune_rays >= 2
+            self.finetune_novel_rays = "fresh" if fresh else "fixed"
         pools = (("finetune-camera-rays", self.finetune_camera_rays, FINETUNE_CAMERA_RAYS),
                  ("finetune-novel-rays", self.finetune_novel_rays, FINETUNE_NOVEL_RAYS))
         for name, value, choices in pools:
