@@ -37,6 +37,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 CHOSEN = "eugen (chosen: k1 sin w3 trainable G x30 lr) lr1e-3"
+PARITY_RATES = ((10, 10), (30, 10), (3, 10), (10, 30), (3, 30))
+"""(G, A) learning-rate factors of the parity variants (eugen.projection-lr-scale, eugen.weight-lr-scale)."""
 
 
 @dataclass
@@ -60,6 +62,8 @@ class BenchSiren:
     lr_schedule: LrSchedule = "constant"
     """every variant's learning-rate schedule: constant, or cosine decay towards 1% (the final PSNR then sits
     near the best one reached instead of wherever a full-batch oscillation leaves it)."""
+    seed: int = 0
+    """seeds every variant's initialisation and its EUGen projections (the same for all variants of a run)."""
     variants: tuple[str, ...] = ()
     """names of the variants to run (default: all); the goal is judged when the dense ones at --width and
     the chosen EUGen SIREN are among them."""
@@ -85,6 +89,10 @@ def variants(config: BenchSiren) -> list[Variant]:
     chosen = SirenEUGenSpec(num_features=half)  # trainable G at m = w/2: the dense layer's parameter count
     small = replace(chosen, num_features=half // 2)
     small_params = siren_parameters(2, w, 1, ("eugen",) * config.hidden_layers, small)
+    # Every sine unit kept at the dense parameter count: frozen G_{l+1} merges with A_l into a w x w matrix,
+    # the first G (after the dense input layer) is learned, and the last A is the output layer.
+    parity = replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal",
+                     learn_first_projections=True, readout=True)
     return [
         Variant("dense lr1e-4 (SIREN paper)", "dense", w, 1e-4),
         Variant("dense lr1e-3", "dense", w, 1e-3),
@@ -100,14 +108,18 @@ def variants(config: BenchSiren) -> list[Variant]:
         *(Variant(f"eugen frozen orthogonal G (m=w) lr{name}", "eugen", w, float(name),
                   replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal"))
           for name in ("3e-3", "5e-3")),
+        *(Variant(f"eugen parity (m=w: first G learned x{g}, frozen orthogonal G, readout, A lr x{a}) lr3e-3",
+                  "eugen", w, 3e-3, replace(parity, projection_lr_scale=float(g), weight_lr_scale=float(a)))
+          for g, a in PARITY_RATES),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),
         Variant("narrowed dense (= half size) lr1e-3", "dense", narrowed_width(small_params, config.hidden_layers), 1e-3),
     ]
 
 
 def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> dict:
-    torch.manual_seed(0)
-    model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, variant.eugen)
+    torch.manual_seed(config.seed)
+    spec = variant.eugen.offset_seed(config.seed)
+    model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, spec)
     result = fit(model, target, config.steps, variant.lr, config.log_every, variant.eugen, progress=False,
                  lr_schedule=config.lr_schedule)
     coords = pixel_grid(*target.shape[:2])

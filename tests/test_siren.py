@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -151,3 +152,43 @@ def test_siren_fused_form_equals_the_training_form():
     with torch.no_grad():
         fused, unfused = mlp(x), mlp.forward_unfused(x)
     assert ((fused - unfused).norm() / unfused.norm()).item() < 1e-5
+
+
+PARITY = SirenEUGenSpec(num_features=32, trainable_projections=False, projection="orthogonal",
+                        learn_first_projections=True, readout=True, weight_lr_scale=10.0, projection_lr_scale=10.0)
+
+
+@pytest.mark.parametrize("hidden", [("eugen",) * 3, ("dense", "eugen", "eugen"), ("eugen", "eugen", "dense")])
+def test_parity_layout_learns_the_first_projections_reads_out_from_the_last_a_and_merges_exactly(hidden) -> None:
+    """``learn-first-projections``: only the first EUGen layer's ``G`` is a parameter (the frozen draw of its
+    seed, so nothing else changes); ``readout``: a last hidden EUGen layer writes the output itself (no separate
+    linear layer). The counted parameters are the built ones, and the merged form computes the same function."""
+    mlp = siren_mlp(2, 32, 3, hidden, PARITY)
+    eugen = [index for index, layer in enumerate(mlp.layers) if hasattr(layer, "projections")]
+    assert [mlp.layers[i].trainable_projections for i in eugen] == [True] + [False] * (len(eugen) - 1)
+    frozen = siren_mlp(2, 32, 3, hidden, replace(PARITY, learn_first_projections=False))
+    first = eugen[0]
+    torch.testing.assert_close(mlp.layers[first].projections.detach(), frozen.layers[first].projections)
+    readout = hidden[-1] == "eugen"
+    assert len(mlp.layers) == len(hidden) + (1 if readout else 2)
+    assert mlp.layers[-1].out_features == 3 and (hasattr(mlp.layers[-1], "projections") == readout)
+    assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 32, 3, hidden, PARITY)
+    assert "layers.%d.projections" % first in mlp.state_dict()  # the learned G is saved with the model
+    x = torch.rand(64, 2) * 2 - 1
+    expected = mlp(x)
+    mlp.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(mlp(x), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_param_groups_are_named_and_the_weight_group_exists_only_when_scaled() -> None:
+    mlp = siren_mlp(2, 32, 1, ("eugen",) * 3, PARITY)
+    groups = siren_param_groups(mlp, 1e-3, PARITY)
+    assert [(g["name"], g["lr"]) for g in groups] == [
+        ("fields", 1e-3), ("weights", pytest.approx(1e-2)), ("projections", pytest.approx(1e-2))]
+    assert len(groups[1]["params"]) == 6 and len(groups[2]["params"]) == 1  # A and c of three layers; one G
+    assert sum(len(g["params"]) for g in groups) == len(list(mlp.parameters()))
+    plain = siren_param_groups(mlp, 1e-3, replace(PARITY, weight_lr_scale=1.0))
+    assert [g["name"] for g in plain] == ["fields", "projections"]
+    with pytest.raises(ValueError, match="weight-lr-scale"):
+        replace(PARITY, weight_lr_scale=0.0).validate()

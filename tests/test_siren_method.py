@@ -52,3 +52,13 @@ def test_siren_method_trains(spec) -> None:
         losses.append(float(loss.detach()))
     assert sum(losses[-5:]) < 0.8 * sum(losses[:5]), losses
     assert config.machine.device_type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_siren_method_refuses_a_weight_learning_rate_it_has_no_optimizer_for() -> None:
+    """The method's optimizers are ``fields`` and ``projections``: a scaled ``A`` group would train at no rate
+    a user chose, so ``--pipeline.model.siren.weight-lr-scale`` other than 1 is one clear error at setup."""
+    config = copy.deepcopy(eugen_siren.config)
+    config.pipeline.datamanager.data = shipped_scene("bunny32")
+    config.pipeline.model.siren = replace(config.pipeline.model.siren, weight_lr_scale=10.0)
+    with pytest.raises(ValueError, match="weight-lr-scale: the method has optimizers for the fields and"):
+        config.pipeline.setup(device="cpu", test_mode="val")

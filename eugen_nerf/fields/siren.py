@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -63,11 +63,23 @@ class SirenEUGenSpec(EUGenSpec):
     """``sin(ω G x⁺)`` of ``x⁺`` itself: the frequency keeps its meaning."""
     projection_lr_scale: float = 30.0
     """Learning-rate factor of ``G`` (SIREN's ω₀, which scales ``W``'s steps); 1 trains far slower."""
+    learn_first_projections: bool = False
+    """With frozen ``G``: learn the first EUGen layer's ``G`` all the same. It follows the dense input sine
+    layer, whose output no ``A`` feeds, so frozen it would leave that transition a fixed random matrix; every
+    later frozen ``G_{l+1}`` still merges with a learned ``A_l`` into one learned matrix."""
+    readout: bool = False
+    """When the last hidden layer is EUGen, its ``A`` is the output layer (``out_dim`` rows) instead of a
+    separate linear layer after it: the two would merge into one ``out_dim × m`` matrix anyway, so the separate
+    layer's ``width²`` parameters buy nothing."""
+    weight_lr_scale: float = 1.0
+    """Learning-rate factor of the EUGen layers' ``A`` (and ``c``): a step on ``A_l`` moves the next
+    pre-activation ``‖G_{l+1}‖`` times, where SIREN's ω₀ moves a sine layer's 30 times."""
 
     def validate(self) -> None:
         super().validate()
         check_choice("eugen.layer-type", self.layer_type, ("eugen",))  # a SIREN's dense layers are sine layers
         check_positive_float("eugen.projection-lr-scale", self.projection_lr_scale)
+        check_positive_float("eugen.weight-lr-scale", self.weight_lr_scale)
 
 
 class Sine(nn.Module):
@@ -113,11 +125,16 @@ def siren_mlp(
     for kind in hidden_types:
         if kind not in ("dense", "eugen"):
             raise ValueError(f"SIREN hidden layer type must be 'dense' or 'eugen', got {kind!r}")
+    spec = eugen if eugen is not None else SirenEUGenSpec()
+    layer_types = ("dense", *hidden_types) if has_readout(hidden_types, spec) else ("dense", *hidden_types, "dense")
     mlp = EUGenMLP(
-        in_dim=in_dim, num_layers=len(hidden_types) + 2, layer_width=width, out_dim=out_dim,
-        activation=Sine(omega_0), out_activation=out_activation,
-        layer_types=("dense", *hidden_types, "dense"), eugen=eugen if eugen is not None else SirenEUGenSpec(),
+        in_dim=in_dim, num_layers=len(layer_types), layer_width=width, out_dim=out_dim,
+        activation=Sine(omega_0), out_activation=out_activation, layer_types=layer_types, eugen=spec,
     )
+    if spec.learn_first_projections and not spec.trainable_projections and "eugen" in hidden_types:
+        index = layer_types.index("eugen")
+        learned = replace(spec.offset_seed(index), trainable_projections=True)  # the same draw, now a parameter
+        mlp.layers[index] = EUGenMLP._make_layer("eugen", *mlp.layer_dims(index), learned)
     for index, layer in enumerate(mlp.layers):
         if isinstance(layer, EUGenLinear):
             eugen_sine_init_(layer)
@@ -126,24 +143,42 @@ def siren_mlp(
     return mlp
 
 
+def has_readout(hidden_types: Sequence[str], eugen: SirenEUGenSpec) -> bool:
+    """Whether the last EUGen layer's ``A`` is the output layer (``readout`` and a last hidden EUGen layer)."""
+    return eugen.readout and len(hidden_types) > 0 and hidden_types[-1] == "eugen"
+
+
 def siren_param_groups(module: nn.Module, lr: float, eugen: SirenEUGenSpec) -> list[dict]:
-    """Adam parameter groups: EUGen projections at ``lr · projection_lr_scale``, everything else at ``lr``."""
-    projections = [m.projections for m in module.modules() if isinstance(m, EUGenLinear) and m.trainable_projections]
-    ids = {id(p) for p in projections}
-    groups = [{"params": [p for p in module.parameters() if id(p) not in ids], "lr": lr}]
+    """Adam parameter groups, each with its ``name``: ``fields`` at ``lr``; ``weights``, the EUGen layers'
+    ``A`` and ``c`` at ``lr · weight_lr_scale`` (only when that is not 1); ``projections``, trainable ``G`` at
+    ``lr · projection_lr_scale`` (only when there are any)."""
+    layers = [m for m in module.modules() if isinstance(m, EUGenLinear)]
+    projections = [m.projections for m in layers if m.trainable_projections]
+    weights = [p for m in layers for p in (m.weight, m.bias) if p is not None] if eugen.weight_lr_scale != 1 else []
+    ids = {id(p) for p in projections + weights}
+    groups = [{"name": "fields", "params": [p for p in module.parameters() if id(p) not in ids], "lr": lr}]
+    if weights:
+        groups.append({"name": "weights", "params": weights, "lr": lr * eugen.weight_lr_scale})
     if projections:
-        groups.append({"params": projections, "lr": lr * eugen.projection_lr_scale})
+        groups.append({"name": "projections", "params": projections, "lr": lr * eugen.projection_lr_scale})
     return groups
 
 
 def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequence[str], eugen: SirenEUGenSpec) -> int:
     """Trainable parameters of :func:`siren_mlp` without building it (for parameter-matched baselines)."""
-    dense_hidden = width * width + width
-    eugen_hidden = width * eugen.degree * eugen.num_features + width
-    if eugen.trainable_projections:
-        eugen_hidden += eugen.degree * eugen.num_features * (width + 1 + int(eugen.use_norm))
-    hidden = sum(dense_hidden if kind == "dense" else eugen_hidden for kind in hidden_types)
-    return (in_dim + 1) * width + hidden + (width + 1) * out_dim
+    features = eugen.degree * eugen.num_features
+    projections = features * (width + 1 + int(eugen.use_norm))
+    total, first_eugen = (in_dim + 1) * width, True
+    for index, kind in enumerate(hidden_types):
+        if kind == "dense":
+            total += width * width + width
+            continue
+        rows = out_dim if has_readout(hidden_types, eugen) and index == len(hidden_types) - 1 else width
+        total += rows * features + rows
+        if eugen.trainable_projections or (eugen.learn_first_projections and first_eugen):
+            total += projections
+        first_eugen = False
+    return total + (0 if has_readout(hidden_types, eugen) else (width + 1) * out_dim)
 
 
 class SirenRadianceField(Field):

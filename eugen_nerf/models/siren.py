@@ -32,15 +32,17 @@ class SirenNeRFModel(EUGenNeRFModel):
     config: SirenNeRFModelConfig
 
     def _make_field(self, eugen: NeRFEUGenConfig) -> SirenRadianceField:
+        if self.config.siren.weight_lr_scale != 1:  # before anything trains: no optimizer would take the group
+            raise ValueError("--pipeline.model.siren.weight-lr-scale: the method has optimizers for the fields and "
+                             "the projections only; leave it at 1 (eugen-fit-image --eugen.weight-lr-scale has it)")
         # The coarse and fine fields differ by eugen.seed (the fine one is offset by the NeRF model).
         spec = replace(self.config.siren, seed=self.config.siren.seed + eugen.seed)
         hidden = (self.config.layers,) * self.config.hidden_layers
         return SirenRadianceField(self.config.trunk_width, hidden, spec, self.config.head_width)
 
     def get_param_groups(self) -> dict[str, list[Parameter]]:
-        groups: dict[str, list[Parameter]] = {"fields": [], "projections": []}
+        groups: dict[str, list[Parameter]] = {"fields": [], "projections": []}  # the method's two optimizers
         for field_ in (self.field_coarse, self.field_fine):
-            fields, *projections = siren_param_groups(field_, 1.0, self.config.siren)
-            groups["fields"] += fields["params"]
-            groups["projections"] += projections[0]["params"] if projections else []
+            for group in siren_param_groups(field_, 1.0, self.config.siren):
+                groups[group["name"]] += group["params"]
         return {name: params for name, params in groups.items() if params}
