@@ -155,14 +155,16 @@ def test_siren_fused_form_equals_the_training_form():
 
 
 PARITY = SirenEUGenSpec(num_features=32, trainable_projections=False, projection="orthogonal",
-                        learn_first_projections=True, readout=True, weight_lr_scale=10.0, projection_lr_scale=10.0)
+                        learn_first_projections=True, readout=True, weight_lr_scale=10.0,
+                        projection_lr_scale=10.0)
 
 
 @pytest.mark.parametrize("hidden", [("eugen",) * 3, ("dense", "eugen", "eugen"), ("eugen", "eugen", "dense")])
-def test_parity_layout_learns_the_first_projections_reads_out_from_the_last_a_and_merges_exactly(hidden) -> None:
+def test_parity_layout_learns_the_first_g_reads_out_from_the_last_a_and_merges_exactly(hidden) -> None:
     """``learn-first-projections``: only the first EUGen layer's ``G`` is a parameter (the frozen draw of its
-    seed, so nothing else changes); ``readout``: a last hidden EUGen layer writes the output itself (no separate
-    linear layer). The counted parameters are the built ones, and the merged form computes the same function."""
+    seed, so nothing else changes); ``readout``: a last hidden EUGen layer writes the output itself (no
+    separate linear layer). The counted parameters are the built ones, and the merged form computes the same
+    function."""
     mlp = siren_mlp(2, 32, 3, hidden, PARITY)
     eugen = [index for index, layer in enumerate(mlp.layers) if hasattr(layer, "projections")]
     assert [mlp.layers[i].trainable_projections for i in eugen] == [True] + [False] * (len(eugen) - 1)

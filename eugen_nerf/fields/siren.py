@@ -69,8 +69,8 @@ class SirenEUGenSpec(EUGenSpec):
     later frozen ``G_{l+1}`` still merges with a learned ``A_l`` into one learned matrix."""
     readout: bool = False
     """When the last hidden layer is EUGen, its ``A`` is the output layer (``out_dim`` rows) instead of a
-    separate linear layer after it: the two would merge into one ``out_dim × m`` matrix anyway, so the separate
-    layer's ``width²`` parameters buy nothing."""
+    separate linear layer after it: the two would merge into one ``out_dim × m`` matrix anyway, so the
+    separate layer's ``width²`` parameters buy nothing."""
     weight_lr_scale: float = 1.0
     """Learning-rate factor of the EUGen layers' ``A`` (and ``c``): a step on ``A_l`` moves the next
     pre-activation ``‖G_{l+1}‖`` times, where SIREN's ω₀ moves a sine layer's 30 times."""
@@ -126,14 +126,14 @@ def siren_mlp(
         if kind not in ("dense", "eugen"):
             raise ValueError(f"SIREN hidden layer type must be 'dense' or 'eugen', got {kind!r}")
     spec = eugen if eugen is not None else SirenEUGenSpec()
-    layer_types = ("dense", *hidden_types) if has_readout(hidden_types, spec) else ("dense", *hidden_types, "dense")
+    layer_types = ("dense", *hidden_types) + (() if has_readout(hidden_types, spec) else ("dense",))
     mlp = EUGenMLP(
         in_dim=in_dim, num_layers=len(layer_types), layer_width=width, out_dim=out_dim,
         activation=Sine(omega_0), out_activation=out_activation, layer_types=layer_types, eugen=spec,
     )
     if spec.learn_first_projections and not spec.trainable_projections and "eugen" in hidden_types:
         index = layer_types.index("eugen")
-        learned = replace(spec.offset_seed(index), trainable_projections=True)  # the same draw, now a parameter
+        learned = replace(spec.offset_seed(index), trainable_projections=True)  # the same draw, learned
         mlp.layers[index] = EUGenMLP._make_layer("eugen", *mlp.layer_dims(index), learned)
     for index, layer in enumerate(mlp.layers):
         if isinstance(layer, EUGenLinear):
@@ -144,7 +144,7 @@ def siren_mlp(
 
 
 def has_readout(hidden_types: Sequence[str], eugen: SirenEUGenSpec) -> bool:
-    """Whether the last EUGen layer's ``A`` is the output layer (``readout`` and a last hidden EUGen layer)."""
+    """Whether the last EUGen layer's ``A`` is the output layer (``readout``, last hidden layer EUGen)."""
     return eugen.readout and len(hidden_types) > 0 and hidden_types[-1] == "eugen"
 
 
@@ -154,7 +154,8 @@ def siren_param_groups(module: nn.Module, lr: float, eugen: SirenEUGenSpec) -> l
     ``lr · projection_lr_scale`` (only when there are any)."""
     layers = [m for m in module.modules() if isinstance(m, EUGenLinear)]
     projections = [m.projections for m in layers if m.trainable_projections]
-    weights = [p for m in layers for p in (m.weight, m.bias) if p is not None] if eugen.weight_lr_scale != 1 else []
+    weights = [p for m in layers for p in (m.weight, m.bias) if p is not None]
+    weights = weights if eugen.weight_lr_scale != 1 else []
     ids = {id(p) for p in projections + weights}
     groups = [{"name": "fields", "params": [p for p in module.parameters() if id(p) not in ids], "lr": lr}]
     if weights:
