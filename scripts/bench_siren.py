@@ -9,7 +9,9 @@ Variants: dense SIREN at three learning rates (the paper's 1e-4 and two larger, 
 not just run), the chosen EUGen SIREN at equal parameters (and at the paper's lr), the design alternatives
 it was chosen against, at its learning rate (frozen projections, degree 2, identity feature map, ω = 1, no
 learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN's weight reparameterised as
-ω·G·A, at two larger learning rates), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
+ω·G·A, at two larger learning rates), the parity variants that keep every sine unit at the dense parameter
+count (m = w, the first G learned, later G frozen orthogonal, the last A the output layer; five G / A
+learning-rate pairs), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -63,7 +65,8 @@ class BenchSiren:
     """every variant's learning-rate schedule: constant, or cosine decay towards 1% (the final PSNR then sits
     near the best one reached instead of wherever a full-batch oscillation leaves it)."""
     seed: int = 0
-    """seeds every variant's initialisation and its EUGen projections (the same for all variants of a run)."""
+    """seeds every variant's initialisation and its EUGen projections (the same for all variants of a run;
+    seed s offsets the projections' seeds by 1000·s, so no layer of one seed shares a draw with another's)."""
     variants: tuple[str, ...] = ()
     """names of the variants to run (default: all); the goal is judged when the dense ones at --width and
     the chosen EUGen SIREN are among them."""
@@ -118,7 +121,7 @@ def variants(config: BenchSiren) -> list[Variant]:
 
 def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> dict:
     torch.manual_seed(config.seed)
-    spec = variant.eugen.offset_seed(config.seed)
+    spec = variant.eugen.offset_seed(1000 * config.seed)  # layer i draws seed + i: a stride keeps seeds apart
     model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, spec)
     result = fit(model, target, config.steps, variant.lr, config.log_every, variant.eugen, progress=False,
                  lr_schedule=config.lr_schedule)

@@ -194,3 +194,13 @@ def test_param_groups_are_named_and_the_weight_group_exists_only_when_scaled() -
     assert [g["name"] for g in plain] == ["fields", "projections"]
     with pytest.raises(ValueError, match="weight-lr-scale"):
         replace(PARITY, weight_lr_scale=0.0).validate()
+
+
+@pytest.mark.parametrize("degree, shared", [(2, True), (2, False), (3, False)])
+def test_parameter_count_follows_the_projection_matrices_the_layers_build(degree, shared) -> None:
+    """Unshared projections give order ``i`` its own ``i`` matrices (``k(k+1)/2`` in all), shared ones ``k``."""
+    spec = SirenEUGenSpec(num_features=4, degree=degree, shared_projections=shared)
+    for learn_first in (False, True):
+        chosen = replace(spec, trainable_projections=not learn_first, learn_first_projections=learn_first)
+        mlp = siren_mlp(2, 8, 3, ("eugen",) * 3, chosen)
+        assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 8, 3, ("eugen",) * 3, chosen)

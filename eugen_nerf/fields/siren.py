@@ -168,7 +168,8 @@ def siren_param_groups(module: nn.Module, lr: float, eugen: SirenEUGenSpec) -> l
 def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequence[str], eugen: SirenEUGenSpec) -> int:
     """Trainable parameters of :func:`siren_mlp` without building it (for parameter-matched baselines)."""
     features = eugen.degree * eugen.num_features
-    projections = features * (width + 1 + int(eugen.use_norm))
+    matrices = eugen.degree if eugen.shared_projections else eugen.degree * (eugen.degree + 1) // 2
+    projections = matrices * eugen.num_features * (width + 1 + int(eugen.use_norm))
     total, first_eugen = (in_dim + 1) * width, True
     for index, kind in enumerate(hidden_types):
         if kind == "dense":
