@@ -123,7 +123,7 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
     torch.manual_seed(config.seed)
     spec = variant.eugen.offset_seed(1000 * config.seed)  # layer i draws seed + i: a stride keeps seeds apart
     model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, spec)
-    result = fit(model, target, config.steps, variant.lr, config.log_every, variant.eugen, progress=False,
+    result = fit(model, target, config.steps, variant.lr, config.log_every, spec, progress=False,
                  lr_schedule=config.lr_schedule)
     coords = pixel_grid(*target.shape[:2])
     model.eval()

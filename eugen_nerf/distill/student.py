@@ -187,7 +187,7 @@ def make_student_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec) -> nn.Modu
     """The (unfitted) layer that will replace ``ref``, of ``spec.layer_type`` (EUGen, or a reviewers' baseline:
     SNNK, low-rank), on its MLP's device and dtype."""
     dense = mlp.layers[ref.index]
-    layer = EUGenMLP._make_layer(spec.layer_type, dense.in_features, dense.out_features,
+    layer = EUGenMLP.make_layer(spec.layer_type, dense.in_features, dense.out_features,
                                  replace(spec, seed=layer_seed(spec, ref.path)))
     return layer.to(device=dense.weight.device, dtype=dense.weight.dtype)
 

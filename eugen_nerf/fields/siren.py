@@ -134,7 +134,7 @@ def siren_mlp(
     if spec.learn_first_projections and not spec.trainable_projections and "eugen" in hidden_types:
         index = layer_types.index("eugen")
         learned = replace(spec.offset_seed(index), trainable_projections=True)  # the same draw, learned
-        mlp.layers[index] = EUGenMLP._make_layer("eugen", *mlp.layer_dims(index), learned)
+        mlp.layers[index] = EUGenMLP.make_layer("eugen", *mlp.layer_dims(index), learned)
     for index, layer in enumerate(mlp.layers):
         if isinstance(layer, EUGenLinear):
             eugen_sine_init_(layer)
@@ -154,8 +154,8 @@ def siren_param_groups(module: nn.Module, lr: float, eugen: SirenEUGenSpec) -> l
     ``lr · projection_lr_scale`` (only when there are any)."""
     layers = [m for m in module.modules() if isinstance(m, EUGenLinear)]
     projections = [m.projections for m in layers if m.trainable_projections]
-    weights = [p for m in layers for p in (m.weight, m.bias) if p is not None]
-    weights = weights if eugen.weight_lr_scale != 1 else []
+    scaled = eugen.weight_lr_scale != 1
+    weights = [p for m in layers for p in (m.weight, m.bias) if p is not None] if scaled else []
     ids = {id(p) for p in projections + weights}
     groups = [{"name": "fields", "params": [p for p in module.parameters() if id(p) not in ids], "lr": lr}]
     if weights:
@@ -170,17 +170,18 @@ def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequen
     features = eugen.degree * eugen.num_features
     matrices = eugen.degree if eugen.shared_projections else eugen.degree * (eugen.degree + 1) // 2
     projections = matrices * eugen.num_features * (width + 1 + int(eugen.use_norm))
+    readout = has_readout(hidden_types, eugen)
     total, first_eugen = (in_dim + 1) * width, True
     for index, kind in enumerate(hidden_types):
         if kind == "dense":
             total += width * width + width
             continue
-        rows = out_dim if has_readout(hidden_types, eugen) and index == len(hidden_types) - 1 else width
+        rows = out_dim if readout and index == len(hidden_types) - 1 else width
         total += rows * features + rows
         if eugen.trainable_projections or (eugen.learn_first_projections and first_eugen):
             total += projections
         first_eugen = False
-    return total + (0 if has_readout(hidden_types, eugen) else (width + 1) * out_dim)
+    return total + (0 if readout else (width + 1) * out_dim)
 
 
 class SirenRadianceField(Field):

@@ -94,7 +94,7 @@ class EUGenMLP(nn.Module):
         self.fuse_in_eval = eugen.fused_inference if fuse_in_eval is None else fuse_in_eval
         self.compile_fused = eugen.compile_fused if compile_fused is None else compile_fused
         self.layers = nn.ModuleList(
-            self._make_layer(kind, *self.layer_dims(i), eugen.offset_seed(i))
+            self.make_layer(kind, *self.layer_dims(i), eugen.offset_seed(i))
             for i, kind in enumerate(self.layer_types)
         )
         self._fused = None
@@ -111,7 +111,8 @@ class EUGenMLP(nn.Module):
         return fan_in, self.out_dim if index == self.num_layers - 1 else self.layer_width
 
     @staticmethod
-    def _make_layer(kind: str, fan_in: int, fan_out: int, spec: EUGenSpec) -> nn.Module:
+    def make_layer(kind: str, fan_in: int, fan_out: int, spec: EUGenSpec) -> nn.Module:
+        """One layer of ``kind`` as this MLP builds it (distillation and SIREN swap such layers in)."""
         if kind == "dense":
             return nn.Linear(fan_in, fan_out)
         feature_dim = spec.num_features * spec.degree  # baselines get EUGen's feature width / parameters
