@@ -11,7 +11,7 @@ it was chosen against, at its learning rate (frozen projections, degree 2, ident
 learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN's weight reparameterised as
 ω·G·A, at two larger learning rates), the parity variants that keep every sine unit at the dense parameter
 count (m = w, the first G learned, later G frozen orthogonal, the last A the output layer; five G / A
-learning-rate pairs), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
+learning-rate pairs; and started as the SIREN they stand for, ``siren init``), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -41,6 +41,8 @@ import matplotlib.pyplot as plt
 CHOSEN = "eugen (chosen: k1 sin w3 trainable G x30 lr) lr1e-3"
 PARITY_RATES = ((10, 10), (30, 10), (3, 10), (10, 30), (3, 30))
 """(G, A) learning-rate factors of the parity variants (eugen.projection-lr-scale, eugen.weight-lr-scale)."""
+SIREN_INIT = "eugen parity, siren init (m=w, w30: G lr x30, A lr x1) lr3e-3"
+"""The parity variant started as the SIREN it stands for (``--eugen.init siren``), ω = ω₀ = 30."""
 
 
 @dataclass
@@ -114,6 +116,10 @@ def variants(config: BenchSiren) -> list[Variant]:
         *(Variant(f"eugen parity (m=w: first G learned x{g}, frozen orthogonal G, readout, A lr x{a}) lr3e-3",
                   "eugen", w, 3e-3, replace(parity, projection_lr_scale=float(g), weight_lr_scale=float(a)))
           for g, a in PARITY_RATES),
+        Variant(SIREN_INIT, "eugen", w, 3e-3, replace(parity, init="siren", projection_scale=30.0,
+                                                       projection_lr_scale=30.0, weight_lr_scale=1.0)),
+        Variant("eugen parity, siren init (m=w, w3: G lr x30, A lr x10) lr3e-3", "eugen", w, 3e-3,
+                replace(parity, init="siren", projection_scale=3.0, projection_lr_scale=30.0, weight_lr_scale=10.0)),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),
         Variant("narrowed dense (= half size) lr1e-3", "dense", narrowed_width(small_params, config.hidden_layers), 1e-3),
     ]

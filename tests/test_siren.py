@@ -204,3 +204,41 @@ def test_parameter_count_follows_the_projection_matrices_the_layers_build(degree
         chosen = replace(spec, trainable_projections=not learn_first, learn_first_projections=learn_first)
         mlp = siren_mlp(2, 8, 3, ("eugen",) * 3, chosen)
         assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 8, 3, ("eugen",) * 3, chosen)
+
+
+@torch.no_grad()
+def test_siren_init_starts_every_sine_unit_as_the_dense_siren_does() -> None:
+    """``init="siren"`` with ω = ω₀: the parity SIREN's sine pre-activations ``G (A h + c)`` have the dense
+    SIREN's spread layer by layer (the parity variant's ``init="eugen"`` ones are wider), the learned ``G`` and the
+    readout ``A`` sit inside SIREN's bounds, and an unknown init is refused in one line."""
+    parity = replace(PARITY, num_features=256)
+    spec = replace(parity, init="siren", projection_scale=SIREN_OMEGA_0, projection_lr_scale=30.0, weight_lr_scale=1.0)
+    x = pixel_grid(64, 64)
+
+    def spreads(mlp) -> list[float]:
+        h, out = torch.sin(SIREN_OMEGA_0 * mlp.layers[0](x)), []
+        for layer in mlp.layers[1:4]:
+            if hasattr(layer, "projections"):
+                pre = layer.projections_of(h)
+                h = layer(h)
+            else:
+                pre = SIREN_OMEGA_0 * layer(h)
+                h = torch.sin(pre)
+            out.append(float(pre.std()))
+        return out
+
+    torch.manual_seed(0)
+    dense = spreads(siren_mlp(2, 256, 1, ("dense",) * 3))
+    torch.manual_seed(0)
+    started = siren_mlp(2, 256, 1, ("eugen",) * 3, spec)
+    # sine layers 2-4 of the dense SIREN are sin of the EUGen layers' projections 1, 2 and the readout's
+    eugen_spreads = spreads(started)
+    torch.manual_seed(0)
+    default = spreads(siren_mlp(2, 256, 1, ("eugen",) * 3, parity))  # init "eugen", ω = 3
+    for ours, theirs, old in zip(eugen_spreads, dense, default):
+        assert abs(ours / theirs - 1) < 0.15 and old / theirs > 1.3
+    bound = math.sqrt(6.0 / 256)
+    assert started.layers[1].projections[:, :256].abs().max() <= bound  # ω₀ times SIREN's hidden weights
+    assert started.layers[-1].weight.abs().max() <= bound / SIREN_OMEGA_0  # SIREN's output layer
+    with pytest.raises(ValueError, match="eugen.init"):
+        replace(spec, init="xavier").validate()

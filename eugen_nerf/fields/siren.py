@@ -39,6 +39,8 @@ SIREN_OMEGA_0 = 30.0
 """SIREN's frequency factor ω₀ (the paper's value)."""
 
 SirenLayerType = Literal["dense", "eugen"]
+SirenInit = Literal["eugen", "siren"]
+SIREN_INITS = ("eugen", "siren")
 
 
 @dataclass
@@ -74,12 +76,18 @@ class SirenEUGenSpec(EUGenSpec):
     weight_lr_scale: float = 1.0
     """Learning-rate factor of the EUGen layers' ``A`` (and ``c``): a step on ``A_l`` moves the next
     pre-activation ``‖G_{l+1}‖`` times, where SIREN's ω₀ moves a sine layer's 30 times."""
+    init: SirenInit = "eugen"
+    """How EUGen sine layers start. ``eugen``: ``A ~ U(±√(3/M))``, ``c = 0`` (a sine layer's output variance).
+    ``siren``: as the SIREN they stand for (see :func:`siren_eugen_init_`); with ``projection_scale`` = ω₀ (30)
+    a frozen ``G`` is about ω₀ times an orthogonal matrix, so ``G (A h + c)`` starts as SIREN's ``ω₀ (W h + b)``
+    and takes steps of the same size, with every rate factor 1 but the learned ``G``'s (ω₀)."""
 
     def validate(self) -> None:
         super().validate()
         check_choice("eugen.layer-type", self.layer_type, ("eugen",))  # a SIREN's dense layers are sine layers
         check_positive_float("eugen.projection-lr-scale", self.projection_lr_scale)
         check_positive_float("eugen.weight-lr-scale", self.weight_lr_scale)
+        check_choice("eugen.init", self.init, SIREN_INITS)
 
 
 class Sine(nn.Module):
@@ -109,6 +117,39 @@ def eugen_sine_init_(layer: EUGenLinear) -> None:
             layer.bias.zero_()
 
 
+def siren_eugen_init_(layer: EUGenLinear, omega_0: float, output: bool) -> None:
+    """Start an EUGen sine layer as the SIREN layers it stands for (``init="siren"``).
+
+    ``A`` and ``c`` are SIREN's ``W`` and ``b`` (``U(±√(6/M)/ω₀)``, ``U(±1/√M)``) times ω₀/ω, ω the scale of
+    ``G``: a frozen ``G`` is about ω times an orthogonal matrix, so the next pre-activation ``G (A h + c)``
+    has the distribution of SIREN's ``ω₀ (W h + b)``. The output ``A`` (``readout``) is SIREN's linear output
+    layer, unscaled. A learned ``G`` is ω₀ times SIREN's hidden weights and bias (its constant column), which
+    is what the sine is applied to. A frozen ``G``'s constant column, a fixed random phase as wide as the rest,
+    is cancelled by the ``c`` before it (:func:`cancel_constant_column_`). Measured by
+    ``scripts/bench_siren.py`` (the ``siren init`` variants)."""
+    fan_in = layer.feature_dim
+    gain = 1.0 if output else omega_0 / layer.projection_scale
+    with torch.no_grad():
+        layer.weight.uniform_(-gain * math.sqrt(6.0 / fan_in) / omega_0, gain * math.sqrt(6.0 / fan_in) / omega_0)
+        if layer.bias is not None:
+            layer.bias.uniform_(-gain / math.sqrt(fan_in), gain / math.sqrt(fan_in))
+        if layer.trainable_projections:
+            d, g = layer.in_features, layer.projections
+            g.zero_()  # the norm column (when used) starts at 0
+            g[:, :d].uniform_(-math.sqrt(6.0 / d), math.sqrt(6.0 / d))
+            g[:, d].uniform_(-omega_0 / math.sqrt(d), omega_0 / math.sqrt(d))
+
+
+def cancel_constant_column_(before: EUGenLinear, after: EUGenLinear) -> None:
+    """Shift ``before``'s bias ``c`` by the least-squares ``δ`` with ``G_x δ = −g₀`` (``G = [G_x, g₀]`` the
+    frozen ``after`` layer's projections), so the phases ``G (A h + c)`` start without ``g₀``'s random offset
+    (exactly when ``m ≥ d``) and ``c`` alone is the bias, as in SIREN."""
+    d, g = after.in_features, after.projections.double()
+    shift = torch.linalg.lstsq(g[:, :d], -g[:, d : d + 1]).solution.squeeze(1)
+    with torch.no_grad():
+        before.bias.add_(shift.to(before.bias))
+
+
 def siren_mlp(
     in_dim: int,
     width: int,
@@ -136,10 +177,16 @@ def siren_mlp(
         learned = replace(spec.offset_seed(index), trainable_projections=True)  # the same draw, learned
         mlp.layers[index] = EUGenMLP.make_layer("eugen", *mlp.layer_dims(index), learned)
     for index, layer in enumerate(mlp.layers):
-        if isinstance(layer, EUGenLinear):
+        if isinstance(layer, EUGenLinear) and spec.init == "siren":
+            siren_eugen_init_(layer, omega_0, output=index == len(mlp.layers) - 1)
+        elif isinstance(layer, EUGenLinear):
             eugen_sine_init_(layer)
         else:
             siren_init_(layer, omega_0, is_first=index == 0)
+    if spec.init == "siren":
+        for before, after in zip(mlp.layers, mlp.layers[1:]):
+            if isinstance(before, EUGenLinear) and isinstance(after, EUGenLinear) and not after.trainable_projections:
+                cancel_constant_column_(before, after)
     return mlp
 
 
