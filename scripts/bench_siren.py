@@ -5,7 +5,7 @@ timed inside :func:`eugen_nerf.siren.fit_image.fit` (synchronised, optimisation 
 throughput with warm-up + median in eval mode (EUGen layers merged). Writes ``benchmarks/siren.json`` and
 ``benchmarks/siren.png``.
 
-Variants: dense SIREN at three learning rates (the paper's 1e-4 and two larger, so the baseline is tuned,
+Variants: dense SIREN at four learning rates (the paper's 1e-4 and three larger, so the baseline is tuned,
 not just run), the chosen EUGen SIREN at equal parameters (and at the paper's lr), the design alternatives
 it was chosen against, at its learning rate (frozen projections, degree 2, identity feature map, ω = 1, no
 learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN's weight reparameterised as
@@ -43,6 +43,8 @@ PARITY_RATES = ((10, 10), (30, 10), (3, 10), (10, 30), (3, 30))
 """(G, A) learning-rate factors of the parity variants (eugen.projection-lr-scale, eugen.weight-lr-scale)."""
 SIREN_INIT = "eugen parity, siren init (m=w, w30: G lr x30, A lr x1) lr3e-3"
 """The parity variant started as the SIREN it stands for (``--eugen.init siren``), ω = ω₀ = 30."""
+SIREN_HALF = "eugen half, siren init (m=w/2, w30: G lr x30, A lr x1) lr3e-3"
+"""The same with m = w/2: w/2 sine units in every hidden layer after the first, about 1/3 of the MACs."""
 
 
 @dataclass
@@ -98,10 +100,15 @@ def variants(config: BenchSiren) -> list[Variant]:
     # the first G (after the dense input layer) is learned, and the last A is the output layer.
     parity = replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal",
                      learn_first_projections=True, readout=True)
+    started = replace(parity, init="siren", projection_scale=30.0, projection_lr_scale=30.0, weight_lr_scale=1.0)
+    halved = replace(started, num_features=half)  # w/2 sine units after the input layer: fewer MACs
+    half_params = siren_parameters(2, w, 1, ("eugen",) * config.hidden_layers, halved)
+    half_macs = siren_mlp(2, w, 1, ("eugen",) * config.hidden_layers, halved).fused().macs_per_point()
     return [
         Variant("dense lr1e-4 (SIREN paper)", "dense", w, 1e-4),
         Variant("dense lr1e-3", "dense", w, 1e-3),
         Variant("dense lr3e-3", "dense", w, 3e-3),
+        Variant("dense lr1e-2", "dense", w, 1e-2),
         Variant(CHOSEN, "eugen", w, 1e-3, chosen),
         Variant("eugen lr1e-4", "eugen", w, 1e-4, chosen),
         Variant("eugen G lr x1", "eugen", w, 1e-3, replace(chosen, projection_lr_scale=1.0)),
@@ -116,8 +123,12 @@ def variants(config: BenchSiren) -> list[Variant]:
         *(Variant(f"eugen parity (m=w: first G learned x{g}, frozen orthogonal G, readout, A lr x{a}) lr3e-3",
                   "eugen", w, 3e-3, replace(parity, projection_lr_scale=float(g), weight_lr_scale=float(a)))
           for g, a in PARITY_RATES),
-        Variant(SIREN_INIT, "eugen", w, 3e-3, replace(parity, init="siren", projection_scale=30.0,
-                                                       projection_lr_scale=30.0, weight_lr_scale=1.0)),
+        Variant(SIREN_INIT, "eugen", w, 3e-3, started),
+        Variant(SIREN_HALF, "eugen", w, 3e-3, halved),
+        Variant("dense narrowed to the half siren-init's parameters lr3e-3", "dense",
+                narrowed_width(half_params, config.hidden_layers), 3e-3),
+        Variant("dense narrowed to the half siren-init's MACs lr3e-3", "dense",
+                narrowed_width(half_macs, config.hidden_layers), 3e-3),
         Variant("eugen parity, siren init (m=w, w3: G lr x30, A lr x10) lr3e-3", "eugen", w, 3e-3,
                 replace(parity, init="siren", projection_scale=3.0, projection_lr_scale=30.0, weight_lr_scale=10.0)),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),

@@ -99,11 +99,11 @@ def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
 
 def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_siren.py"), "--variants", "dense lr1e-3",
-                             "dense lr1e-2", "--output", str(tmp_path / "out")],
+                             "dense lr9e-9", "--output", str(tmp_path / "out")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
-    assert len(errors) == 1 and errors[0].startswith("bench_siren: error: unknown variant(s) ['dense lr1e-2']")
+    assert len(errors) == 1 and errors[0].startswith("bench_siren: error: unknown variant(s) ['dense lr9e-9']")
     assert not any(tmp_path.iterdir())
 
 
@@ -458,3 +458,28 @@ def test_a_scored_run_is_read_back_until_its_checkpoint_or_key_changes(tmp_path)
     stat = checkpoint.stat()
     os.utime(checkpoint, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # retrained: same name, new time
     assert cached_for_checkpoint(config, "q.json", score, scales=[1]) == {"psnr": 3.0}
+
+
+def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mismatched_runs(tmp_path):
+    """Per seed the best of the named dense variants is the tuned dense SIREN; the goal is judged on the mean;
+    files of different seeds are refused in one line."""
+    def run(seed: int, psnrs: dict) -> Path:
+        path = tmp_path / f"s{seed}" / "siren.json"
+        path.parent.mkdir()
+        results = [{"name": name, "final_psnr": value, "parameters": 10} for name, value in psnrs.items()]
+        path.write_text(json.dumps({"config": {"seed": seed, "image": "camera"}, "results": results}))
+        return path
+
+    files = [run(0, {"e": 41.0, "d1": 40.0, "d3": 42.0}), run(1, {"e": 44.0, "d1": 43.5, "d3": 41.0})]
+    script = [sys.executable, str(ROOT / "scripts/summarize_siren.py"), "--eugen", *map(str, files), "--dense",
+              *map(str, files), "--eugen-variant", "e", "--dense-variants", "d1", "d3"]
+    result = subprocess.run([*script, "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "sum.json").read_text())
+    assert [p["dense_best"] for p in summary["pairs"]] == ["d3", "d1"]
+    assert summary["gap_mean"] == pytest.approx(-0.25) and summary["met"] is False
+    assert summary["every_seed_met"] is False and summary["eugen_mean"] == pytest.approx(42.5)
+    swapped = [*script[:3], str(files[1]), *script[4:]]  # seed 1's EUGen against seed 0's dense
+    result = subprocess.run([*swapped, "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
+    assert result.returncode == 2 and "fit different seeds or images" in result.stderr
+    assert not (tmp_path / "bad.json").exists()

@@ -1,0 +1,87 @@
+"""Benchmark summary (not a test): one EUGen SIREN against the tuned dense SIREN over several seeds.
+
+``bench_siren.py`` runs one seed per suite; this reads one ``siren.json`` per seed for each side (the same
+file may serve both), takes the EUGen variant's final PSNR and the best of the named dense variants' (the
+dense SIREN tuned over its learning rates, per seed), and writes the per-seed pairs, mean ± std of each
+side and of the paired gap, and whether the goal (EUGen ≥ the tuned dense SIREN, on the mean) is met.
+
+    python scripts/summarize_siren.py --eugen A/siren.json B/siren.json --dense C/siren.json D/siren.json \\
+        --eugen-variant NAME --dense-variants 'dense lr3e-3' --output benchmarks/S.json
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tyro
+
+from eugen_nerf.inputs.errors import usage_error
+
+
+@dataclass
+class SummarizeSiren:
+    eugen: tuple[Path, ...]
+    """one bench_siren output (siren.json) per seed holding the EUGen variant."""
+    dense: tuple[Path, ...]
+    """one bench_siren output per seed holding the dense variants, in the same seed order."""
+    eugen_variant: str
+    """the EUGen variant's name in those files."""
+    dense_variants: tuple[str, ...]
+    """the dense variants' names; per seed the best of those present is the tuned dense SIREN."""
+    output: Path
+    """the summary JSON to write."""
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def read_runs(path: Path) -> dict:
+    if not path.is_file():
+        usage_error("summarize_siren", f"{path} does not exist (run its eugen-bench suite first)")
+    payload = json.loads(path.read_text())
+    return {"seed": payload["config"].get("seed", 0), "image": payload["config"]["image"],
+            "results": {r["name"]: r for r in payload["results"]}}
+
+
+def main(config: SummarizeSiren) -> None:
+    if len(config.eugen) != len(config.dense) or not config.eugen:
+        usage_error("summarize_siren", "--eugen and --dense need one file per seed each, as many of one as the other")
+    pairs = []
+    for eugen_path, dense_path in zip(config.eugen, config.dense):
+        eugen, dense = read_runs(eugen_path), read_runs(dense_path)
+        if (eugen["seed"], eugen["image"]) != (dense["seed"], dense["image"]):
+            usage_error("summarize_siren", f"{eugen_path} and {dense_path} fit different seeds or images")
+        if config.eugen_variant not in eugen["results"]:
+            usage_error("summarize_siren", f"{eugen_path} has no variant {config.eugen_variant!r}")
+        tuned = [dense["results"][name] for name in config.dense_variants if name in dense["results"]]
+        if not tuned:
+            usage_error("summarize_siren", f"{dense_path} has none of the dense variants {config.dense_variants}")
+        best = max(tuned, key=lambda r: r["final_psnr"])
+        ours = eugen["results"][config.eugen_variant]
+        pairs.append({"seed": eugen["seed"], "image": eugen["image"], "eugen_psnr": ours["final_psnr"],
+                      "eugen_parameters": ours["parameters"], "dense_best": best["name"],
+                      "dense_psnr": best["final_psnr"], "dense_parameters": best["parameters"],
+                      "gap": ours["final_psnr"] - best["final_psnr"]})
+    eugen_mean, eugen_std = mean_std([p["eugen_psnr"] for p in pairs])
+    dense_mean, dense_std = mean_std([p["dense_psnr"] for p in pairs])
+    gap_mean, gap_std = mean_std([p["gap"] for p in pairs])
+    summary = {
+        "command": "python scripts/summarize_siren.py " + " ".join(sys.argv[1:]),
+        "goal": "EUGen SIREN PSNR >= the tuned dense SIREN's (mean over seeds)",
+        "eugen_variant": config.eugen_variant, "seeds": [p["seed"] for p in pairs], "pairs": pairs,
+        "eugen_mean": eugen_mean, "eugen_std": eugen_std, "dense_mean": dense_mean, "dense_std": dense_std,
+        "gap_mean": gap_mean, "gap_std": gap_std, "every_seed_met": all(p["gap"] >= 0 for p in pairs),
+        "met": eugen_mean >= dense_mean,
+    }
+    config.output.parent.mkdir(parents=True, exist_ok=True)
+    config.output.write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "pairs"}, indent=2))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(SummarizeSiren, description=__doc__))
