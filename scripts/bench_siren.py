@@ -3,7 +3,7 @@
 All variants fit the same image (cameraman) in one process with the same seed; training throughput is
 timed inside :func:`eugen_nerf.siren.fit_image.fit` (synchronised, optimisation step only), inference
 throughput with warm-up + median in eval mode (EUGen layers merged). Writes ``benchmarks/siren.json`` and
-``benchmarks/siren.png``.
+``benchmarks/siren.png``, and in ``pictures/`` the image fitted (``target.png``) and each variant's fit of it.
 
 Variants: dense SIREN at five learning rates (the paper's 1e-4 and four larger, so the baseline is tuned,
 not just run), the chosen EUGen SIREN at equal parameters (and at the paper's lr), the design alternatives
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +33,7 @@ import tyro
 from eugen_nerf.eval.timing import benchmark
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_parameters
 from eugen_nerf.inputs.errors import usage_error
-from eugen_nerf.siren.fit_image import LrSchedule, fit
+from eugen_nerf.siren.fit_image import LrSchedule, fit, save_png
 from eugen_nerf.siren.image import load_image, pixel_grid
 
 matplotlib.use("Agg")
@@ -144,6 +145,8 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
     model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, spec)
     result = fit(model, target, config.steps, variant.lr, config.log_every, spec, progress=False,
                  lr_schedule=config.lr_schedule)
+    (config.output / "pictures").mkdir(parents=True, exist_ok=True)  # to look at beside the image
+    save_png(config.output / "pictures" / (re.sub(r"[^A-Za-z0-9]+", "_", variant.name).strip("_") + ".png"), result.reconstruction)
     coords = pixel_grid(*target.shape[:2])
     model.eval()
     with torch.no_grad():
@@ -191,6 +194,8 @@ def main(config: BenchSiren) -> None:
     selected = [variant for variant in every if not config.variants or variant.name in config.variants]
     torch.set_num_threads(config.threads)
     target = torch.from_numpy(load_image(config.image, config.size))
+    (config.output / "pictures").mkdir(parents=True, exist_ok=True)
+    save_png(config.output / "pictures" / "target.png", target.numpy())
     results = []
     for variant in selected:
         results.append(run_variant(variant, target, config))
