@@ -101,8 +101,9 @@ VARIANTS = {
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-3),
     "relu + refine at lr 3e-4, G = the teacher's units, polynomial scaling, no norm": dict(
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-4),
-    "relu + refine, G = the teacher's units, polynomial scaling, no norm, k=3 (order 3 of the same projection)": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=3),
+    "relu + refine, G = the teacher's units, polynomial scaling, no norm, "
+    "k=3 (order 3 of the same projection)":
+        dict(refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=3),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=80": dict(
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=80),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96, layers 1, 2, 3, 5, 6": dict(

@@ -11,7 +11,9 @@ it was chosen against, at its learning rate (frozen projections, degree 2, ident
 learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN's weight reparameterised as
 ω·G·A, at two larger learning rates), the parity variants that keep every sine unit at the dense parameter
 count (m = w, the first G learned, later G frozen orthogonal, the last A the output layer; five G / A
-learning-rate pairs; and started as the SIREN they stand for, ``siren init``), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size.
+learning-rate pairs; and started as the SIREN they stand for, ``siren init``, also at m = w/2 beside a dense
+SIREN narrowed to its parameters and MACs), and a half-size EUGen SIREN against a dense SIREN narrowed to the
+same size.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -101,7 +103,8 @@ def variants(config: BenchSiren) -> list[Variant]:
     # the first G (after the dense input layer) is learned, and the last A is the output layer.
     parity = replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal",
                      learn_first_projections=True, readout=True)
-    started = replace(parity, init="siren", projection_scale=30.0, projection_lr_scale=30.0, weight_lr_scale=1.0)
+    started = replace(parity, init="siren", projection_scale=30.0, projection_lr_scale=30.0,
+                      weight_lr_scale=1.0)
     halved = replace(started, num_features=half)  # w/2 sine units after the input layer: fewer MACs
     half_params = siren_parameters(2, w, 1, ("eugen",) * config.hidden_layers, halved)
     half_macs = siren_mlp(2, w, 1, ("eugen",) * config.hidden_layers, halved).fused().macs_per_point()
@@ -133,7 +136,8 @@ def variants(config: BenchSiren) -> list[Variant]:
         Variant("dense narrowed to the half siren-init's MACs lr3e-3", "dense",
                 narrowed_width(half_macs, config.hidden_layers), 3e-3),
         Variant("eugen parity, siren init (m=w, w3: G lr x30, A lr x10) lr3e-3", "eugen", w, 3e-3,
-                replace(parity, init="siren", projection_scale=3.0, projection_lr_scale=30.0, weight_lr_scale=10.0)),
+                replace(parity, init="siren", projection_scale=3.0, projection_lr_scale=30.0,
+                        weight_lr_scale=10.0)),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),
         Variant("narrowed dense (= half size) lr1e-3", "dense", narrowed_width(small_params, config.hidden_layers), 1e-3),
     ]
@@ -146,7 +150,8 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
     result = fit(model, target, config.steps, variant.lr, config.log_every, spec, progress=False,
                  lr_schedule=config.lr_schedule)
     (config.output / "pictures").mkdir(parents=True, exist_ok=True)  # to look at beside the image
-    save_png(config.output / "pictures" / (re.sub(r"[^A-Za-z0-9]+", "_", variant.name).strip("_") + ".png"), result.reconstruction)
+    picture = re.sub(r"[^A-Za-z0-9]+", "_", variant.name).strip("_") + ".png"
+    save_png(config.output / "pictures" / picture, result.reconstruction)
     coords = pixel_grid(*target.shape[:2])
     model.eval()
     with torch.no_grad():

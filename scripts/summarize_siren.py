@@ -12,6 +12,7 @@ side and of the paired gap, and whether the goal (EUGen ≥ the tuned dense SIRE
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 import sys
 from dataclasses import dataclass
@@ -44,34 +45,46 @@ def read_runs(path: Path) -> dict:
     if not path.is_file():
         usage_error("summarize_siren", f"{path} does not exist (run its eugen-bench suite first)")
     payload = json.loads(path.read_text())
-    return {"seed": payload["config"].get("seed", 0), "image": payload["config"]["image"],
+    setting = {key: payload["config"].get(key) for key in SETTING}
+    return {"seed": payload["config"].get("seed", 0), "setting": setting,
             "results": {r["name"]: r for r in payload["results"]}}
+
+
+SETTING = ("image", "size", "steps", "hidden_layers", "lr_schedule")
+"""What two runs must share to be compared (the seed too, pairwise; the parameter count per pair)."""
 
 
 def main(config: SummarizeSiren) -> None:
     if len(config.eugen) != len(config.dense) or not config.eugen:
-        usage_error("summarize_siren", "--eugen and --dense need one file per seed each, as many of one as the other")
+        usage_error("summarize_siren", "--eugen and --dense need one file per seed each, as many of one "
+                    "as of the other")
     pairs = []
     for eugen_path, dense_path in zip(config.eugen, config.dense):
         eugen, dense = read_runs(eugen_path), read_runs(dense_path)
-        if (eugen["seed"], eugen["image"]) != (dense["seed"], dense["image"]):
-            usage_error("summarize_siren", f"{eugen_path} and {dense_path} fit different seeds or images")
+        if (eugen["seed"], eugen["setting"]) != (dense["seed"], dense["setting"]):
+            usage_error("summarize_siren", f"{eugen_path} and {dense_path} fit different seeds or settings "
+                        f"({eugen['seed']}, {eugen['setting']} against {dense['seed']}, {dense['setting']})")
         if config.eugen_variant not in eugen["results"]:
             usage_error("summarize_siren", f"{eugen_path} has no variant {config.eugen_variant!r}")
         tuned = [dense["results"][name] for name in config.dense_variants if name in dense["results"]]
         if not tuned:
-            usage_error("summarize_siren", f"{dense_path} has none of the dense variants {config.dense_variants}")
+            usage_error("summarize_siren", f"{dense_path} has none of the dense variants "
+                        f"{config.dense_variants}")
         best = max(tuned, key=lambda r: r["final_psnr"])
         ours = eugen["results"][config.eugen_variant]
-        pairs.append({"seed": eugen["seed"], "image": eugen["image"], "eugen_psnr": ours["final_psnr"],
+        if ours["parameters"] != best["parameters"]:
+            usage_error("summarize_siren", f"{config.eugen_variant!r} has {ours['parameters']} parameters, "
+                        f"{best['name']!r} {best['parameters']}: the goal compares equal parameters")
+        pairs.append({"seed": eugen["seed"], "image": eugen["setting"]["image"],
+                      "eugen_psnr": ours["final_psnr"],
                       "eugen_parameters": ours["parameters"], "dense_best": best["name"],
-                      "dense_psnr": best["final_psnr"], "dense_parameters": best["parameters"],
+                      "dense_psnr": best["final_psnr"], "dense_tried": [r["name"] for r in tuned],
                       "gap": ours["final_psnr"] - best["final_psnr"]})
     eugen_mean, eugen_std = mean_std([p["eugen_psnr"] for p in pairs])
     dense_mean, dense_std = mean_std([p["dense_psnr"] for p in pairs])
     gap_mean, gap_std = mean_std([p["gap"] for p in pairs])
     summary = {
-        "command": "python scripts/summarize_siren.py " + " ".join(sys.argv[1:]),
+        "command": shlex.join(["python", "scripts/summarize_siren.py", *sys.argv[1:]]),
         "goal": "EUGen SIREN PSNR >= the tuned dense SIREN's (mean over seeds)",
         "eugen_variant": config.eugen_variant, "seeds": [p["seed"] for p in pairs], "pairs": pairs,
         "eugen_mean": eugen_mean, "eugen_std": eugen_std, "dense_mean": dense_mean, "dense_std": dense_std,

@@ -103,7 +103,8 @@ def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
-    assert len(errors) == 1 and errors[0].startswith("bench_siren: error: unknown variant(s) ['dense lr9e-9']")
+    expected = "bench_siren: error: unknown variant(s) ['dense lr9e-9']"
+    assert len(errors) == 1 and errors[0].startswith(expected)
     assert not any(tmp_path.iterdir())
 
 
@@ -471,8 +472,8 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
         return path
 
     files = [run(0, {"e": 41.0, "d1": 40.0, "d3": 42.0}), run(1, {"e": 44.0, "d1": 43.5, "d3": 41.0})]
-    script = [sys.executable, str(ROOT / "scripts/summarize_siren.py"), "--eugen", *map(str, files), "--dense",
-              *map(str, files), "--eugen-variant", "e", "--dense-variants", "d1", "d3"]
+    script = [sys.executable, str(ROOT / "scripts/summarize_siren.py"), "--eugen", *map(str, files),
+              "--dense", *map(str, files), "--eugen-variant", "e", "--dense-variants", "d1", "d3"]
     result = subprocess.run([*script, "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "sum.json").read_text())
@@ -480,6 +481,7 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     assert summary["gap_mean"] == pytest.approx(-0.25) and summary["met"] is False
     assert summary["every_seed_met"] is False and summary["eugen_mean"] == pytest.approx(42.5)
     swapped = [*script[:3], str(files[1]), *script[4:]]  # seed 1's EUGen against seed 0's dense
-    result = subprocess.run([*swapped, "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
-    assert result.returncode == 2 and "fit different seeds or images" in result.stderr
+    result = subprocess.run([*swapped, "--output", str(tmp_path / "bad.json")], capture_output=True,
+                            text=True)
+    assert result.returncode == 2 and "fit different seeds or settings" in result.stderr
     assert not (tmp_path / "bad.json").exists()

@@ -209,10 +209,12 @@ def test_parameter_count_follows_the_projection_matrices_the_layers_build(degree
 @torch.no_grad()
 def test_siren_init_starts_every_sine_unit_as_the_dense_siren_does() -> None:
     """``init="siren"`` with ω = ω₀: the parity SIREN's sine pre-activations ``G (A h + c)`` have the dense
-    SIREN's spread layer by layer (the parity variant's ``init="eugen"`` ones are wider), the learned ``G`` and the
-    readout ``A`` sit inside SIREN's bounds, and an unknown init is refused in one line."""
+    SIREN's spread layer by layer (the parity variant's ``init="eugen"`` ones are wider), the frozen ``G``
+    have no constant column (so no offset but ``c``, and ``c`` stays at SIREN's bias bound), the learned ``G``
+    sits inside ω₀ times SIREN's bounds."""
     parity = replace(PARITY, num_features=256)
-    spec = replace(parity, init="siren", projection_scale=SIREN_OMEGA_0, projection_lr_scale=30.0, weight_lr_scale=1.0)
+    spec = replace(parity, init="siren", projection_scale=SIREN_OMEGA_0, projection_lr_scale=30.0,
+                   weight_lr_scale=1.0)
     x = pixel_grid(64, 64)
 
     def spreads(mlp) -> list[float]:
@@ -231,14 +233,47 @@ def test_siren_init_starts_every_sine_unit_as_the_dense_siren_does() -> None:
     dense = spreads(siren_mlp(2, 256, 1, ("dense",) * 3))
     torch.manual_seed(0)
     started = siren_mlp(2, 256, 1, ("eugen",) * 3, spec)
-    # sine layers 2-4 of the dense SIREN are sin of the EUGen layers' projections 1, 2 and the readout's
-    eugen_spreads = spreads(started)
+    eugen_spreads = spreads(started)  # dense SIREN's sine layers 2-4 against the EUGen layers' projections
     torch.manual_seed(0)
     default = spreads(siren_mlp(2, 256, 1, ("eugen",) * 3, parity))  # init "eugen", ω = 3
     for ours, theirs, old in zip(eugen_spreads, dense, default):
-        assert abs(ours / theirs - 1) < 0.15 and old / theirs > 1.3
-    bound = math.sqrt(6.0 / 256)
-    assert started.layers[1].projections[:, :256].abs().max() <= bound  # ω₀ times SIREN's hidden weights
-    assert started.layers[-1].weight.abs().max() <= bound / SIREN_OMEGA_0  # SIREN's output layer
+        assert abs(ours / theirs - 1) < 0.15 and old / theirs > 1.1
+    first, *frozen = [layer for layer in started.layers if hasattr(layer, "projections")]
+    assert first.projections[:, :256].abs().max() <= math.sqrt(6.0 / 256)  # ω₀ times SIREN's hidden weights
+    offsets = first.projections[:, 256].abs()
+    assert offsets.max() <= SIREN_OMEGA_0 / 16 and offsets.max() > 1  # ω₀ times SIREN's bias
+    for layer in frozen:
+        assert not layer.trainable_projections and bool((layer.projections[:, 256] == 0).all())
+    for layer in (first, frozen[0]):  # the biases before a frozen G: SIREN's bias bound, no shift added
+        assert layer.bias.abs().max() <= 1 / 16
+
+
+@torch.no_grad()
+def test_siren_init_scales_hidden_weights_by_omega_0_over_omega_and_leaves_the_readout_as_siren() -> None:
+    spec = replace(PARITY, num_features=32, init="siren", projection_scale=3.0)
+    mlp = siren_mlp(2, 32, 1, ("eugen",) * 2, spec)
+    hidden, readout = mlp.layers[1], mlp.layers[2]
+    bound = math.sqrt(6.0 / 32) / SIREN_OMEGA_0
+    assert bound < hidden.weight.abs().max() <= 10 * bound  # ω₀/ω = 10 times SIREN's
+    assert readout.weight.abs().max() <= bound  # SIREN's linear output layer
+
+
+def test_siren_init_survives_a_checkpoint_and_refuses_layouts_it_does_not_start() -> None:
+    """The frozen ``G`` come back from their seeds without the constant column, so a loaded network computes
+    what was saved; every other layout is refused in one line (``validate`` and ``siren_mlp``)."""
+    spec = replace(PARITY, init="siren", projection_scale=SIREN_OMEGA_0)
+    torch.manual_seed(0)
+    saved = siren_mlp(2, 32, 1, ("eugen",) * 3, spec)
+    torch.manual_seed(1)
+    loaded = siren_mlp(2, 32, 1, ("eugen",) * 3, spec)
+    loaded.load_state_dict(saved.state_dict())
+    x = torch.rand(64, 2) * 2 - 1
+    torch.testing.assert_close(loaded(x), saved(x))
+    for change in ({"trainable_projections": True}, {"readout": False}, {"learn_first_projections": False},
+                   {"degree": 2}, {"use_norm": True}, {"scaling": "linear"}):
+        with pytest.raises(ValueError, match="eugen.init 'siren' starts the parity layout only"):
+            replace(spec, **change)
+    with pytest.raises(ValueError, match="eugen.init 'siren' needs every hidden layer EUGen"):
+        siren_mlp(2, 32, 1, ("eugen", "dense", "eugen"), spec)
     with pytest.raises(ValueError, match="eugen.init"):
-        replace(spec, init="xavier").validate()
+        replace(spec, init="xavier")

@@ -78,9 +78,11 @@ class SirenEUGenSpec(EUGenSpec):
     pre-activation ``‖G_{l+1}‖`` times, where SIREN's ω₀ moves a sine layer's 30 times."""
     init: SirenInit = "eugen"
     """How EUGen sine layers start. ``eugen``: ``A ~ U(±√(3/M))``, ``c = 0`` (a sine layer's output variance).
-    ``siren``: as the SIREN they stand for (see :func:`siren_eugen_init_`); with ``projection_scale`` = ω₀ (30)
-    a frozen ``G`` is about ω₀ times an orthogonal matrix, so ``G (A h + c)`` starts as SIREN's ``ω₀ (W h + b)``
-    and takes steps of the same size, with every rate factor 1 but the learned ``G``'s (ω₀)."""
+    ``siren``: as the SIREN they stand for (see :func:`siren_eugen_init_`), in the parity layout only (every
+    hidden layer EUGen, frozen ``G`` but the first, readout, degree 1, no norm, polynomial scaling); with
+    ``projection_scale`` = ω₀ (30) a frozen ``G`` is about ω₀ times an orthogonal matrix, so ``G (A h + c)``
+    starts as SIREN's ``ω₀ (W h + b)`` and takes steps of the same size, every rate factor 1 but the learned
+    ``G``'s (ω₀)."""
 
     def validate(self) -> None:
         super().validate()
@@ -88,6 +90,14 @@ class SirenEUGenSpec(EUGenSpec):
         check_positive_float("eugen.projection-lr-scale", self.projection_lr_scale)
         check_positive_float("eugen.weight-lr-scale", self.weight_lr_scale)
         check_choice("eugen.init", self.init, SIREN_INITS)
+        layout = {"trainable-projections": (self.trainable_projections, False),
+                  "learn-first-projections": (self.learn_first_projections, True),
+                  "readout": (self.readout, True), "degree": (self.degree, 1),
+                  "use-norm": (self.use_norm, False), "scaling": (self.scaling, "polynomial")}
+        wrong = [f"{name}={got!r} (needs {need!r})" for name, (got, need) in layout.items() if got != need]
+        if self.init == "siren" and wrong:
+            raise ValueError("eugen.init 'siren' starts the parity layout only (frozen G, the first one "
+                             f"learned, readout, degree 1, no norm, polynomial scaling): {', '.join(wrong)}")
 
 
 class Sine(nn.Module):
@@ -124,13 +134,14 @@ def siren_eugen_init_(layer: EUGenLinear, omega_0: float, output: bool) -> None:
     ``G``: a frozen ``G`` is about ω times an orthogonal matrix, so the next pre-activation ``G (A h + c)``
     has the distribution of SIREN's ``ω₀ (W h + b)``. The output ``A`` (``readout``) is SIREN's linear output
     layer, unscaled. A learned ``G`` is ω₀ times SIREN's hidden weights and bias (its constant column), which
-    is what the sine is applied to. A frozen ``G``'s constant column, a fixed random phase as wide as the rest,
-    is cancelled by the ``c`` before it (:func:`cancel_constant_column_`). Measured by
+    is what the sine is applied to. :func:`siren_mlp` draws the frozen ``G`` without a constant column (a
+    fixed random phase as wide as the rest), so the ``c`` before it is the bias. Measured by
     ``scripts/bench_siren.py`` (the ``siren init`` variants)."""
     fan_in = layer.feature_dim
     gain = 1.0 if output else omega_0 / layer.projection_scale
     with torch.no_grad():
-        layer.weight.uniform_(-gain * math.sqrt(6.0 / fan_in) / omega_0, gain * math.sqrt(6.0 / fan_in) / omega_0)
+        bound = gain * math.sqrt(6.0 / fan_in) / omega_0
+        layer.weight.uniform_(-bound, bound)
         if layer.bias is not None:
             layer.bias.uniform_(-gain / math.sqrt(fan_in), gain / math.sqrt(fan_in))
         if layer.trainable_projections:
@@ -138,16 +149,6 @@ def siren_eugen_init_(layer: EUGenLinear, omega_0: float, output: bool) -> None:
             g.zero_()  # the norm column (when used) starts at 0
             g[:, :d].uniform_(-math.sqrt(6.0 / d), math.sqrt(6.0 / d))
             g[:, d].uniform_(-omega_0 / math.sqrt(d), omega_0 / math.sqrt(d))
-
-
-def cancel_constant_column_(before: EUGenLinear, after: EUGenLinear) -> None:
-    """Shift ``before``'s bias ``c`` by the least-squares ``δ`` with ``G_x δ = −g₀`` (``G = [G_x, g₀]`` the
-    frozen ``after`` layer's projections), so the phases ``G (A h + c)`` start without ``g₀``'s random offset
-    (exactly when ``m ≥ d``) and ``c`` alone is the bias, as in SIREN."""
-    d, g = after.in_features, after.projections.double()
-    shift = torch.linalg.lstsq(g[:, :d], -g[:, d : d + 1]).solution.squeeze(1)
-    with torch.no_grad():
-        before.bias.add_(shift.to(before.bias))
 
 
 def siren_mlp(
@@ -167,6 +168,9 @@ def siren_mlp(
         if kind not in ("dense", "eugen"):
             raise ValueError(f"SIREN hidden layer type must be 'dense' or 'eugen', got {kind!r}")
     spec = eugen if eugen is not None else SirenEUGenSpec()
+    if spec.init == "siren" and (not hidden_types or any(kind != "eugen" for kind in hidden_types)):
+        raise ValueError("eugen.init 'siren' needs every hidden layer EUGen (the layout it starts as SIREN), "
+                         f"got {tuple(hidden_types)}")
     layer_types = ("dense", *hidden_types) + (() if has_readout(hidden_types, spec) else ("dense",))
     mlp = EUGenMLP(
         in_dim=in_dim, num_layers=len(layer_types), layer_width=width, out_dim=out_dim,
@@ -174,19 +178,19 @@ def siren_mlp(
     )
     if spec.learn_first_projections and not spec.trainable_projections and "eugen" in hidden_types:
         index = layer_types.index("eugen")
-        learned = replace(spec.offset_seed(index), trainable_projections=True)  # the same draw, learned
+        # the same draw, learned (a learned G alone is not the layout init "siren" checks)
+        learned = replace(spec.offset_seed(index), trainable_projections=True, init="eugen")
         mlp.layers[index] = EUGenMLP.make_layer("eugen", *mlp.layer_dims(index), learned)
     for index, layer in enumerate(mlp.layers):
+        if isinstance(layer, EUGenLinear) and spec.init == "siren" and not layer.trainable_projections:
+            layer.constant_projection = False  # the c before it is the bias, as SIREN's b (so on load too)
+            layer.regenerate_projections()
         if isinstance(layer, EUGenLinear) and spec.init == "siren":
             siren_eugen_init_(layer, omega_0, output=index == len(mlp.layers) - 1)
         elif isinstance(layer, EUGenLinear):
             eugen_sine_init_(layer)
         else:
             siren_init_(layer, omega_0, is_first=index == 0)
-    if spec.init == "siren":
-        for before, after in zip(mlp.layers, mlp.layers[1:]):
-            if isinstance(before, EUGenLinear) and isinstance(after, EUGenLinear) and not after.trainable_projections:
-                cancel_constant_column_(before, after)
     return mlp
 
 

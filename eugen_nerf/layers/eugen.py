@@ -97,6 +97,9 @@ class EUGenLinear(nn.Module):
         scaling: ``"linear"`` (default: direction features times ``rms(x⁺)``, degree-1 like ReLU),
             ``"unit"`` (project the direction of ``x⁺``: bounded features, safe at any depth) or ``"polynomial"`` (products of ``x⁺``
             itself, the unbiased estimate's form); see the module docstring.
+        constant_projection: ``False`` draws ``G``'s column for the constant entry of ``x⁺`` as zeros (set
+            it before :meth:`regenerate_projections`): the offset of ``G x⁺`` is then the bias of the layer
+            before, as in a SIREN started as SIREN (``eugen_nerf.fields.siren``).
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class EUGenLinear(nn.Module):
         bias: bool = True,
         projection_scale: float = 1.0,
         scaling: Scaling = "linear",
+        constant_projection: bool = True,
         device: Optional[torch.device] = None,
         dtype: Optional[torch.dtype] = None,
     ) -> None:
@@ -142,6 +146,7 @@ class EUGenLinear(nn.Module):
         self.shared_projections = shared_projections
         self.seed = int(seed)
         self.projection_scale = float(projection_scale)
+        self.constant_projection = bool(constant_projection)
 
         factory = {"device": device, "dtype": dtype}
         projections = self._draw(self.num_projection_matrices).to(**{k: v for k, v in factory.items() if v is not None})
@@ -173,6 +178,8 @@ class EUGenLinear(nn.Module):
     def _draw(self, num_matrices: int) -> torch.Tensor:
         """Projections scaled by ``1/sqrt(d+2)`` so ``G x⁺`` is O(rms(x)) whatever the width."""
         g = draw_projections(num_matrices, self.num_features, self.augmented_dim, self.seed, self.projection)
+        if not self.constant_projection:
+            g[..., self.in_features] = 0.0
         scale = self.projection_scale / math.sqrt(self.augmented_dim)
         return g.reshape(num_matrices * self.num_features, self.augmented_dim) * scale
 
