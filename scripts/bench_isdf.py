@@ -27,7 +27,6 @@ against inference throughput, with std bars).
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -41,6 +40,7 @@ from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.eval.timing import benchmark, benchmark_interleaved, closest_in_time
 from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig, dense_isdf_config
 from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.inputs.outputs import file_stem
 from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
 from eugen_nerf.isdf.frames import load_stream
 from eugen_nerf.isdf.trainer import StreamingConfig, StreamingTrainer
@@ -186,7 +186,7 @@ def train(name: str, sdf: ISDFFieldConfig, seed: int, config: BenchISDF, stream_
     field_ = trainer.field.eval()
     export = None
     if seed == config.seeds[0]:  # meshes of the first seed (the timed one)
-        export = config.mesh_dir / (re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".ply")
+        export = config.mesh_dir / (file_stem(name) + ".ply")
     metrics = evaluate_field(lambda points: field_(points), scene.mesh_path, frames, scene.intrinsics,
                              scene.height, scene.width, config.evaluation, device, export_to=export)
     return trainer, {"seed": seed, "stream_train_seconds": log.train_seconds, "steps": log.steps,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import tyro
 from eugen_nerf.eval.timing import benchmark
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_parameters
 from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.inputs.outputs import file_stem
 from eugen_nerf.siren.fit_image import LrSchedule, fit, save_png
 from eugen_nerf.siren.image import load_image, pixel_grid
 
@@ -150,8 +150,7 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
     result = fit(model, target, config.steps, variant.lr, config.log_every, spec, progress=False,
                  lr_schedule=config.lr_schedule)
     (config.output / "pictures").mkdir(parents=True, exist_ok=True)  # to look at beside the image
-    picture = re.sub(r"[^A-Za-z0-9]+", "_", variant.name).strip("_") + ".png"
-    save_png(config.output / "pictures" / picture, result.reconstruction)
+    save_png(config.output / "pictures" / (file_stem(variant.name) + ".png"), result.reconstruction)
     coords = pixel_grid(*target.shape[:2])
     model.eval()
     with torch.no_grad():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -87,3 +88,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.write_bytes(data)
     partial.replace(path)
+
+
+def file_stem(label: str) -> str:
+    """``label`` (a variant's name) as a file name stem: runs of anything but letters and digits become ``_``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_")
