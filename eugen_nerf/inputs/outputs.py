@@ -91,5 +91,5 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def file_stem(label: str) -> str:
-    """``label`` (a variant's name) as a file name stem: runs of anything but letters and digits become ``_``."""
+    """``label`` (a variant's name) as a file stem: runs of anything but letters and digits become ``_``."""
     return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_")
