@@ -112,6 +112,7 @@ def variants(config: BenchSiren) -> list[Variant]:
         Variant("dense lr1e-4 (SIREN paper)", "dense", w, 1e-4),
         Variant("dense lr3e-4", "dense", w, 3e-4),
         Variant("dense lr1e-3", "dense", w, 1e-3),
+        Variant("dense lr2e-3", "dense", w, 2e-3),
         Variant("dense lr3e-3", "dense", w, 3e-3),
         Variant("dense lr1e-2", "dense", w, 1e-2),
         Variant(CHOSEN, "eugen", w, 1e-3, chosen),

@@ -1,9 +1,11 @@
 """Benchmark summary (not a test): one EUGen SIREN against the tuned dense SIREN over several seeds.
 
-``bench_siren.py`` runs one seed per suite; this reads one ``siren.json`` per seed for each side (the same
-file may serve both), takes the EUGen variant's final PSNR and the best of the named dense variants' (the
-dense SIREN tuned over its learning rates, per seed), and writes the per-seed pairs, mean ± std of each
-side and of the paired gap, and whether the goal (EUGen ≥ the tuned dense SIREN, on the mean) is met.
+``bench_siren.py`` runs one seed per suite; this reads one ``siren.json`` per seed for the EUGen side and any
+number per seed for the dense side (a learning-rate bracket may span several suites; the same file may serve
+both sides), pairs them by the seed each file records, takes the EUGen variant's final PSNR and the best of the
+named dense variants' over that seed's files (the dense SIREN tuned over its learning rates, per seed), and
+writes the per-seed pairs, mean ± sample std of each side and of the paired gap, and whether the goal (EUGen ≥
+the tuned dense SIREN, on the mean) is met.
 
     python scripts/summarize_siren.py --eugen A/siren.json B/siren.json --dense C/siren.json D/siren.json \\
         --eugen-variant NAME --dense-variants 'dense lr3e-3' --output benchmarks/S.json
@@ -28,7 +30,7 @@ class SummarizeSiren:
     eugen: tuple[Path, ...]
     """one bench_siren output (siren.json) per seed holding the EUGen variant."""
     dense: tuple[Path, ...]
-    """one bench_siren output per seed holding the dense variants, in the same seed order."""
+    """bench_siren outputs holding the dense variants, one or more per seed of --eugen (paired by seed)."""
     eugen_variant: str
     """the EUGen variant's name in those files."""
     dense_variants: tuple[str, ...]
@@ -50,26 +52,35 @@ def read_runs(path: Path) -> dict:
             "results": {r["name"]: r for r in payload["results"]}}
 
 
-SETTING = ("image", "size", "steps", "hidden_layers", "lr_schedule")
+SETTING = ("image", "size", "width", "steps", "hidden_layers", "lr_schedule")
 """What two runs must share to be compared (the seed too, pairwise; the parameter count per pair)."""
 
 
 def main(config: SummarizeSiren) -> None:
-    if len(config.eugen) != len(config.dense) or not config.eugen:
-        usage_error("summarize_siren", "--eugen and --dense need one file per seed each, as many of one "
-                    "as of the other")
+    if not config.eugen or not config.dense:
+        usage_error("summarize_siren", "--eugen and --dense each need at least one file")
+    dense_by_seed: dict = {}
+    for dense_path in config.dense:
+        dense = read_runs(dense_path)
+        dense_by_seed.setdefault(dense["seed"], []).append((dense_path, dense))
+    eugen_runs = [(path, read_runs(path)) for path in config.eugen]
+    seeds = [run["seed"] for _, run in eugen_runs]
+    if len(set(seeds)) != len(seeds) or set(seeds) != set(dense_by_seed):
+        usage_error("summarize_siren", f"--eugen needs one file per seed and --dense files of the same seeds "
+                    f"(EUGen seeds {seeds}, dense seeds {sorted(dense_by_seed)})")
     pairs = []
-    for eugen_path, dense_path in zip(config.eugen, config.dense):
-        eugen, dense = read_runs(eugen_path), read_runs(dense_path)
-        if (eugen["seed"], eugen["setting"]) != (dense["seed"], dense["setting"]):
-            usage_error("summarize_siren", f"{eugen_path} and {dense_path} fit different seeds or settings "
-                        f"({eugen['seed']}, {eugen['setting']} against {dense['seed']}, {dense['setting']})")
+    for eugen_path, eugen in eugen_runs:
+        tuned = []
+        for dense_path, dense in dense_by_seed[eugen["seed"]]:
+            if eugen["setting"] != dense["setting"]:
+                usage_error("summarize_siren", f"{eugen_path} and {dense_path} fit different settings "
+                            f"({eugen['setting']} against {dense['setting']})")
+            tuned += [dense["results"][name] for name in config.dense_variants if name in dense["results"]]
         if config.eugen_variant not in eugen["results"]:
             usage_error("summarize_siren", f"{eugen_path} has no variant {config.eugen_variant!r}")
-        tuned = [dense["results"][name] for name in config.dense_variants if name in dense["results"]]
         if not tuned:
-            usage_error("summarize_siren", f"{dense_path} has none of the dense variants "
-                        f"{config.dense_variants}")
+            usage_error("summarize_siren", f"the dense files of seed {eugen['seed']} have none of the dense "
+                        f"variants {config.dense_variants}")
         best = max(tuned, key=lambda r: r["final_psnr"])
         ours = eugen["results"][config.eugen_variant]
         if ours["parameters"] != best["parameters"]:

@@ -483,5 +483,18 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     swapped = [*script[:3], str(files[1]), *script[4:]]  # seed 1's EUGen against seed 0's dense
     result = subprocess.run([*swapped, "--output", str(tmp_path / "bad.json")], capture_output=True,
                             text=True)
-    assert result.returncode == 2 and "fit different seeds or settings" in result.stderr
+    assert result.returncode == 2 and "one file per seed" in result.stderr
     assert not (tmp_path / "bad.json").exists()
+    # a rate bracket split over two suites of one seed: the best over both files is the tuned dense SIREN
+    other = tmp_path / "s0b.json"
+    other.write_text(json.dumps({"config": {"seed": 0, "image": "camera"},
+                                 "results": [{"name": "d2", "final_psnr": 42.5, "parameters": 10}]}))
+    split = [*script[:5], "--dense", *map(str, files), str(other), *script[8:], "d2"]
+    result = subprocess.run([*split, "--output", str(tmp_path / "split.json")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert [p["dense_best"] for p in json.loads((tmp_path / "split.json").read_text())["pairs"]] == ["d2", "d1"]
+    wider = json.loads(other.read_text())
+    wider["config"]["width"] = 256
+    other.write_text(json.dumps(wider))
+    result = subprocess.run([*split, "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
+    assert result.returncode == 2 and "fit different settings" in result.stderr and not (tmp_path / "bad.json").exists()
