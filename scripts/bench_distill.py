@@ -94,9 +94,9 @@ class BenchDistill:
     --finetune-target)."""
     refine_steps: int = 0
     """per-layer refinement of G and A (0: closed form)"""
-    projections: Literal["seeded", "teacher"] = "seeded"
-    """G of the EUGen layers: the seeded Gaussian draw, or the teacher layer's own units (eugen-distill
-    --projections)."""
+    projections: Literal["seeded", "teacher", "teacher-pairs"] = "seeded"
+    """G of the EUGen layers: the seeded Gaussian draw, or the teacher layer's own units, in every order or
+    paired with the unit pivoted before (eugen-distill --projections)."""
     layer_type: Literal["eugen", "snnk", "lowrank"] = "eugen"
     """what the layers become (the front mode reads it from each entry instead): EUGen, or a reviewers' baseline
     fitted the same way (see --front)."""

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from eugen_nerf.layers import (EUGenLinear, EUGenMLP, EUGenSpec, orders_repeat, pivoted_units, tie_order_gradients_,
-                               unit_projections)
+from eugen_nerf.layers import (EUGenLinear, EUGenMLP, EUGenSpec, order_rows, pivoted_units,
+                               tie_order_gradients_, unit_projections)
 
 
 def test_pivots_never_pick_a_copy_before_an_independent_unit():
@@ -60,9 +60,9 @@ def test_mismatched_layers_and_units_are_refused():
         pivoted_units(torch.ones(2, 3), 1)
 
 
-def _unit_trunk(scaling: str, use_norm: bool, degree: int = 2) -> EUGenMLP:
+def _unit_trunk(scaling: str, use_norm: bool, degree: int = 2, pairs: bool = False) -> EUGenMLP:
     """A trunk whose layers 1, 2 (a merged chain) and 4 (after the skip) have the teacher's units in every
-    order, as ``eugen-distill --projections teacher`` builds them."""
+    order, as ``eugen-distill --projections teacher`` (``teacher-pairs`` with ``pairs``) builds them."""
     torch.manual_seed(0)
     spec = EUGenSpec(num_features=8, degree=degree, feature_map="relu", scaling=scaling, use_norm=use_norm,
                      trainable_projections=True)
@@ -71,21 +71,33 @@ def _unit_trunk(scaling: str, use_norm: bool, degree: int = 2) -> EUGenMLP:
     with torch.no_grad():
         for index in (1, 2, 4):
             layer = mlp.layers[index]
-            layer.projections.copy_(unit_projections(layer, nn.Linear(layer.in_features, 32), torch.arange(3, 11)))
+            dense = nn.Linear(layer.in_features, 32)
+            layer.projections.copy_(unit_projections(layer, dense, torch.arange(3, 11), pairs=pairs))
     return mlp.double().eval()
 
 
 @pytest.mark.parametrize("scaling, use_norm", [("linear", True), ("polynomial", False), ("unit", True)])
 @pytest.mark.parametrize("degree", [2, 3])
-def test_fused_form_projects_repeated_orders_once_and_equals_the_unfused_form(scaling, use_norm, degree):
-    mlp = _unit_trunk(scaling, use_norm, degree)
-    assert all(orders_repeat(mlp.layers[i]) for i in (1, 2, 4))
+@pytest.mark.parametrize("pairs", [False, True])
+def test_fused_form_projects_repeated_orders_once_and_equals_the_unfused_form(scaling, use_norm, degree,
+                                                                             pairs):
+    mlp = _unit_trunk(scaling, use_norm, degree, pairs)
+    for i in (1, 2, 4):  # powers: every order is order 1's rows; pairs: order i is them i - 1 places down
+        rows = order_rows(mlp.layers[i])
+        assert rows is not None and rows.shape == (degree, 8)
+        for order in range(degree):
+            assert rows[order].tolist() == torch.arange(8).roll(order if pairs else 0).tolist()
     x = torch.randn(300, 12, dtype=torch.float64)
     with torch.no_grad():
         fused, unfused = mlp(x), mlp.forward_unfused(x)
         steps = mlp.fused().steps
-    assert all(steps[i].powers and steps[i].weight.shape[0] == 8 + steps[i].norm_rows for i in (1, 2, 4))
-    assert not steps[0].powers and not steps[3].powers
+    for i in (1, 2, 4):
+        assert steps[i].factors is not None and steps[i].weight.shape[0] == 8 + steps[i].norm_rows
+    assert steps[0].factors is None and steps[3].factors is None
+    if pairs and not use_norm:  # order 2 of feature j is ReLU(z_j * z_(j-1)), not of z_j squared
+        layer, h = mlp.layers[1], torch.randn(5, 32, dtype=torch.float64)
+        z = torch.cat([h, torch.ones(5, 1, dtype=torch.float64)], 1) @ layer.projections[:8].T
+        torch.testing.assert_close(layer.features(h)[:, 8:16], torch.relu(z * z.roll(1, 1)))
     assert ((fused - unfused).norm() / unfused.norm()).item() < 1e-10
     with torch.enable_grad():  # the out-of-place path (autograd on) computes the same
         grad_path = mlp(x.requires_grad_(True))
@@ -94,14 +106,16 @@ def test_fused_form_projects_repeated_orders_once_and_equals_the_unfused_form(sc
 
 def test_seeded_orders_do_not_repeat():
     layer = EUGenLinear(12, 16, num_features=8, degree=2)
-    assert not orders_repeat(layer)
-    assert not orders_repeat(EUGenLinear(12, 16, num_features=8, degree=1))
+    assert order_rows(layer) is None
+    assert order_rows(EUGenLinear(12, 16, num_features=8, degree=1)) is None
 
 
-def test_tied_gradients_keep_repeated_orders_one_projection_under_adam():
+@pytest.mark.parametrize("pairs", [False, True])
+def test_tied_gradients_keep_repeated_orders_one_projection_under_adam(pairs):
     torch.manual_seed(0)
-    mlp = _unit_trunk("linear", True)
+    mlp = _unit_trunk("linear", True, pairs=pairs)
     layer = mlp.layers[1].float().train()
+    rows = order_rows(layer)
     x, target = torch.randn(256, 32), torch.randn(256, 32)
     for tie in (True, False):
         trained = copy.deepcopy(layer)
@@ -110,7 +124,8 @@ def test_tied_gradients_keep_repeated_orders_one_projection_under_adam():
             optimizer.zero_grad()
             (trained(x) - target).square().mean().backward()
             if tie:
-                tie_order_gradients_(trained)
+                tie_order_gradients_(trained, rows)
             optimizer.step()
         assert not torch.equal(trained.projections, layer.projections)  # G was trained
-        assert orders_repeat(trained) == tie
+        kept = order_rows(trained)
+        assert (kept is not None and torch.equal(kept, rows)) == tie

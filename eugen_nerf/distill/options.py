@@ -38,7 +38,7 @@ FINETUNE_OPTIONS = ("finetune_steps", "finetune_target", "finetune_lr", "finetun
                     "finetune_validation_views")
 """The fine-tune's options, recorded in the report beside the capture's (which fine-tune made this student)."""
 
-PROJECTIONS = ("seeded", "teacher")
+PROJECTIONS = ("seeded", "teacher", "teacher-pairs")
 """Where the EUGen layers' ``G`` comes from: the seeded Gaussian draw, or the teacher layer's own units."""
 
 
@@ -94,7 +94,7 @@ class DistillOptions:
     """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept."""
-    projections: Optional[Literal["seeded", "teacher"]] = None
+    projections: Optional[Literal["seeded", "teacher", "teacher-pairs"]] = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which keep
     their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or ``teacher``:
     every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of its
@@ -103,9 +103,13 @@ class DistillOptions:
     projection). With the default ``--eugen`` (ReLU map, polynomial scaling, no norm) order 1 is the teacher's
     own ReLU of those units, and the fused student projects once for all orders and carries no norm rows (on the
     paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed form at m = 64 where seeded ``G``
-    kept 82.0%, rendering 1.6x as fast; README, Distillation)."""
+    kept 82.0%, rendering 1.6x as fast; README, Distillation). ``teacher-pairs``: the same units, but order
+    ``i`` multiplies a unit's pre-activation by those of the ``i - 1`` units pivoted just before it
+    (``z_j z_{j-1}`` for ``k = 2``) instead of its own power; still ``m`` projection rows in the fused
+    form."""
     probe_batches: int = 2
-    """``--projections teacher`` only: batches whose teacher pre-activations choose the units."""
+    """``--projections teacher`` and ``teacher-pairs`` only: batches whose teacher pre-activations choose the
+    units."""
     image_fraction: FractionArg = 1 / 16
     """Fraction of the training images whose rays are rendered."""
     resolution_scale: FractionArg = 1 / 8
@@ -209,9 +213,13 @@ class DistillOptions:
             self.projections = "teacher" if self.eugen.layer_type == "eugen" else "seeded"
         if self.projections not in PROJECTIONS:
             raise DistillError(f"projections must be one of {PROJECTIONS}, got {self.projections!r}")
-        if self.projections == "teacher" and self.eugen.layer_type != "eugen":
-            raise DistillError(f"projections 'teacher' sets the projections of EUGen layers; eugen.layer-type "
-                               f"{self.eugen.layer_type} keeps its own (use --projections seeded)")
+        if self.projections != "seeded" and self.eugen.layer_type != "eugen":
+            raise DistillError(f"projections {self.projections!r} sets the projections of EUGen layers; "
+                               f"eugen.layer-type {self.eugen.layer_type} keeps its own "
+                               "(use --projections seeded)")
+        if self.projections == "teacher-pairs" and self.eugen.degree < 2:
+            raise DistillError("projections 'teacher-pairs' multiplies units in orders 2 and up; "
+                               "eugen.degree is 1 (use --projections teacher, or --eugen.degree 2)")
         for name in ("batch_rays", "finetune_rays", "fps_repeats", "auto_views",
                      "refine_rows", "probe_batches"):
             value = getattr(self, name)
@@ -276,7 +284,7 @@ class DistillOptions:
     def spec(self) -> EUGenSpec:
         """Hyper-parameters of every EUGen layer the run creates (each layer gets its own seed)."""
         # refined or teacher-aligned G lives in the checkpoint
-        trainable = self.eugen.trainable_projections or self.refine_steps > 0 or self.projections == "teacher"
+        trainable = self.eugen.trainable_projections or self.refine_steps > 0 or self.projections != "seeded"
         return replace(self.eugen, trainable_projections=trainable)
 
     @property

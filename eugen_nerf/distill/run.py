@@ -230,7 +230,8 @@ class Distillation:
         units = self.state.get("units", {}).get(ref.path)
         if units is not None:
             with torch.no_grad():
-                layer.projections.copy_(unit_projections(layer, self.dense[ref.path], units))
+                layer.projections.copy_(unit_projections(layer, self.dense[ref.path], units,
+                                                         pairs=self.options.projections == "teacher-pairs"))
         return layer
 
     def choose_units(self) -> None:
@@ -294,7 +295,7 @@ class Distillation:
                                          options.auto_views, options.eugen.seed)
             if "auto_teacher_psnr" not in self.state:
                 self.state["auto_teacher_psnr"] = self.selection_psnr()
-        if options.projections == "teacher":
+        if options.projections != "seeded":
             self.choose_units()
         for s, stage in enumerate(stages):
             if s < self.state["stage"]:

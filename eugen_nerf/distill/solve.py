@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from eugen_nerf.distill.capture import LayerEquations
-from eugen_nerf.layers import LowRankLinear, NormalEquations, orders_repeat, tie_order_gradients_
+from eugen_nerf.layers import LowRankLinear, NormalEquations, order_rows, tie_order_gradients_
 from eugen_nerf.inputs.numerics import check_finite
 
 
@@ -108,7 +108,7 @@ def refine_layer(eq: LayerEquations, fit: LayerFit, steps: int, lr: float, seed:
         layer.weight.copy_(fit.weight)
         layer.bias.copy_(fit.bias)
     before = rows_r2(layer, held_inputs, held_targets)
-    tied = orders_repeat(layer)  # the teacher's units in every order: refined, they stay one projection
+    rows = order_rows(layer)  # the teacher's units in every order: refined, they stay one projection
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps, eta_min=lr * 0.01)
     generator = torch.Generator().manual_seed(seed)
@@ -118,8 +118,7 @@ def refine_layer(eq: LayerEquations, fit: LayerFit, steps: int, lr: float, seed:
             loss = (layer(inputs[pick]) - targets[pick]).square().mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if tied:
-                tie_order_gradients_(layer)
+            tie_order_gradients_(layer, rows)
             optimizer.step()
             schedule.step()
     layer.eval()

@@ -1,6 +1,6 @@
 """EUGen layers in pure PyTorch (no nerfstudio import): the ground floor of eugen-nerf."""
 
-from eugen_nerf.layers.alignment import orders_repeat, pivoted_units, tie_order_gradients_, unit_projections
+from eugen_nerf.layers.alignment import order_rows, pivoted_units, tie_order_gradients_, unit_projections
 from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
 from eugen_nerf.layers.eugen import FEATURE_MAPS, SCALINGS, EUGenLinear
 from eugen_nerf.layers.fit import NormalEquations, RidgeSolution
@@ -20,7 +20,7 @@ __all__ = [
     "snnk_linear",
     "pivoted_units",
     "unit_projections",
-    "orders_repeat",
+    "order_rows",
     "tie_order_gradients_",
     "draw_projections",
     "resolve_layer_types",

@@ -9,9 +9,10 @@ as the number ``ρ`` (``‖h‖ = hypot(‖R' [F; 1]‖, ρ)``), so a chain step
 (``M + 1`` norm rows made the CPU's matrix product ~40% slower). A chain of EUGen layers therefore runs
 feature to feature and the ``l``-wide hidden activation is never built.
 
-When every order of a layer has the same projection rows (``eugen-distill --projections teacher`` builds
-such layers: order ``i`` is a unit's pre-activation to the power ``i``), the fused form projects onto the
-``m`` rows once and takes powers, so those layers cost ``m`` projection rows, not ``k·m``.
+When every order's projection rows are rows of the first order's (``eugen-distill --projections teacher``
+builds such layers: order ``i`` is a unit's pre-activation to the power ``i``, or with ``teacher-pairs`` its
+product with the units pivoted before it), the fused form projects onto the ``m`` rows once and multiplies
+(permuted) copies of them, so those layers cost ``m`` projection rows, not ``k·m``.
 
 All merged matrices are computed once in float64 and cast to the MLP's dtype.
 """
@@ -24,7 +25,7 @@ from typing import Callable, List, Optional
 import torch
 from torch import nn
 
-from eugen_nerf.layers.alignment import orders_repeat
+from eugen_nerf.layers.alignment import order_rows
 from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, input_norm
 
@@ -49,7 +50,9 @@ class _Step:
     norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
     out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
     out_bias: Optional[torch.Tensor] = None
-    powers: bool = False  # EUGen: every order has the same rows; only the first order's are projected
+    # EUGen whose orders reuse the first order's rows: per order, the index of its factor's columns among the
+    # m projected ones (None where it is the first order's own order); only the first order's are projected
+    factors: Optional[List[Optional[torch.Tensor]]] = None
 
 
 def _linear_parts(layer: nn.Module) -> tuple:
@@ -105,10 +108,14 @@ class FusedMLP:
             split = mlp.in_dim if has_skip else 0  # skip inputs come first: cat([input, hidden])
             is_eugen = isinstance(layer, EUGenLinear)
             norm_weight, norm_constant = None, None
-            powers = is_eugen and orders_repeat(layer)
+            rows = order_rows(layer) if is_eugen else None
+            factors = None
+            if rows is not None:
+                identity = torch.arange(layer.num_features, device=rows.device)
+                factors = [None if torch.equal(r, identity) else r.to(layer.projections.device) for r in rows]
             if is_eugen:
                 g = layer.projections.double()
-                if powers:
+                if factors is not None:
                     g = g[: layer.num_features]
                 d = layer.in_features
                 weight, bias = g[:, :d], g[:, d].clone()
@@ -135,7 +142,7 @@ class FusedMLP:
                 layer=layer if is_eugen else None,
                 norm_rows=norm_rows,
                 norm_constant=norm_constant.to(dtype) if norm_constant is not None else None,
-                powers=powers,
+                factors=factors,
             )
             carried = None
             if is_eugen:
@@ -191,7 +198,7 @@ class FusedMLP:
                 if layer.scaling != "polynomial":
                     rms = layer.input_rms(norm).to(projected.dtype)
                     projected = projected.div_(rms) if inplace else projected / rms
-            x = self._features(layer, projected, inplace, step.powers)
+            x = self._features(layer, projected, inplace, step.factors)
             if layer.scaling == "linear":
                 x = x.mul_(rms) if inplace else x * rms
             if step.out_weight is not None:
@@ -202,18 +209,22 @@ class FusedMLP:
 
     @staticmethod
     def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool,
-                  powers: bool = False) -> torch.Tensor:
-        """``Φ(products)``; in place (running products by successive ``mul_``) when allowed. With ``powers``,
-        ``projected`` holds the first order's ``m`` rows only and order ``i`` is its ``i``-th power."""
+                  factors: Optional[List[Optional[torch.Tensor]]] = None) -> torch.Tensor:
+        """``Φ(products)``; in place (running products by successive ``mul_``) when allowed. With ``factors``,
+        ``projected`` holds the first order's ``m`` rows only and order ``i`` multiplies order ``i - 1`` by
+        its columns ``factors[i]`` (all of them, in order, where None: then the orders are powers)."""
         n, m, k = projected.shape[0], layer.num_features, layer.degree
-        if powers and not inplace:
-            powered = torch.cat([projected.pow(order) for order in range(1, k + 1)], 1)
-            return _feature_map(layer, powered, inplace=False)
-        if powers:
+        if factors is not None:
+            columns = [projected if index is None else projected.index_select(1, index) for index in factors]
+            if not inplace:
+                running = [columns[0]]
+                for order in range(1, k):
+                    running.append(running[-1] * columns[order])
+                return _feature_map(layer, torch.cat(running, 1), inplace=False)
             blocks = projected.new_empty(n, k, m)
-            blocks[:, 0] = projected
+            blocks[:, 0] = columns[0]
             for order in range(1, k):
-                torch.mul(blocks[:, order - 1], projected, out=blocks[:, order])
+                torch.mul(blocks[:, order - 1], columns[order], out=blocks[:, order])
             return _feature_map(layer, blocks.view(n, k * m), inplace=True)  # a new buffer: no one else's
         if not (inplace and layer.shared_projections):
             return _feature_map(layer, layer.products(projected), inplace=False)
