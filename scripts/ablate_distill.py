@@ -46,13 +46,13 @@ from eugen_nerf.distill.sampling import sample_rays
 from eugen_nerf.distill.solve import pooled_r2
 from eugen_nerf.distill.student import LayerRef, install_layer, make_student_layer
 from eugen_nerf.distill.teacher import load_teacher
-from eugen_nerf.layers import (EUGenLinear, EUGenSpec, NormalEquations, orders_repeat, pivoted_units,
+from eugen_nerf.layers import (EUGenLinear, EUGenSpec, NormalEquations, order_rows, pivoted_units,
                                tie_order_gradients_, unit_projections)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
             refine_steps=0, joint=None, non_negative=False, projections="seeded", scaling="linear", use_norm=True,
-            refine_view="output", refine_lr=1e-3, layer_m=())
+            refine_view="output", refine_lr=1e-3, layer_m=(), units_from="pre-activation", pair_shift=1)
 REFINED = dict(feature_map="identity", refine_steps=300)
 VARIANTS = {
     "baseline (relu, m=64, k=2, layers 2,3,5,6)": {},
@@ -106,6 +106,27 @@ VARIANTS = {
         dict(refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=3),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=80": dict(
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=80),
+    "relu + refine, G = pairs within the teacher's units (shift 32), polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False,
+        pair_shift=32),
+    "relu + refine, k=3, G = triples within the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False, k=3),
+    "relu, k=1, m=128, G = the teacher's units, no norm (pruned to 128 units, refitted)": dict(
+        projections="teacher", scaling="polynomial", use_norm=False, k=1, m=128),
+    "relu + refine, k=1, m=128, G = the teacher's units, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=1, m=128),
+    "relu, k=1, m=96, G = the teacher's units, no norm (pruned to 96 units, refitted)": dict(
+        projections="teacher", scaling="polynomial", use_norm=False, k=1, m=96),
+    "relu + refine, k=1, m=96, G = the teacher's units, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=1, m=96),
+    "relu, G = pairs within the teacher's units, polynomial scaling, no norm": dict(
+        projections="teacher-pairs-within", scaling="polynomial", use_norm=False),
+    "relu + refine, G = pairs within the teacher's units, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False),
+    "relu, G = the teacher's units chosen on their activations, polynomial scaling, no norm": dict(
+        projections="teacher", scaling="polynomial", use_norm=False, units_from="output"),
+    "relu + refine, G = the teacher's units chosen on their activations, polynomial scaling, no norm": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, units_from="output"),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96, layers 1, 2, 3, 5, 6": dict(
         refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96, layers=(1, 2, 3, 5, 6)),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=128 at layer 2": dict(
@@ -163,7 +184,7 @@ def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, 
     layer loss, from the closed form. With ``view = (V, offsets, relu)`` the loss compares what the next layer
     makes of the output, ``φ(y Vᵀ + offsets)``, instead of the output itself."""
     layer.requires_grad_(True)
-    tied = orders_repeat(layer)  # eugen-distill keeps the teacher's units one projection while refining
+    rows = order_rows(layer)  # eugen-distill keeps the teacher's units one projection while refining
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     generator = torch.Generator().manual_seed(seed)
@@ -177,8 +198,7 @@ def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, 
         loss = (weights[pick, None] * (output - target) ** 2).mean()
         optimizer.zero_grad()
         loss.backward()
-        if tied:
-            tie_order_gradients_(layer)
+        tie_order_gradients_(layer, rows)
         optimizer.step()
         schedule.step()
     return layer.requires_grad_(False)
@@ -236,7 +256,10 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
 
     @functools.lru_cache(maxsize=None)  # the next-layer view asks for a layer's units before its own turn does
     def units_of(index: int, count: int):  # the teacher's units at ``index``, from its training rows
-        pre = trunk.layers[index](teacher_in[index][train_rows]).double()
+        if v["units_from"] == "output":  # the units whose activations best span the layer's output (order 1)
+            pre = teacher_out[index][train_rows].double()
+        else:
+            pre = trunk.layers[index](teacher_in[index][train_rows]).double()
         pre = pre - pre.mean(0)
         return pivoted_units(pre.T @ pre, count)
 
@@ -268,6 +291,11 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
             if v["projections"] == "teacher-pairs":  # order 2 multiplies two different units: z_s * z_t
                 second = unit_projections(layer, dense, units[m_of(index):]).view(v["k"], m_of(index), -1)
                 projections.view(v["k"], m_of(index), -1)[1:] = second[1:]
+            if v["projections"] == "teacher-pairs-within":  # z_s * z_t, t another of the m units: no new rows
+                # (pair_shift 1: unit_projections(..., pairs=True), eugen-distill --projections teacher-pairs)
+                blocks = projections.view(v["k"], m_of(index), -1)
+                for order in range(1, v["k"]):  # order i's new factor: the unit ``i * shift`` places back
+                    blocks[order] = blocks[0].roll(order * v["pair_shift"], 0)
             layer.projections.copy_(projections)
         features = layer.features(student_in[index])
         score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])
