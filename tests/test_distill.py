@@ -968,7 +968,8 @@ def test_refined_teacher_units_stay_one_projection_and_the_loaded_student_projec
         rows = order_rows(layer)  # pairs: order 2 is order 1's rows moved one place down
         assert (rows is not None) == (degree > 1), path
         if degree > 1:
-            assert rows[1].tolist() == torch.arange(16).roll(int(projections == "teacher-pairs")).tolist(), path
+            shift = int(projections == "teacher-pairs")
+            assert rows[1].tolist() == torch.arange(16).roll(shift).tolist(), path
     mlps = {id(m): m for m in student.modules() if isinstance(m, EUGenMLP) and "eugen" in m.layer_types}
     assert mlps
     for mlp in mlps.values():
