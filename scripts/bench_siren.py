@@ -131,6 +131,7 @@ def variants(config: BenchSiren) -> list[Variant]:
           for g, a in PARITY_RATES),
         Variant(SIREN_INIT, "eugen", w, 3e-3, started),
         Variant(SIREN_INIT.replace("lr3e-3", "lr1e-3"), "eugen", w, 1e-3, started),
+        Variant(SIREN_INIT.replace("lr3e-3", "lr2e-3"), "eugen", w, 2e-3, started),
         Variant(SIREN_HALF, "eugen", w, 3e-3, halved),
         Variant("dense narrowed to the half siren-init's parameters lr3e-3", "dense",
                 narrowed_width(half_params, config.hidden_layers), 3e-3),
