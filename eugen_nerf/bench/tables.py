@@ -5,7 +5,7 @@ come from the spec, every figure read from a JSON file by key path, so no figure
 test checks the README against the JSON. A cell is either literal text or a mapping::
 
     {file: benchmarks/distill_paper.json, key: measured.fps_ratio, fmt: "{:.2f}×"}
-    {file: ..., key: met.fps_ratio, map: {true: "yes", false: "**no**"}}
+    {file: ..., key: met.fps_ratio, map: {true: "yes", false: "**no**"}}   (a list of keys: each mapped, joined)
 
 A table can also take one row per entry of a JSON mapping or list (``rows_from``: one source, or a list of
 them, each with its ``columns``), with ``@name`` for the entry's key (or index) and ``@label`` for the
@@ -96,8 +96,9 @@ class Tables:
                 raise
             fallback = cell["default"]  # text, or another cell (a one-seed row has a PSNR but no spread)
             return self.cell(fallback, where, entry, name, source) if isinstance(fallback, dict) else str(fallback)
-        if "map" in cell:
-            return str(cell["map"].get(values[0], values[0]))
+        if "map" in cell:  # every value mapped (yes/no flags), then formatted together
+            values = [cell["map"].get(value, value) for value in values]
+            return cell.get("fmt", "; ".join(["{}"] * len(values))).format(*values)
         return cell.get("fmt", "{}").format(*values)
 
     def entries(self, source: dict, where: str) -> Dict[str, Any]:
