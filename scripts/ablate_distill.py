@@ -287,15 +287,12 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
         if v["projections"] != "seeded":  # units from the teacher's pre-activations on the training rows
             dense = teacher_field.trunk.layers[index]
             units = units_of(index, m_of(index) * (2 if v["projections"] == "teacher-pairs" else 1))
-            projections = unit_projections(layer, dense, units[: m_of(index)])
+            within = v["projections"] == "teacher-pairs-within"  # z_s * z_t, t another of the m units
+            shift = v["pair_shift"] if within else 0
+            projections = unit_projections(layer, dense, units[: m_of(index)], shift)
             if v["projections"] == "teacher-pairs":  # order 2 multiplies two different units: z_s * z_t
                 second = unit_projections(layer, dense, units[m_of(index):]).view(v["k"], m_of(index), -1)
                 projections.view(v["k"], m_of(index), -1)[1:] = second[1:]
-            if v["projections"] == "teacher-pairs-within":  # z_s * z_t, t another of the m units: no new rows
-                # (pair_shift 1: unit_projections(..., pairs=True), eugen-distill --projections teacher-pairs)
-                blocks = projections.view(v["k"], m_of(index), -1)
-                for order in range(1, v["k"]):  # order i's new factor: the unit ``i * shift`` places back
-                    blocks[order] = blocks[0].roll(order * v["pair_shift"], 0)
             layer.projections.copy_(projections)
         features = layer.features(student_in[index])
         score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])

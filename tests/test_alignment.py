@@ -72,7 +72,8 @@ def _unit_trunk(scaling: str, use_norm: bool, degree: int = 2, pairs: bool = Fal
         for index in (1, 2, 4):
             layer = mlp.layers[index]
             dense = nn.Linear(layer.in_features, 32)
-            layer.projections.copy_(unit_projections(layer, dense, torch.arange(3, 11), pairs=pairs))
+            layer.projections.copy_(unit_projections(layer, dense, torch.arange(3, 11),
+                                                     pair_shift=int(pairs)))
     return mlp.double().eval()
 
 

@@ -230,8 +230,9 @@ class Distillation:
         units = self.state.get("units", {}).get(ref.path)
         if units is not None:
             with torch.no_grad():
-                layer.projections.copy_(unit_projections(layer, self.dense[ref.path], units,
-                                                         pairs=self.options.projections == "teacher-pairs"))
+                shift = int(self.options.projections == "teacher-pairs")  # z_j z_(j-1) in order 2
+                rows = unit_projections(layer, self.dense[ref.path], units, pair_shift=shift)
+                layer.projections.copy_(rows)
         return layer
 
     def choose_units(self) -> None:

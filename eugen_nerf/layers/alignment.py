@@ -56,14 +56,15 @@ def pivoted_units(gram: Tensor, count: int) -> Tensor:
     return torch.tensor(picks, dtype=torch.long)
 
 
-def unit_projections(layer: EUGenLinear, dense: nn.Linear, units: Tensor, pairs: bool = False) -> Tensor:
+def unit_projections(layer: EUGenLinear, dense: nn.Linear, units: Tensor, pair_shift: int = 0) -> Tensor:
     """The projections of ``layer`` with the rows of ``dense``'s ``units`` in every order's matrix.
 
     Rows are ``w⁺_s / ‖w⁺_s‖`` times the layer's ``projection_scale``, the norm of a seeded Gaussian row, so
     each factor stays O(1) as the layer's scaling expects. When ``m`` exceeds the number of units, the rows
-    beyond them keep the layer's seeded draw. With ``pairs``, order ``i``'s rows are order 1's moved ``i - 1``
-    places down (cyclically), so feature ``j`` of order 2 is ``z_j · z_{j-1}``: the product of a unit with the
-    unit pivoted just before it, where the same rows in every order give ``z_j²``. The rows are still the
+    beyond them keep the layer's seeded draw. With ``pair_shift`` s > 0, order ``i``'s rows are order 1's
+    moved ``(i - 1)·s`` places down (cyclically), so with s = 1 (``eugen-distill --projections
+    teacher-pairs``) feature ``j`` of order 2 is ``z_j · z_{j-1}``: the product of a unit with the unit
+    pivoted just before it, where s = 0 (the same rows in every order) gives ``z_j²``. The rows are still the
     ``m`` units' (:func:`order_rows`), so the fused form projects them once either way. Measured
     (``ablate_distill``, layers 2, 3, 5, 6 of the paper teacher's fine trunk, ReLU map, refined): 33.3 dB
     against the teacher's render with pairs, 30.4 dB with powers; pairing each unit with the one 32 places
@@ -84,11 +85,11 @@ def unit_projections(layer: EUGenLinear, dense: nn.Linear, units: Tensor, pairs:
     projections = layer.projections.detach().double().cpu().clone()
     projections = projections.view(layer.num_projection_matrices, layer.num_features, layer.augmented_dim)
     projections[:, : rows.shape[0]] = rows
-    if pairs:
+    if pair_shift:
         if not layer.shared_projections:
             raise ValueError("pairs of units need one projection matrix per order (shared_projections)")
         for order in range(1, layer.degree):
-            projections[order] = projections[0].roll(order, 0)
+            projections[order] = projections[0].roll(order * pair_shift, 0)
     return projections.reshape(-1, layer.augmented_dim).to(layer.projections)
 
 
