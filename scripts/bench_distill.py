@@ -211,7 +211,7 @@ def front(args: BenchDistill) -> None:
         with tempfile.TemporaryDirectory(prefix="bench-distill-front-") as tmp:
             options = DistillOptions(
                 teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(pattern.split(",")),
-                eugen=front_spec(args, layer_type),
+                eugen=front_spec(args, layer_type), width_fraction=None,
                 image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
                 pair_fraction=args.pair_fraction, refine_steps=refine_steps, evaluate=False,
                 projections=args.projections if layer_type == "eugen" else "seeded",
@@ -334,7 +334,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
             teacher=args.teacher, output_dir=args.student_dir or Path(tmp) / "student",
-            layers=tuple(args.layers), eugen=front_spec(args, args.layer_type),
+            layers=tuple(args.layers), eugen=front_spec(args, args.layer_type), width_fraction=None,
             image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
             pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
             finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,

@@ -83,7 +83,7 @@ def options(teacher: Path, output_dir: Path, **overrides) -> DistillOptions:
     eugen = {key: overrides.pop(key) for key in ("num_features", "degree") if key in overrides}
     values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, image_fraction=0.25,
                   resolution_scale=0.5, pair_fraction=0.5, batch_rays=256, eval_views=2, fps_repeats=1, ridge=1e-6,
-                  projections="seeded", eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
+                  projections="seeded", width_fraction=None, eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
     values.update(overrides)
     return DistillOptions(**values)
 
@@ -415,6 +415,7 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
     defaults = DistillOptions(teacher=Path("teacher"))
     assert defaults.projections == "teacher" and defaults.finetune_target == "fields"
     assert (defaults.eugen.feature_map, defaults.eugen.scaling, defaults.eugen.use_norm) == ("relu", "polynomial", False)
+    assert defaults.eugen.degree == 1 and defaults.width_fraction == 7 / 16  # m = 112 of a 256-wide teacher
     assert defaults.spec.trainable_projections  # the teacher's units live in the student's checkpoint
     for layer_type in ("lowrank", "snnk"):
         assert DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type=layer_type)).projections == "seeded"
@@ -942,6 +943,23 @@ def test_teacher_projections_are_the_teachers_units_fit_better_and_survive_resum
     for path, fit in aligned.fits.items():
         for key in ("weight", "bias", "projections"):
             torch.testing.assert_close(getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-10, atol=0)
+
+
+def test_width_fraction_sizes_each_layer_from_the_one_it_replaces_and_the_student_loads_with_it(dense_teacher,
+                                                                                                 tmp_path):
+    """``--width-fraction f``: each new layer has ``round(f · outputs)`` features and as many of the teacher's
+    units; the student's config carries ``f``, so ``ns-eval`` builds the same layers (strict load)."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    result = distill(options(dense_teacher, tmp_path / "half", projections="teacher", evaluate=False,
+                             width_fraction=0.25, degree=1, num_features=EUGenSpec.num_features))
+    loaded = load_teacher(tmp_path / "half", "cpu")  # strict: the layer shapes must match the checkpoint
+    assert loaded.config.pipeline.model.width_fraction == 0.25
+    student = loaded.model
+    for path in result.fits:
+        layer = student.get_submodule(path)
+        assert layer.num_features == round(0.25 * layer.out_features) == 8  # the test teacher is 32 wide
+        assert layer.projections.shape[0] == 8
 
 
 @pytest.mark.parametrize("projections, degree", [("teacher", 2), ("teacher-pairs", 2), ("teacher", 1)])

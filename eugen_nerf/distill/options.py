@@ -69,14 +69,20 @@ FractionArg = Annotated[
 """A float flag that also reads ``1/16``."""
 
 
+DEFAULT_WIDTH_FRACTION = 7 / 16
+"""``m`` per layer by default: 112 of a 256-wide layer, the best student measured on the paper-sized teacher."""
+
+
 def distill_spec() -> EUGenSpec:
     """The EUGen layers a distillation creates by default, the best measured with the teacher's units as ``G``
-    (the default ``--projections``): the ReLU map makes order 1 the teacher's own activation of each unit;
-    polynomial scaling needs no ``||x||`` and a unit row's norm entry is 0, so the fused student carries no norm
-    rows (``scripts/ablate_distill.py``: 28.26 dB against 27.22 dB with the identity map, linear scaling and the
-    norm). With ``--projections seeded``, ``--eugen.feature-map identity --eugen.scaling linear --eugen.use-norm``
-    fits better (20.04 dB against 18.57 dB with the ReLU map)."""
-    return EUGenSpec(feature_map="relu", scaling="polynomial", use_norm=False)
+    (the default ``--projections``): degree 1 and the ReLU map, so each feature is one of the teacher's own
+    units, activated as the teacher does, and the layer refits how its outputs are made from them (at about
+    the fused cost of ``k = 2, m = 64``, ``m = 96`` reached 37.79 dB against the teacher's render where ``k = 2``
+    reached 30.38 dB; ``scripts/ablate_distill.py``). Polynomial scaling needs no ``||x||`` and a unit row's
+    norm entry is 0, so the fused student carries no norm rows. With ``--projections seeded``,
+    ``--eugen.degree 2 --eugen.feature-map identity --eugen.scaling linear --eugen.use-norm`` fits better
+    (20.04 dB against 18.57 dB with the ReLU map)."""
+    return EUGenSpec(feature_map="relu", scaling="polynomial", use_norm=False, degree=1)
 
 
 @dataclass
@@ -93,17 +99,24 @@ class DistillOptions:
     eugen: EUGenSpec = field(default_factory=distill_spec)
     """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
-    form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept."""
+    form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept.
+    eugen.num-features counts only with --width-fraction None."""
+    width_fraction: Optional[FractionArg] = DEFAULT_WIDTH_FRACTION
+    """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 7/16 gives
+    m = 112 on a 256-wide teacher (the README's student: 99.6% of the teacher's PSNR in closed form with
+    --refine-steps 300, 1.8x render) and m = 28 on a 64-wide one. None: --eugen.num-features for every
+    layer."""
     projections: Optional[Literal["seeded", "teacher", "teacher-pairs"]] = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which keep
     their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or ``teacher``:
     every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of its
     pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a unit's
     pre-activation to the power ``i``; stored in the student's checkpoint (refined, the orders stay one
-    projection). With the default ``--eugen`` (ReLU map, polynomial scaling, no norm) order 1 is the teacher's
-    own ReLU of those units, and the fused student projects once for all orders and carries no norm rows (on the
-    paper-sized NeRF, layers 2, 3, 5, 6: 94.8% of the teacher's PSNR in closed form at m = 64 where seeded ``G``
-    kept 82.0%, rendering 1.6x as fast; README, Distillation). ``teacher-pairs``: the same units, but order
+    projection). With the ReLU map, polynomial scaling and no norm (the default ``--eugen``) order 1 is the
+    teacher's own ReLU of those units, and the fused student projects once for all orders and carries no norm
+    rows (on the paper-sized NeRF, layers 2, 3, 5, 6, k = 2, m = 64: 94.8% of the teacher's PSNR in closed form
+    where seeded ``G`` kept 82.0%; at the default k = 1, m = 112: 99.6%; README, Distillation). ``teacher-pairs``
+    (``--eugen.degree`` 2 or more): the same units, but order
     ``i`` multiplies a unit's pre-activation by those of the ``i - 1`` units pivoted just before it
     (``z_j z_{j-1}`` for ``k = 2``) instead of its own power; still ``m`` projection rows in the fused
     form."""
@@ -204,6 +217,14 @@ class DistillOptions:
             self.eugen.validate()
         except ValueError as error:
             raise DistillError(str(error)) from None
+        if self.width_fraction is not None:
+            value = self.width_fraction
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise DistillError(f"width-fraction must be in (0, 1] or None, got {value!r}")
+            if self.eugen.num_features != EUGenSpec.num_features:
+                raise DistillError(f"eugen.num-features {self.eugen.num_features} sets one m for every layer, "
+                                   f"width-fraction {Fraction(value).limit_denominator(1000)} one per layer: add "
+                                   "--width-fraction None")
         if self.eugen.layer_type == "dense":
             raise DistillError("eugen.layer-type 'dense' replaces nothing: choose eugen, or a baseline (snnk, lowrank)")
         if self.eugen.layer_type == "lowrank" and self.refine_steps:
@@ -295,7 +316,7 @@ class DistillOptions:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
         keys = ("layers", "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
                 "psnr_budget", "auto_views", "batch_rays", "refine_steps", "refine_rows", "refine_lr", "projections",
-                "probe_batches")
+                "probe_batches", "width_fraction")
         values = asdict(self)
         eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
         return {**{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},

@@ -64,6 +64,7 @@ from eugen_nerf.distill.student import (
     LayerRef,
     convert_mlps,
     install_layer,
+    layer_features,
     layer_seed,
     list_layers,
     make_student_layer,
@@ -226,7 +227,7 @@ class Distillation:
 
     def student_layer(self, ref: LayerRef):
         """The unfitted layer replacing ``ref``: seeded, or with the teacher's units as projections."""
-        layer = make_student_layer(self.mlps[ref.mlp_path], ref, self.options.spec)
+        layer = make_student_layer(self.mlps[ref.mlp_path], ref, self.options.spec, self.options.width_fraction)
         units = self.state.get("units", {}).get(ref.path)
         if units is not None:
             with torch.no_grad():
@@ -248,13 +249,15 @@ class Distillation:
                           disable=self.rank != 0, leave=False):
                 probe.generator = batch_generator(options.eugen.seed, b)
                 model(self.rays.batch(b, self.device))
-        self.state["units"] = {path: pivoted_units(gram, options.eugen.num_features)
-                               for path, gram in probe.grams().items()}
+        self.state["units"] = {
+            path: pivoted_units(gram, layer_features(options.eugen, self.dense[path].out_features,
+                                                     options.width_fraction))
+            for path, gram in probe.grams().items()}
         self.store.save(self.state)
 
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
         mlp = self.mlps[ref.mlp_path]
-        layer = make_student_layer(mlp, ref, self.options.spec)
+        layer = make_student_layer(mlp, ref, self.options.spec, self.options.width_fraction)
         with torch.no_grad():
             if isinstance(layer, LowRankLinear):  # fit.weight has the layer's rank: its SVD factors it exactly
                 layer.load_product_(fit.weight, fit.bias)
@@ -454,7 +457,8 @@ class Distillation:
         work = self.work_dir
         step = teacher.step + options.finetune_steps
         with self.timer("build"):
-            config = student_trainer_config(teacher.config, options.output_dir, sorted(self.fits), options.spec)
+            config = student_trainer_config(teacher.config, options.output_dir, sorted(self.fits), options.spec,
+                                            options.width_fraction)
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
         report["seconds"] = dict(self.timer.seconds)

@@ -183,12 +183,22 @@ def layer_seed(spec: EUGenSpec, path: str) -> int:
     return (spec.seed + zlib.crc32(path.encode())) % 2**31
 
 
-def make_student_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec) -> nn.Module:
+def layer_features(spec: EUGenSpec, out_features: int, width_fraction: Optional[float] = None) -> int:
+    """``m`` of the layer replacing one with ``out_features`` outputs: ``width_fraction`` of them (rounded, at
+    least 1), so one setting suits a 64-wide and a 256-wide teacher; ``spec.num_features`` without it."""
+    if width_fraction is None:
+        return spec.num_features
+    return max(1, round(width_fraction * out_features))
+
+
+def make_student_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec,
+                       width_fraction: Optional[float] = None) -> nn.Module:
     """The (unfitted) layer that will replace ``ref``, of ``spec.layer_type`` (EUGen, or a reviewers' baseline:
-    SNNK, low-rank), on its MLP's device and dtype."""
+    SNNK, low-rank), on its MLP's device and dtype; ``m`` from :func:`layer_features`."""
     dense = mlp.layers[ref.index]
-    layer = EUGenMLP.make_layer(spec.layer_type, dense.in_features, dense.out_features,
-                                 replace(spec, seed=layer_seed(spec, ref.path)))
+    spec = replace(spec, seed=layer_seed(spec, ref.path),
+                   num_features=layer_features(spec, dense.out_features, width_fraction))
+    layer = EUGenMLP.make_layer(spec.layer_type, dense.in_features, dense.out_features, spec)
     return layer.to(device=dense.weight.device, dtype=dense.weight.dtype)
 
 
@@ -201,13 +211,15 @@ def install_layer(mlp: EUGenMLP, index: int, layer: nn.Module) -> None:
     mlp.layer_types = tuple(types)
 
 
-def apply_student(model: nn.Module, paths: Sequence[str], spec: EUGenSpec) -> List[LayerRef]:
+def apply_student(model: nn.Module, paths: Sequence[str], spec: EUGenSpec,
+                  width_fraction: Optional[float] = None) -> List[LayerRef]:
     """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``;
     return their refs."""
     refs = resolve_layers(model, paths)
     mlps = convert_mlps(model, refs)
     for ref in refs:
-        install_layer(mlps[ref.mlp_path], ref.index, make_student_layer(mlps[ref.mlp_path], ref, spec))
+        layer = make_student_layer(mlps[ref.mlp_path], ref, spec, width_fraction)
+        install_layer(mlps[ref.mlp_path], ref.index, layer)
     return refs
 
 
@@ -222,11 +234,13 @@ class StudentModelConfig(ModelConfig):
     """Paths of the EUGen layers."""
     eugen: EUGenSpec = field(default_factory=EUGenSpec)
     """Hyper-parameters of the EUGen layers (each layer's seed is saved in the checkpoint)."""
+    width_fraction: Optional[float] = None
+    """``m`` of each layer as a fraction of the replaced layer's outputs (None: ``eugen.num_features``)."""
 
     def setup(self, **kwargs) -> Model:
         self.teacher.eval_num_rays_per_chunk = self.eval_num_rays_per_chunk
         model = self.teacher.setup(**kwargs)
-        apply_student(model, self.layers, self.eugen)
+        apply_student(model, self.layers, self.eugen, self.width_fraction)
         extend_model(model)  # after the swap (viewer controls): populate_modules saw only dense layers
         return model
 
@@ -254,7 +268,8 @@ class DistilledTrainerConfig(TrainerConfig):
 
 
 def student_trainer_config(
-    teacher_config: TrainerConfig, run_dir: Path, layers: Sequence[str], spec: EUGenSpec
+    teacher_config: TrainerConfig, run_dir: Path, layers: Sequence[str], spec: EUGenSpec,
+    width_fraction: Optional[float] = None,
 ) -> DistilledTrainerConfig:
     """The ``config.yml`` of a student run: the teacher's, with the student model and new paths.
 
@@ -268,6 +283,7 @@ def student_trainer_config(
             teacher=teacher_config.pipeline.model,
             layers=tuple(layers),
             eugen=spec,
+            width_fraction=width_fraction,
             eval_num_rays_per_chunk=teacher_config.pipeline.model.eval_num_rays_per_chunk,
         ),
     )
