@@ -13,7 +13,8 @@ learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN
 count (m = w, the first G learned, later G frozen orthogonal, the last A the output layer; five G / A
 learning-rate pairs; and started as the SIREN they stand for, ``siren init``, also at m = w/2 beside a dense
 SIREN narrowed to its parameters and MACs), and a half-size EUGen SIREN against a dense SIREN narrowed to the
-same size.
+same size; and the reviewers' baselines at the dense parameter count (a low-rank sine layer of rank w/2, an
+SNNK layer of w frozen ReLU random features), at the dense SIREN's two best learning rates.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -48,6 +49,13 @@ SIREN_INIT = "eugen parity, siren init (m=w, w30: G lr x30, A lr x1) lr3e-3"
 """The parity variant started as the SIREN it stands for (``--eugen.init siren``), ω = ω₀ = 30."""
 SIREN_HALF = "eugen half, siren init (m=w/2, w30: G lr x30, A lr x1) lr3e-3"
 """The same with m = w/2: w/2 sine units in every hidden layer after the first, about 1/3 of the MACs."""
+
+LOWRANK = "lowrank (rank w/2: sin(w0 (U V x + b)), the dense parameter count)"
+"""The reviewers' low-rank baseline: sine layers whose weight is a learned rank-w/2 product."""
+SNNK = "snnk (A ReLU(G x+) + c, M = w, frozen G: the dense parameter count)"
+"""The reviewers' SNNK baseline: ReLU random features of frozen projections, learned A."""
+BASELINE_RATES = ("1e-3", "3e-3")
+"""Learning rates of the baselines (the dense SIREN's best two at 256², cosine)."""
 
 
 @dataclass
@@ -142,6 +150,12 @@ def variants(config: BenchSiren) -> list[Variant]:
                         weight_lr_scale=10.0)),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),
         Variant("narrowed dense (= half size) lr1e-3", "dense", narrowed_width(small_params, config.hidden_layers), 1e-3),
+        # the reviewers' baselines at the dense (and parity EUGen) parameter count
+        *(Variant(f"{LOWRANK} lr{name}", "lowrank", w, float(name), replace(chosen, lowrank_rank=half))
+          for name in BASELINE_RATES),
+        *(Variant(f"{SNNK} lr{name}", "snnk", w, float(name), replace(chosen, num_features=w,
+                                                                        trainable_projections=False))
+          for name in BASELINE_RATES),
     ]
 
 
@@ -162,7 +176,7 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
         "layers": variant.layers,
         "width": variant.width,
         "lr": variant.lr,
-        "eugen": asdict(variant.eugen) if variant.layers == "eugen" else None,
+        "eugen": asdict(variant.eugen) if variant.layers != "dense" else None,
         "parameters": result.num_parameters,
         "history": result.history,
         "final_psnr": result.final_psnr,

@@ -19,6 +19,7 @@ from eugen_nerf.fields.siren import (
     siren_param_groups,
     siren_parameters,
 )
+from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.siren.fit_image import FitImageConfig, build_siren, fit, main
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
 
@@ -92,7 +93,7 @@ def test_image_helpers() -> None:
         load_image("not_an_image", 8)
 
 
-@pytest.mark.parametrize("layers", ["dense", "eugen"])
+@pytest.mark.parametrize("layers", ["dense", "eugen", "lowrank", "snnk"])
 def test_fit_psnr_rises(layers: str) -> None:
     config = FitImageConfig(layers=layers, width=48, size=24)
     target = torch.from_numpy(load_image("camera", 24))
@@ -277,3 +278,38 @@ def test_siren_init_survives_a_checkpoint_and_refuses_layouts_it_does_not_start(
         siren_mlp(2, 32, 1, ("eugen", "dense", "eugen"), spec)
     with pytest.raises(ValueError, match="eugen.init"):
         replace(spec, init="xavier")
+
+
+@pytest.mark.parametrize("kind, spec", [
+    ("lowrank", SirenEUGenSpec(num_features=8, lowrank_rank=4)),
+    ("lowrank", SirenEUGenSpec(num_features=8)),  # rank from EUGen's parameter count
+    ("snnk", SirenEUGenSpec(num_features=8, trainable_projections=False)),
+    ("snnk", SirenEUGenSpec(num_features=8)),
+])
+def test_baseline_layers_build_count_their_parameters_start_at_sine_scale_and_fuse_exactly(kind, spec) -> None:
+    """The reviewers' baselines as SIREN hidden layers: parameters as :func:`siren_parameters` counts them
+    (what the benchmark matches), a low-rank layer's ``U V x`` at SIREN's pre-activation scale, finite
+    gradients, and the merged eval form equal to the training form."""
+    torch.manual_seed(0)
+    mlp = siren_mlp(2, 16, 3, (kind,) * 3, spec)
+    trainable = sum(p.numel() for p in mlp.parameters() if p.requires_grad)
+    assert trainable == siren_parameters(2, 16, 3, (kind,) * 3, spec)
+    if kind == "lowrank":
+        layer = mlp.layers[1]
+        assert isinstance(layer, LowRankLinear) and layer.rank == (spec.lowrank_rank or 4)
+        wide = siren_mlp(2, 256, 3, (kind,) * 3, replace(spec, lowrank_rank=64))
+        h = torch.sin(SIREN_OMEGA_0 * wide.layers[0](torch.rand(4096, 2) * 2 - 1))
+        pre = wide.layers[1](h) - wide.layers[1].bias
+        dense = siren_mlp(2, 256, 3, ("dense",) * 3).layers[1]
+        ratio = pre.std() / (h @ dense.weight.T).std()
+        assert 0.8 < float(ratio) < 1.25, float(ratio)  # the variance SIREN's hidden W x has
+    x = torch.rand(256, 2) * 2 - 1
+    out = mlp(x)
+    out.square().mean().backward()
+    assert torch.isfinite(out).all()
+    assert all(torch.isfinite(p.grad).all() for p in mlp.parameters() if p.grad is not None)
+    mlp.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(mlp(x), out.detach(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="SIREN hidden layer type must be one of"):
+        siren_mlp(2, 16, 3, ("conv",) * 3, spec)

@@ -10,6 +10,7 @@ import torch
 from nerfstudio.engine.optimizers import Optimizers
 
 from eugen_nerf.layers import EUGenLinear
+from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.methods.siren import dense_siren, eugen_siren
 from eugen_nerf.models.siren import SirenNeRFModel
 from eugen_nerf.scenes import shipped_scene
@@ -31,16 +32,23 @@ def small_pipeline(spec):
     return config, config.pipeline.setup(device="cpu", test_mode="val")
 
 
-@pytest.mark.parametrize("spec", [eugen_siren, dense_siren], ids=["eugen", "dense"])
-def test_siren_method_trains(spec) -> None:
+@pytest.mark.parametrize("spec, layers", [(eugen_siren, None), (dense_siren, None), (dense_siren, "lowrank"),
+                                          (dense_siren, "snnk")], ids=["eugen", "dense", "lowrank", "snnk"])
+def test_siren_method_trains(spec, layers) -> None:
+    """Each method, and the reviewers' baselines (``--pipeline.model.layers lowrank|snnk``), train."""
     torch.manual_seed(0)
+    if layers is not None:
+        spec = copy.deepcopy(spec)
+        spec.config.pipeline.model.layers = layers
     config, pipeline = small_pipeline(spec)
     model = pipeline.model
     assert isinstance(model, SirenNeRFModel)
     eugen_layers = [m for m in model.modules() if isinstance(m, EUGenLinear)]
-    assert (len(eugen_layers) == 6) == (spec is eugen_siren)  # 3 hidden layers x (coarse, fine)
+    kind = layers or ("eugen" if spec is eugen_siren else "dense")
+    assert len(eugen_layers) == (6 if kind in ("eugen", "snnk") else 0)  # 3 hidden layers x (coarse, fine)
+    assert len([m for m in model.modules() if isinstance(m, LowRankLinear)]) == (6 if kind == "lowrank" else 0)
     groups = pipeline.get_param_groups()
-    assert set(groups) == ({"fields", "projections"} if spec is eugen_siren else {"fields"})
+    assert set(groups) == ({"fields", "projections"} if kind in ("eugen", "snnk") else {"fields"})
     optimizers = Optimizers(config.optimizers, groups)
     losses = []
     for step in range(30):

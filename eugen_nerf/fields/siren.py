@@ -33,12 +33,17 @@ from nerfstudio.fields.base_field import Field
 from torch import Tensor, nn
 
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
+from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.layers.eugen import FeatureMap, Scaling, check_choice, check_positive_float
 
 SIREN_OMEGA_0 = 30.0
 """SIREN's frequency factor ω₀ (the paper's value)."""
 
-SirenLayerType = Literal["dense", "eugen"]
+SirenLayerType = Literal["dense", "eugen", "lowrank", "snnk"]
+SIREN_LAYER_TYPES = ("dense", "eugen", "lowrank", "snnk")
+"""Hidden layers a SIREN can have: sine layers, EUGen sine-feature layers, and the reviewers' baselines (a
+low-rank sine layer ``sin(ω₀ (U V x + b))``, an SNNK layer ``A ReLU(G x⁺) + c``), sized from the spec as
+:meth:`EUGenMLP.make_layer` sizes every head's baselines (rank ``eugen.lowrank-rank``, SNNK width ``k·m``)."""
 SirenInit = Literal["eugen", "siren"]
 SIREN_INITS = ("eugen", "siren")
 
@@ -111,6 +116,14 @@ class Sine(nn.Module):
         return torch.sin(self.omega_0 * x)
 
 
+def siren_lowrank_init_(layer: LowRankLinear, omega_0: float) -> None:
+    """A low-rank sine layer started as SIREN's: ``V ~ U(±√(3/d))`` keeps ``V x`` at ``x``'s scale and
+    ``U ~ U(±√(6/r)/ω₀)`` gives ``U V x`` the variance SIREN's hidden ``W x`` has (``2/ω₀²`` per unit)."""
+    with torch.no_grad():
+        layer.down.uniform_(-math.sqrt(3.0 / layer.in_features), math.sqrt(3.0 / layer.in_features))
+        layer.up.uniform_(-math.sqrt(6.0 / layer.rank) / omega_0, math.sqrt(6.0 / layer.rank) / omega_0)
+
+
 def siren_init_(linear: nn.Linear, omega_0: float, is_first: bool) -> None:
     """SIREN's weight initialisation (biases keep nn.Linear's default, as in the reference code)."""
     bound = 1.0 / linear.in_features if is_first else math.sqrt(6.0 / linear.in_features) / omega_0
@@ -165,8 +178,8 @@ def siren_mlp(
     Hidden layer ``i`` is layer ``i + 1`` of the returned MLP; EUGen layer ``j`` uses seed ``eugen.seed + j``.
     """
     for kind in hidden_types:
-        if kind not in ("dense", "eugen"):
-            raise ValueError(f"SIREN hidden layer type must be 'dense' or 'eugen', got {kind!r}")
+        if kind not in SIREN_LAYER_TYPES:
+            raise ValueError(f"SIREN hidden layer type must be one of {SIREN_LAYER_TYPES}, got {kind!r}")
     spec = eugen if eugen is not None else SirenEUGenSpec()
     if spec.init == "siren" and (not hidden_types or any(kind != "eugen" for kind in hidden_types)):
         raise ValueError("eugen.init 'siren' needs every hidden layer EUGen (the layout it starts as SIREN), "
@@ -189,6 +202,8 @@ def siren_mlp(
             siren_eugen_init_(layer, omega_0, output=index == len(mlp.layers) - 1)
         elif isinstance(layer, EUGenLinear):
             eugen_sine_init_(layer)
+        elif isinstance(layer, LowRankLinear):
+            siren_lowrank_init_(layer, omega_0)
         else:
             siren_init_(layer, omega_0, is_first=index == 0)
     return mlp
@@ -226,6 +241,13 @@ def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequen
     for index, kind in enumerate(hidden_types):
         if kind == "dense":
             total += width * width + width
+            continue
+        if kind == "lowrank":
+            rank = eugen.lowrank_rank or max(1, round(width * features / (2 * width)))  # EUGenMLP.make_layer's
+            total += rank * 2 * width + width
+            continue
+        if kind == "snnk":  # ReLU features of width k·m on [x; 1]
+            total += width * features + width + (features * (width + 1) if eugen.trainable_projections else 0)
             continue
         rows = out_dim if readout and index == len(hidden_types) - 1 else width
         total += rows * features + rows

@@ -9,19 +9,20 @@ Sampling, rendering, losses and metrics are the NeRF model's. The EUGen knobs ar
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from torch.nn import Parameter
 
-from eugen_nerf.fields.siren import SirenEUGenSpec, SirenRadianceField, siren_param_groups
+from eugen_nerf.fields.siren import SirenEUGenSpec, SirenLayerType, SirenRadianceField, siren_param_groups
 from eugen_nerf.models.nerf import EUGenNeRFModel, EUGenNeRFModelConfig, NeRFEUGenConfig
 
 
 @dataclass
 class SirenNeRFModelConfig(EUGenNeRFModelConfig):
     _target: type = field(default_factory=lambda: SirenNeRFModel)
-    layers: Literal["dense", "eugen"] = "eugen"
-    """Hidden layers of the SIREN trunk: sine layers (dense-siren) or EUGen sine-feature layers."""
+    layers: SirenLayerType = "eugen"
+    """Hidden layers of the SIREN trunk: sine layers (dense-siren), EUGen sine-feature layers, or a reviewers'
+    baseline: ``lowrank`` (sine layers of rank ``siren.lowrank-rank``, default EUGen's ``l·k·m/(d+l)``) or
+    ``snnk`` (``A ReLU(G x⁺) + c``, width ``k·m``)."""
     siren: SirenEUGenSpec = field(default_factory=SirenEUGenSpec)
     """EUGen sine-layer hyper-parameters."""
     hidden_layers: int = 3

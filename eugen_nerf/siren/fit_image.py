@@ -29,7 +29,7 @@ from torch import Tensor
 
 from eugen_nerf.eval.metrics import psnr
 from eugen_nerf.eval.timing import synchronize
-from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_param_groups
+from eugen_nerf.fields.siren import SirenEUGenSpec, SirenLayerType, siren_mlp, siren_param_groups
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
 from eugen_nerf.inputs.numerics import check_finite
 from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive
@@ -54,8 +54,9 @@ class FitImageConfig:
     """A skimage.data image name (camera, astronaut, ...) or an image file."""
     size: int = 128
     """The image is resized to size x size (256 in the SIREN paper; 128 keeps a CPU fit to minutes)."""
-    layers: Literal["dense", "eugen"] = "dense"
-    """Hidden layers: SIREN sine layers, or EUGen sine-feature layers."""
+    layers: SirenLayerType = "dense"
+    """Hidden layers: SIREN sine layers, EUGen sine-feature layers, or a reviewers' baseline (lowrank: sine
+    layers of rank --eugen.lowrank-rank; snnk: ReLU random features of width k·m)."""
     width: int = 256
     """Hidden width (256 in the SIREN paper)."""
     hidden_layers: int = 3
