@@ -498,3 +498,35 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     other.write_text(json.dumps(wider))
     result = subprocess.run([*split, "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
     assert result.returncode == 2 and "fit different settings" in result.stderr and not (tmp_path / "bad.json").exists()
+
+
+def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_recipes(tmp_path):
+    """Mean ± std over seeds, each goal judged on the mean and at every seed (seconds at most, ratios at
+    least); runs of different recipes or of one seed twice are refused in one line, nothing written."""
+    goals = {"closed_form_seconds": 60.0, "psnr_ratio_closed_form": 0.99, "fps_ratio": 1.5}
+
+    def run(seed: int, seconds: float, ratio: float, fps: float, **command) -> Path:
+        path = tmp_path / f"d{seed}_{len(command)}.json"
+        report = {"teacher": {"psnr": 27.0}, "student_closed_form": {"psnr": 27.0 * ratio},
+                  "student": {"psnr": 27.0 * ratio}}
+        path.write_text(json.dumps({
+            "command": {"degree": 1, "seed": seed, "output": str(path), **command}, "goals": goals,
+            "measured": {"closed_form_seconds": seconds, "psnr_ratio_closed_form": ratio, "fps_ratio": fps},
+            "report": report}))
+        return path
+
+    files = [run(0, 50.0, 0.995, 1.6), run(1, 70.0, 0.993, 1.7), run(2, 45.0, 0.992, 1.8)]
+    script = [sys.executable, str(ROOT / "scripts/summarize_distill.py"), *map(str, files)]
+    result = subprocess.run([*script, "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "sum.json").read_text())
+    assert summary["seeds"] == [0, 1, 2] and summary["mean"]["closed_form_seconds"] == pytest.approx(55.0)
+    assert summary["met_on_mean"] == {"closed_form_seconds": True, "psnr_ratio_closed_form": True,
+                                      "fps_ratio": True}
+    assert summary["met_at_every_seed"]["closed_form_seconds"] is False  # seed 1 took 70 s
+    assert summary["std"]["fps_ratio"] == pytest.approx(0.0816, abs=1e-3)
+    for bad, message in (([files[0], run(1, 50.0, 0.99, 1.6, degree=2)], "differ in degree"),
+                         ([files[0], files[0]], "share a seed")):
+        result = subprocess.run([sys.executable, str(ROOT / "scripts/summarize_distill.py"), *map(str, bad),
+                                 "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
+        assert result.returncode == 2 and message in result.stderr and not (tmp_path / "bad.json").exists()
