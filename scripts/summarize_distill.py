@@ -93,8 +93,9 @@ def main(config: SummarizeDistill) -> None:
     config.output.parent.mkdir(parents=True, exist_ok=True)
     config.output.write_text(json.dumps(summary, indent=2) + "\n")
     for goal, target in summary["goals"].items():
-        print(f"{goal}: {summary['mean'][goal]:.4g} ± {summary['std'][goal]:.2g} (goal {target:g}; met on the "
-              f"mean: {summary['met_on_mean'][goal]}, at every seed: {summary['met_at_every_seed'][goal]})")
+        mean, std = summary["mean"][goal], summary["std"][goal]
+        print(f"{goal}: {mean:.4g} ± {std:.2g} (goal {target:g}; met on the mean: "
+              f"{summary['met_on_mean'][goal]}, at every seed: {summary['met_at_every_seed'][goal]})")
 
 
 if __name__ == "__main__":

@@ -242,13 +242,16 @@ CASES = [
          "eugen-distill", lambda i, s: f"--output-dir {s / 'out'} already holds a run", prepare=earlier_student),
     Case("distill-num-features-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.num-features", "0"],
          "eugen-distill", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0", parsed_by_tyro=True),
-    Case("distill-width-fraction-above-1", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
-                                                         "--width-fraction", "3/2"],
-         "eugen-distill", lambda i, s: "width-fraction must be in (0, 1] or None, got 1.5", parsed_by_tyro=True),
+    Case("distill-width-fraction-above-1",
+         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--width-fraction", "3/2"],
+         "eugen-distill", lambda i, s: "width-fraction must be in (0, 1] or None, got 1.5",
+         parsed_by_tyro=True),
     Case("distill-num-features-with-width-fraction",
-         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.num-features", "32"],
-         "eugen-distill", lambda i, s: "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per "
-                                       "layer: add --width-fraction None", parsed_by_tyro=True),
+         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
+                       "--eugen.num-features", "32"],
+         "eugen-distill",
+         lambda i, s: "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per layer: "
+                      "add --width-fraction None", parsed_by_tyro=True),
     Case("distill-ridge-not-a-number", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--ridge", "abc"],
          "eugen-distill", lambda i, s: "Error parsing --ridge: no type matching FLOAT|{auto} could be instantiated from "
          "['abc']", parsed_by_tyro=True),

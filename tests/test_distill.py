@@ -83,7 +83,8 @@ def options(teacher: Path, output_dir: Path, **overrides) -> DistillOptions:
     eugen = {key: overrides.pop(key) for key in ("num_features", "degree") if key in overrides}
     values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, image_fraction=0.25,
                   resolution_scale=0.5, pair_fraction=0.5, batch_rays=256, eval_views=2, fps_repeats=1, ridge=1e-6,
-                  projections="seeded", width_fraction=None, eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
+                  projections="seeded", width_fraction=None, refine_steps=0,
+                  eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
     values.update(overrides)
     return DistillOptions(**values)
 
@@ -350,6 +351,21 @@ def test_heldout_pairs_come_from_whole_heldout_cameras(dense_teacher):
         assert torch.equal(capture.held_rows(len(owners) * samples), expected)
 
 
+def test_max_rays_lowers_the_resolution_of_a_large_capture_and_leaves_a_small_one_alone(dense_teacher):
+    """``--max-rays``: cameras with more pixels than the cap at ``--resolution-scale`` are rendered at a lower
+    scale, to about the cap (what one default needs for 64-pixel scenes and for 800² photographs alike)."""
+    from eugen_nerf.distill.sampling import sample_rays
+    from eugen_nerf.distill.teacher import load_teacher
+
+    cameras = load_teacher(dense_teacher, "cpu").pipeline.datamanager.train_dataset.cameras
+    full = sample_rays(cameras, 0.5, 0.5, batch_rays=100, seed=3)
+    assert sample_rays(cameras, 0.5, 0.5, 100, 3, max_rays=len(full.rays)).resolution_scale == 0.5
+    capped = sample_rays(cameras, 0.5, 0.5, 100, 3, max_rays=len(full.rays) // 4)
+    assert capped.camera_indices == full.camera_indices and capped.resolution_scale == pytest.approx(0.25)
+    quarter = len(full.rays) // 4
+    assert 0.8 * quarter <= len(capped.rays) <= quarter + len(full.camera_indices) * 16
+
+
 @pytest.mark.parametrize("parameters", ["all", "eugen"])
 def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result, parameters):
     from eugen_nerf.distill.finetune import finetune
@@ -416,6 +432,12 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
     assert defaults.projections == "teacher" and defaults.finetune_target == "fields"
     assert (defaults.eugen.feature_map, defaults.eugen.scaling, defaults.eugen.use_norm) == ("relu", "polynomial", False)
     assert defaults.eugen.degree == 1 and defaults.width_fraction == 7 / 16  # m = 112 of a 256-wide teacher
+    assert defaults.refine_steps == 300 and DistillOptions(teacher=Path("t"), eugen=EUGenSpec(
+        layer_type="lowrank")).refine_steps == 0  # a low-rank layer has no G to refine
+    sampling = (defaults.image_fraction, defaults.resolution_scale, defaults.pair_fraction, defaults.max_rays)
+    assert sampling == (0.25, 0.5, 0.25, 16384)  # the benchmark's sampling
+    with pytest.raises(DistillError, match="max-rays must be an integer >= 1 or None"):
+        DistillOptions(teacher=Path("t"), max_rays=0)
     assert defaults.spec.trainable_projections  # the teacher's units live in the student's checkpoint
     for layer_type in ("lowrank", "snnk"):
         assert DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type=layer_type)).projections == "seeded"

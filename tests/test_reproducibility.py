@@ -102,6 +102,7 @@ def distill_student(output_dir: Path) -> dict:
     options = DistillOptions(
         teacher=TEACHER, output_dir=output_dir, layers=("field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]"),
         eugen=EUGenSpec(num_features=16, degree=2, feature_map="identity", seed=3), width_fraction=None,
+        refine_steps=0,
         image_fraction=0.1,
         resolution_scale=0.25, pair_fraction=0.5, batch_rays=256, ridge="auto", finetune_steps=3, finetune_rays=128,
         evaluate=False,

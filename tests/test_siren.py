@@ -286,7 +286,7 @@ def test_siren_init_survives_a_checkpoint_and_refuses_layouts_it_does_not_start(
     ("snnk", SirenEUGenSpec(num_features=8, trainable_projections=False)),
     ("snnk", SirenEUGenSpec(num_features=8)),
 ])
-def test_baseline_layers_build_count_their_parameters_start_at_sine_scale_and_fuse_exactly(kind, spec) -> None:
+def test_baseline_layers_build_count_their_parameters_start_at_sine_scale_and_fuse_exactly(kind, spec):
     """The reviewers' baselines as SIREN hidden layers: parameters as :func:`siren_parameters` counts them
     (what the benchmark matches), a low-rank layer's ``U V x`` at SIREN's pre-activation scale, finite
     gradients, and the merged eval form equal to the training form."""

@@ -46,7 +46,8 @@ def test_siren_method_trains(spec, layers) -> None:
     eugen_layers = [m for m in model.modules() if isinstance(m, EUGenLinear)]
     kind = layers or ("eugen" if spec is eugen_siren else "dense")
     assert len(eugen_layers) == (6 if kind in ("eugen", "snnk") else 0)  # 3 hidden layers x (coarse, fine)
-    assert len([m for m in model.modules() if isinstance(m, LowRankLinear)]) == (6 if kind == "lowrank" else 0)
+    lowrank = [m for m in model.modules() if isinstance(m, LowRankLinear)]
+    assert len(lowrank) == (6 if kind == "lowrank" else 0)
     groups = pipeline.get_param_groups()
     assert set(groups) == ({"fields", "projections"} if kind in ("eugen", "snnk") else {"fields"})
     optimizers = Optimizers(config.optimizers, groups)

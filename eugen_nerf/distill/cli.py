@@ -3,9 +3,9 @@
     eugen-distill --teacher outputs/bunny64/dense-nerf/<timestamp>/config.yml --output-dir outputs/student
     eugen-distill --teacher RUN --list-layers
     eugen-distill --teacher RUN --output-dir DIR --layers auto --psnr-budget 0.1
-    eugen-distill --teacher RUN --output-dir DIR --width-fraction 1/4 --refine-steps 300 --finetune-steps 300
-    eugen-distill --teacher RUN --output-dir DIR --width-fraction None --eugen.num-features 32 --eugen.degree 2
-    torchrun --nproc-per-node 2 -m eugen_nerf.distill.cli --teacher RUN --output-dir DIR
+    eugen-distill --teacher RUN --output-dir DIR --width-fraction 1/4 --finetune-steps 300
+    eugen-distill --teacher RUN --output-dir DIR --width-fraction None --eugen.num-features 32
+    torchrun --nproc-per-node 2 -m eugen_nerf.distill.cli --teacher RUN --output-dir DIR --refine-steps 0
 
 Exit status: 0 done, 2 bad input (nothing written) or a non-finite fit, 3 stopped on ``--stop-after-batches``
 (resumable), 130 Ctrl-C or SIGTERM (resumable; with ``--overwrite`` the previous run stays until the new one is

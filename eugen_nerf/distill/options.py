@@ -69,17 +69,21 @@ FractionArg = Annotated[
 """A float flag that also reads ``1/16``."""
 
 
+DEFAULT_REFINE_STEPS = 300
+"""Refinement steps per layer by default (EUGen and SNNK layers): the measured student's."""
+
 DEFAULT_WIDTH_FRACTION = 7 / 16
-"""``m`` per layer by default: 112 of a 256-wide layer, the best student measured on the paper-sized teacher."""
+"""``m`` per layer by default: 112 of a 256-wide layer, the best student measured on the paper-sized
+teacher."""
 
 
 def distill_spec() -> EUGenSpec:
     """The EUGen layers a distillation creates by default, the best measured with the teacher's units as ``G``
     (the default ``--projections``): degree 1 and the ReLU map, so each feature is one of the teacher's own
     units, activated as the teacher does, and the layer refits how its outputs are made from them (at about
-    the fused cost of ``k = 2, m = 64``, ``m = 96`` reached 37.79 dB against the teacher's render where ``k = 2``
-    reached 30.38 dB; ``scripts/ablate_distill.py``). Polynomial scaling needs no ``||x||`` and a unit row's
-    norm entry is 0, so the fused student carries no norm rows. With ``--projections seeded``,
+    the fused cost of ``k = 2, m = 64``, ``m = 96`` reached 37.79 dB against the teacher's render where ``k =
+    2`` reached 30.38 dB; ``scripts/ablate_distill.py``). Polynomial scaling needs no ``||x||`` and a unit
+    row's norm entry is 0, so the fused student carries no norm rows. With ``--projections seeded``,
     ``--eugen.degree 2 --eugen.feature-map identity --eugen.scaling linear --eugen.use-norm`` fits better
     (20.04 dB against 18.57 dB with the ReLU map)."""
     return EUGenSpec(feature_map="relu", scaling="polynomial", use_norm=False, degree=1)
@@ -107,27 +111,32 @@ class DistillOptions:
     --refine-steps 300, 1.8x render) and m = 28 on a 64-wide one. None: --eugen.num-features for every
     layer."""
     projections: Optional[Literal["seeded", "teacher", "teacher-pairs"]] = None
-    """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which keep
-    their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or ``teacher``:
-    every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted Cholesky of its
-    pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a unit's
-    pre-activation to the power ``i``; stored in the student's checkpoint (refined, the orders stay one
+    """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
+    keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
+    ``teacher``: every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted
+    Cholesky of its pre-activations picks (on the first ``--probe-batches`` batches), so order ``i`` carries a
+    unit's pre-activation to the power ``i``; stored in the student's checkpoint (refined, the orders stay one
     projection). With the ReLU map, polynomial scaling and no norm (the default ``--eugen``) order 1 is the
     teacher's own ReLU of those units, and the fused student projects once for all orders and carries no norm
-    rows (on the paper-sized NeRF, layers 2, 3, 5, 6, k = 2, m = 64: 94.8% of the teacher's PSNR in closed form
-    where seeded ``G`` kept 82.0%; at the default k = 1, m = 112: 99.6%; README, Distillation). ``teacher-pairs``
-    (``--eugen.degree`` 2 or more): the same units, but order
-    ``i`` multiplies a unit's pre-activation by those of the ``i - 1`` units pivoted just before it
-    (``z_j z_{j-1}`` for ``k = 2``) instead of its own power; still ``m`` projection rows in the fused
-    form."""
+    rows (on the paper-sized NeRF, layers 2, 3, 5, 6, k = 2, m = 64: 94.8% of the teacher's PSNR in closed
+    form where seeded ``G`` kept 82.0%; at the default k = 1, m = 112: 99.6%; README, Distillation).
+    ``teacher-pairs`` (``--eugen.degree`` 2 or more): the same units, but order ``i`` multiplies a unit's
+    pre-activation by those of the ``i - 1`` units pivoted just before it (``z_j z_{j-1}`` for ``k = 2``)
+    instead of its own power; still ``m`` projection rows in the fused form."""
     probe_batches: int = 2
     """``--projections teacher`` and ``teacher-pairs`` only: batches whose teacher pre-activations choose the
     units."""
-    image_fraction: FractionArg = 1 / 16
+    image_fraction: FractionArg = 1 / 4
     """Fraction of the training images whose rays are rendered."""
-    resolution_scale: FractionArg = 1 / 8
-    """Camera resolution scale of the rendered images."""
-    pair_fraction: FractionArg = 0.1
+    resolution_scale: FractionArg = 1 / 2
+    """Camera resolution scale of the rendered images (lowered further by --max-rays)."""
+    max_rays: Optional[int] = 16384
+    """At most about this many rays are rendered: where the sampled cameras have more pixels at
+    --resolution-scale, the scale is lowered until they do not (None: no cap). The defaults (1/4 of the images
+    at 1/2 resolution, 1/4 of the pairs, at most 16,384 rays) are the benchmark's sampling: 13,312 rays of the
+    64-pixel scenes, 47 s of closed form for the paper teacher; the 1/16, 1/8, 10% of before left 256 rays
+    there (64.8% of the teacher's PSNR)."""
+    pair_fraction: FractionArg = 1 / 4
     """Fraction of the recorded (input, output) pairs that enter the fit."""
     heldout_fraction: FractionArg = 0.1
     """Fraction of the sampled cameras held out, whole, for R² and ridge selection (at least one; with a
@@ -144,10 +153,10 @@ class DistillOptions:
     finetune_steps: int = 0
     """Steps of the whole-student fine-tune on teacher renders after the closed form (0: none)."""
     finetune_lr: float = 1e-4
-    """Adam learning rate of the fine-tune at its start (cosine-decayed to 1% of it). 1e-4 is the rate the default
-    student (k = 1, m = 112 of 256) was measured at: from 99.6% of the teacher's PSNR to 100.3% in 300 steps,
-    where at 3e-4 an m = 128 student never bettered its closed form; the k = 2 students were fine-tuned at 3e-4
-    (1e-3 undid a closed form already at 99.7%)."""
+    """Adam learning rate of the fine-tune at its start (cosine-decayed to 1% of it). 1e-4 is the rate the
+    default student (k = 1, m = 112 of 256) was measured at: from 99.6% of the teacher's PSNR to 100.3% in 300
+    steps, where at 3e-4 an m = 128 student never bettered its closed form; the k = 2 students were fine-tuned
+    at 3e-4 (1e-3 undid a closed form already at 99.7%)."""
     finetune_rays: int = 512
     """Rays per fine-tune step, drawn from the distillation's rays and the novel views (512 as measured)."""
     finetune_average: float = 0.0
@@ -181,10 +190,12 @@ class DistillOptions:
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
     which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
     let a fine-tune keep a state worse on every test view)."""
-    refine_steps: int = 0
+    refine_steps: Optional[int] = None
     """The paper's refinement: Adam steps per layer on ``G`` and ``A`` (from the closed form) on the same layer
     loss, over up to ``refine_rows`` captured (input, target) rows; 0: the closed form alone. The student's
-    projections are then stored in its checkpoint (trainable ``G``)."""
+    projections are then stored in its checkpoint (trainable ``G``). Default: 300 for EUGen and SNNK layers
+    (the measured student's; 36 s on the paper teacher), 0 for low-rank ones (nothing to refine); one process
+    only (give 0 under torchrun)."""
     refine_rows: int = 65536
     """Training rows kept per layer for the refinement (the first ones captured; 1/8 as many held out)."""
     refine_lr: float = 1e-3
@@ -224,11 +235,14 @@ class DistillOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise DistillError(f"width-fraction must be in (0, 1] or None, got {value!r}")
             if self.eugen.num_features != EUGenSpec.num_features:
-                raise DistillError(f"eugen.num-features {self.eugen.num_features} sets one m for every layer, "
-                                   f"width-fraction {Fraction(value).limit_denominator(1000)} one per layer: add "
+                fraction = Fraction(value).limit_denominator(1000)
+                raise DistillError(f"eugen.num-features {self.eugen.num_features} sets one m for every "
+                                   f"layer, width-fraction {fraction} one per layer: add "
                                    "--width-fraction None")
         if self.eugen.layer_type == "dense":
             raise DistillError("eugen.layer-type 'dense' replaces nothing: choose eugen, or a baseline (snnk, lowrank)")
+        if self.refine_steps is None:
+            self.refine_steps = 0 if self.eugen.layer_type == "lowrank" else DEFAULT_REFINE_STEPS
         if self.eugen.layer_type == "lowrank" and self.refine_steps:
             raise DistillError("refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                                "eugen.layer-type lowrank has none (use --refine-steps 0)")
@@ -243,6 +257,9 @@ class DistillOptions:
         if self.projections == "teacher-pairs" and self.eugen.degree < 2:
             raise DistillError("projections 'teacher-pairs' multiplies units in orders 2 and up; "
                                "eugen.degree is 1 (use --projections teacher, or --eugen.degree 2)")
+        rays = self.max_rays
+        if rays is not None and (isinstance(rays, bool) or not isinstance(rays, int) or rays < 1):
+            raise DistillError(f"max-rays must be an integer >= 1 or None, got {self.max_rays!r}")
         for name in ("batch_rays", "finetune_rays", "fps_repeats", "auto_views",
                      "refine_rows", "probe_batches"):
             value = getattr(self, name)
@@ -316,9 +333,9 @@ class DistillOptions:
 
     def capture_fingerprint(self) -> dict:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
-        keys = ("layers", "image_fraction", "resolution_scale", "pair_fraction", "heldout_fraction", "ridge", "fit",
-                "psnr_budget", "auto_views", "batch_rays", "refine_steps", "refine_rows", "refine_lr", "projections",
-                "probe_batches", "width_fraction")
+        keys = ("layers", "image_fraction", "resolution_scale", "max_rays", "pair_fraction",
+                "heldout_fraction", "ridge", "fit", "psnr_budget", "auto_views", "batch_rays", "refine_steps",
+                "refine_rows", "refine_lr", "projections", "probe_batches", "width_fraction")
         values = asdict(self)
         eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
         return {**{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},

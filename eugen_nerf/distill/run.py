@@ -190,7 +190,7 @@ class Distillation:
                                    f"nerfstudio fields and this model has none (use --finetune-target colour)")
             train = self.teacher.pipeline.datamanager.train_dataset
             self.rays = sample_rays(train.cameras, options.image_fraction, options.resolution_scale,
-                                    options.batch_rays, options.eugen.seed)
+                                    options.batch_rays, options.eugen.seed, options.max_rays)
             self.heldout_cameras = self.rays.heldout_cameras(options.heldout_fraction, options.eugen.seed)
         self.say(f"teacher {self.teacher.checkpoint} (step {self.teacher.step}); "
                  f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views "
@@ -227,11 +227,12 @@ class Distillation:
 
     def student_layer(self, ref: LayerRef):
         """The unfitted layer replacing ``ref``: seeded, or with the teacher's units as projections."""
-        layer = make_student_layer(self.mlps[ref.mlp_path], ref, self.options.spec, self.options.width_fraction)
+        options = self.options
+        layer = make_student_layer(self.mlps[ref.mlp_path], ref, options.spec, options.width_fraction)
         units = self.state.get("units", {}).get(ref.path)
         if units is not None:
             with torch.no_grad():
-                shift = int(self.options.projections == "teacher-pairs")  # z_j z_(j-1) in order 2
+                shift = int(options.projections == "teacher-pairs")  # z_j z_(j-1) in order 2
                 rows = unit_projections(layer, self.dense[ref.path], units, pair_shift=shift)
                 layer.projections.copy_(rows)
         return layer
@@ -422,7 +423,7 @@ class Distillation:
     def novel_camera_rays(self, count: int, seed: int) -> RayBundle:
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``)."""
         cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-        return novel_rays(cameras, count, self.options.resolution_scale, seed)
+        return novel_rays(cameras, count, self.rays.resolution_scale, seed)
 
     def novel_targets(self, count: int, seed: int):
         """Rays of ``count`` cameras near the training ones (drawn from ``seed``) and the teacher's colours of them."""
@@ -457,8 +458,8 @@ class Distillation:
         work = self.work_dir
         step = teacher.step + options.finetune_steps
         with self.timer("build"):
-            config = student_trainer_config(teacher.config, options.output_dir, sorted(self.fits), options.spec,
-                                            options.width_fraction)
+            config = student_trainer_config(teacher.config, options.output_dir, sorted(self.fits),
+                                            options.spec, options.width_fraction)
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
         report["seconds"] = dict(self.timer.seconds)
@@ -482,6 +483,8 @@ def distill(options: DistillOptions, console: Optional[Console] = None) -> Disti
         "options": {**options.capture_fingerprint(),
                     **{key: getattr(options, key) for key in FINETUNE_OPTIONS}},
         "world_size": run.world_size,
+        "capture": {"rays": len(run.rays.rays), "cameras": len(run.rays.camera_indices),
+                    "resolution_scale": run.rays.resolution_scale},
         "layers": [fit.summary() for fit in run.fits.values()],
         "auto": {"budget_db": options.psnr_budget, "views": run.views, "teacher_psnr": run.state["auto_teacher_psnr"],
                  "decisions": run.state["decisions"]} if options.auto else None,

@@ -25,6 +25,8 @@ class RaySet:
     rays: RayBundle
     camera_indices: List[int]
     batch_rays: int
+    resolution_scale: float = 1.0
+    """The scale the cameras were rendered at (``--resolution-scale``, lowered by ``--max-rays``)."""
 
     @property
     def num_batches(self) -> int:
@@ -109,11 +111,26 @@ class PixelRays:
         return cat_rays(rays, self.extra[pick[from_extra] - self.pixels])[torch.argsort(order)]
 
 
+def capped_scale(cameras: Cameras, indices: List[int], resolution_scale: float,
+                 max_rays: Optional[int]) -> float:
+    """``resolution_scale``, lowered where ``cameras[indices]`` would give more than ``max_rays`` pixel rays
+    at it (so that one default samples a 64-pixel object scene fully and a capture of 800² photographs
+    sparsely); as given when ``max_rays`` is None."""
+    index = torch.tensor(indices)
+    sizes = cameras.width[index].double() * cameras.height[index].double()
+    pixels = float(sizes.sum()) * resolution_scale ** 2
+    if max_rays is None or pixels <= max_rays:
+        return resolution_scale
+    return resolution_scale * math.sqrt(max_rays / pixels)
+
+
 def sample_rays(cameras: Cameras, image_fraction: float, resolution_scale: float, batch_rays: int,
-                seed: int) -> RaySet:
-    """The distillation's rays: a seeded ``image_fraction`` of ``cameras`` at ``resolution_scale``."""
+                seed: int, max_rays: Optional[int] = None) -> RaySet:
+    """The distillation's rays: a seeded ``image_fraction`` of ``cameras`` at ``resolution_scale`` (lowered to
+    about ``max_rays`` rays, see :func:`capped_scale`)."""
     indices = choose_cameras(len(cameras), image_fraction, seed)
-    return RaySet(camera_rays(cameras, indices, resolution_scale), indices, batch_rays)
+    scale = capped_scale(cameras, indices, resolution_scale, max_rays)
+    return RaySet(camera_rays(cameras, indices, scale), indices, batch_rays, scale)
 
 
 def batch_generator(seed: int, batch_index: int) -> torch.Generator:

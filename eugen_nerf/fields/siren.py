@@ -243,7 +243,8 @@ def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequen
             total += width * width + width
             continue
         if kind == "lowrank":
-            rank = eugen.lowrank_rank or max(1, round(width * features / (2 * width)))  # EUGenMLP.make_layer's
+            # EUGenMLP.make_layer's rank: EUGen's parameter count
+            rank = eugen.lowrank_rank or max(1, round(width * features / (2 * width)))
             total += rank * 2 * width + width
             continue
         if kind == "snnk":  # ReLU features of width k·m on [x; 1]
