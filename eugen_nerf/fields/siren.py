@@ -243,9 +243,7 @@ def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequen
             total += width * width + width
             continue
         if kind == "lowrank":
-            # EUGenMLP.make_layer's rank: EUGen's parameter count
-            rank = eugen.lowrank_rank or max(1, round(width * features / (2 * width)))
-            total += rank * 2 * width + width
+            total += EUGenMLP.lowrank_rank(eugen, width, width) * 2 * width + width
             continue
         if kind == "snnk":  # ReLU features of width k·m on [x; 1]
             total += width * features + width + (features * (width + 1) if eugen.trainable_projections else 0)

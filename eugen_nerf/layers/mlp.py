@@ -117,8 +117,7 @@ class EUGenMLP(nn.Module):
             return nn.Linear(fan_in, fan_out)
         feature_dim = spec.num_features * spec.degree  # baselines get EUGen's feature width / parameters
         if kind == "lowrank":
-            rank = spec.lowrank_rank or max(1, round(fan_out * feature_dim / (fan_in + fan_out)))
-            return LowRankLinear(fan_in, fan_out, rank=rank)
+            return LowRankLinear(fan_in, fan_out, rank=EUGenMLP.lowrank_rank(spec, fan_in, fan_out))
         if kind == "snnk":
             return snnk_linear(fan_in, fan_out, num_features=feature_dim, seed=spec.seed,
                                trainable_projections=spec.trainable_projections)
@@ -128,6 +127,13 @@ class EUGenMLP(nn.Module):
             trainable_projections=spec.trainable_projections, shared_projections=spec.shared_projections,
             seed=spec.seed, projection_scale=spec.projection_scale, scaling=spec.scaling,
         )
+
+    @staticmethod
+    def lowrank_rank(spec: EUGenSpec, fan_in: int, fan_out: int) -> int:
+        """Rank of a low-rank baseline layer: ``spec.lowrank_rank``, or EUGen's parameter count
+        ``l·k·m / (d + l)``."""
+        feature_dim = spec.num_features * spec.degree
+        return spec.lowrank_rank or max(1, round(fan_out * feature_dim / (fan_in + fan_out)))
 
     def get_out_dim(self) -> int:
         return self.out_dim
