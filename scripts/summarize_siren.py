@@ -4,7 +4,7 @@
 number per seed for the dense side (a learning-rate bracket may span several suites; the same file may serve
 both sides), pairs them by the seed each file records, takes the EUGen variant's final PSNR and the best of the
 named dense variants' over that seed's files (the dense SIREN tuned over its learning rates, per seed), and
-writes the per-seed pairs, mean ± sample std of each side and of the paired gap, and whether the goal (EUGen ≥
+writes the per-seed pairs, mean ± std (population, as every suite's: ``bench.seeds``) of each side and of the paired gap, and whether the goal (EUGen ≥
 the tuned dense SIREN, on the mean) is met.
 
     python scripts/summarize_siren.py --eugen A/siren.json B/siren.json --dense C/siren.json D/siren.json \\
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
 
+from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.inputs.errors import usage_error
 
 
@@ -37,10 +37,6 @@ class SummarizeSiren:
     """the dense variants' names; per seed the best of those present is the tuned dense SIREN."""
     output: Path
     """the summary JSON to write."""
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def read_runs(path: Path) -> dict:
@@ -91,16 +87,14 @@ def main(config: SummarizeSiren) -> None:
                       "eugen_parameters": ours["parameters"], "dense_best": best["name"],
                       "dense_psnr": best["final_psnr"], "dense_tried": [r["name"] for r in tuned],
                       "gap": ours["final_psnr"] - best["final_psnr"]})
-    eugen_mean, eugen_std = mean_std([p["eugen_psnr"] for p in pairs])
-    dense_mean, dense_std = mean_std([p["dense_psnr"] for p in pairs])
-    gap_mean, gap_std = mean_std([p["gap"] for p in pairs])
+    mean, std = mean_and_std(pairs, ("eugen_psnr", "dense_psnr", "gap"))
     summary = {
         "command": shlex.join(["python", "scripts/summarize_siren.py", *sys.argv[1:]]),
         "goal": "EUGen SIREN PSNR >= the tuned dense SIREN's (mean over seeds)",
         "eugen_variant": config.eugen_variant, "seeds": [p["seed"] for p in pairs], "pairs": pairs,
-        "eugen_mean": eugen_mean, "eugen_std": eugen_std, "dense_mean": dense_mean, "dense_std": dense_std,
-        "gap_mean": gap_mean, "gap_std": gap_std, "every_seed_met": all(p["gap"] >= 0 for p in pairs),
-        "met": eugen_mean >= dense_mean,
+        "eugen_mean": mean["eugen_psnr"], "eugen_std": std["eugen_psnr"], "dense_mean": mean["dense_psnr"],
+        "dense_std": std["dense_psnr"], "gap_mean": mean["gap"], "gap_std": std["gap"],
+        "every_seed_met": all(p["gap"] >= 0 for p in pairs), "met": mean["eugen_psnr"] >= mean["dense_psnr"],
     }
     config.output.parent.mkdir(parents=True, exist_ok=True)
     config.output.write_text(json.dumps(summary, indent=2) + "\n")

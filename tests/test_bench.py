@@ -479,6 +479,7 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     summary = json.loads((tmp_path / "sum.json").read_text())
     assert [p["dense_best"] for p in summary["pairs"]] == ["d3", "d1"]
     assert summary["gap_mean"] == pytest.approx(-0.25) and summary["met"] is False
+    assert summary["gap_std"] == pytest.approx(0.75)  # gaps -1 and +0.5: the population std, as every suite's
     assert summary["every_seed_met"] is False and summary["eugen_mean"] == pytest.approx(42.5)
     swapped = [*script[:3], str(files[1]), *script[4:]]  # seed 1's EUGen against seed 0's dense
     result = subprocess.run([*swapped, "--output", str(tmp_path / "bad.json")], capture_output=True,
