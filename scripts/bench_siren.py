@@ -56,6 +56,10 @@ SNNK = "snnk (A ReLU(G x+) + c, M = w, frozen G: the dense parameter count)"
 """The reviewers' SNNK baseline: ReLU random features of frozen projections, learned A."""
 BASELINE_RATES = ("1e-3", "3e-3")
 """Learning rates of the baselines (the dense SIREN's best two at 256², cosine)."""
+DENSE_RATES = ("3e-4", "1e-3", "2e-3", "3e-3", "4e-3", "5e-3", "1e-2")
+"""The dense SIREN's learning-rate bracket (each a variant ``dense lr<rate>``)."""
+SIREN_INIT_RATES = ("3e-3", "1e-3", "2e-3", "4e-3", "5e-3")
+"""Rates of the siren-init EUGen SIREN (``SIREN_INIT`` names its 3e-3 variant)."""
 
 
 @dataclass
@@ -118,11 +122,7 @@ def variants(config: BenchSiren) -> list[Variant]:
     half_macs = siren_mlp(2, w, 1, ("eugen",) * config.hidden_layers, halved).fused().macs_per_point()
     return [
         Variant("dense lr1e-4 (SIREN paper)", "dense", w, 1e-4),
-        Variant("dense lr3e-4", "dense", w, 3e-4),
-        Variant("dense lr1e-3", "dense", w, 1e-3),
-        Variant("dense lr2e-3", "dense", w, 2e-3),
-        Variant("dense lr3e-3", "dense", w, 3e-3),
-        Variant("dense lr1e-2", "dense", w, 1e-2),
+        *(Variant(f"dense lr{name}", "dense", w, float(name)) for name in DENSE_RATES),
         Variant(CHOSEN, "eugen", w, 1e-3, chosen),
         Variant("eugen lr1e-4", "eugen", w, 1e-4, chosen),
         Variant("eugen G lr x1", "eugen", w, 1e-3, replace(chosen, projection_lr_scale=1.0)),
@@ -137,9 +137,8 @@ def variants(config: BenchSiren) -> list[Variant]:
         *(Variant(f"eugen parity (m=w: first G learned x{g}, frozen orthogonal G, readout, A lr x{a}) lr3e-3",
                   "eugen", w, 3e-3, replace(parity, projection_lr_scale=float(g), weight_lr_scale=float(a)))
           for g, a in PARITY_RATES),
-        Variant(SIREN_INIT, "eugen", w, 3e-3, started),
-        Variant(SIREN_INIT.replace("lr3e-3", "lr1e-3"), "eugen", w, 1e-3, started),
-        Variant(SIREN_INIT.replace("lr3e-3", "lr2e-3"), "eugen", w, 2e-3, started),
+        *(Variant(SIREN_INIT.replace("lr3e-3", f"lr{name}"), "eugen", w, float(name), started)
+          for name in SIREN_INIT_RATES),
         Variant(SIREN_HALF, "eugen", w, 3e-3, halved),
         Variant("dense narrowed to the half siren-init's parameters lr3e-3", "dense",
                 narrowed_width(half_params, config.hidden_layers), 3e-3),
