@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 import statistics
-from typing import Iterable, Mapping, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Tuple
 
-from nerfstudio.engine.trainer import TrainerConfig
+if TYPE_CHECKING:  # the summaries import this module: nerfstudio's trainer takes seconds to import
+    from nerfstudio.engine.trainer import TrainerConfig
 
 
 def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None = None
