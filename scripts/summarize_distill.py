@@ -88,7 +88,7 @@ def main(config: SummarizeDistill) -> None:
         summary = summarize(runs)
     except ValueError as error:
         usage_error("summarize_distill", str(error))
-    summary = {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    summary = {"command": shlex.join(["python", "scripts/summarize_distill.py", *sys.argv[1:]]),
                "runs": [str(path) for path in config.runs], **summary}
     config.output.parent.mkdir(parents=True, exist_ok=True)
     config.output.write_text(json.dumps(summary, indent=2) + "\n")

@@ -46,8 +46,7 @@ TINY_ZIPNERF = [
 TINY_DISTILL = [
     "--layers", "field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]",
     "--width-fraction", "None", "--eugen.num-features", "16", "--eugen.degree", "1", "--refine-steps", "0",
-    "--image-fraction", "0.1",
-    "--resolution-scale", "0.25", "--batch-rays", "32",
+    "--image-fraction", "0.1", "--resolution-scale", "0.25", "--batch-rays", "32",
     "--pair-fraction", "0.5", "--ridge", "1e-6", "--no-evaluate",
 ]
 
