@@ -66,6 +66,38 @@ def test_bad_protocol_is_one_clear_error(tmp_path, edit, message):
         load_protocol(path, ROOT)
 
 
+def test_seeds_define_one_suite_per_seed_with_the_seed_and_its_suffix_filled_in(tmp_path):
+    path = tmp_path / "seeded.yaml"
+    path.write_text(yaml.safe_dump({"suites": {"fit": {
+        "description": "a fit at seed {seed}", "seeds": [0, 2], "script": "scripts/bench_siren.py",
+        "args": ["--seed", "{seed}", "--output", "benchmarks/fit{seed_suffix}"],
+        "quick_args": ["--seed", "{seed}", "--output", "{quick_dir}"],
+        "outputs": ["benchmarks/fit{seed_suffix}/siren.json"]}}}))
+    suites = load_protocol(path, ROOT).suites
+    assert list(suites) == ["fit", "fit-seed2"]
+    assert suites["fit"].args == ("--seed", "0", "--output", "benchmarks/fit")
+    assert suites["fit-seed2"].args == ("--seed", "2", "--output", "benchmarks/fit_seed2")
+    assert suites["fit-seed2"].quick_args == ("--seed", "2", "--output", "{quick_dir}")
+    assert suites["fit-seed2"].outputs == (Path("benchmarks/fit_seed2/siren.json"),)
+    assert suites["fit-seed2"].description == "a fit at seed 2"
+
+
+@pytest.mark.parametrize("seeds, extra, message", [
+    ([1, 1], {}, "seeds lists a seed twice"),
+    ([-1], {}, "seeds must be a list of integers >= 0"),
+    ("0", {}, "seeds must be a list of integers >= 0"),
+    ([0, 1], {"fit-seed1": None}, "the suite 'fit-seed1' is defined twice"),
+])
+def test_bad_seeds_are_one_clear_error(tmp_path, seeds, extra, message):
+    entry = {"seeds": seeds, "script": "scripts/bench_siren.py", "args": [], "quick_args": ["{quick_dir}"],
+             "outputs": ["benchmarks/fit{seed_suffix}.json"]}
+    suites = {"fit": entry, **{name: {**entry, "seeds": [0]} for name in extra}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"suites": suites}))
+    with pytest.raises(InputError, match=message):
+        load_protocol(path, ROOT)
+
+
 def run_bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eugen_nerf.bench.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=600)

@@ -5,7 +5,10 @@ A protocol file (``configs/bench/cpu.yaml``, ``configs/bench/cuda.yaml``) maps s
 * ``script``: the script under ``scripts/`` that measures (each times its variants side by side in one run);
 * ``args`` / ``quick_args``: its flags for the full protocol and for ``--quick`` (a smoke run a test can afford);
 * ``outputs``: the ``benchmarks/*.json`` files it writes (``--quick`` writes under ``--quick-dir`` instead);
-* ``needs``: paths that must exist first (scenes, teachers).
+* ``needs``: paths that must exist first (scenes, teachers);
+* ``seeds`` (optional): one suite per seed instead of near-copies. ``{seed}`` in the flags and outputs is the
+  seed and ``{seed_suffix}`` is ``_seed<N>``; the suite of seed N is named ``<name>-seed<N>``. Seed 0 keeps the
+  bare name and an empty suffix, the repository's convention for a first run that later seeds repeat.
 
 It is checked whole before anything runs: a missing key, an unknown suite, a script or a needed path that does
 not exist is one :class:`~eugen_nerf.inputs.errors.InputError` naming the file and the key.
@@ -22,6 +25,7 @@ import yaml
 from eugen_nerf.inputs.errors import InputError
 
 REQUIRED = ("script", "args", "quick_args", "outputs")
+SEED_FIELDS = ("args", "quick_args", "outputs", "description")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,33 @@ def _strings(value, where: str) -> Tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
+def _per_seed(name: str, entry: dict, where: str) -> Dict[str, dict]:
+    """``entry`` itself, or one entry per seed of its ``seeds`` list with ``{seed}``/``{seed_suffix}`` filled in.
+
+    ``str.replace``, not ``str.format``: ``{quick_dir}`` is filled in later, by the runner.
+    """
+    if "seeds" not in entry:
+        return {name: entry}
+    seeds = entry["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise InputError(f"{where}: seeds must be a list of integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise InputError(f"{where}: seeds lists a seed twice")
+
+    def fill(value, seed: int):
+        suffix = "" if seed == 0 else f"_seed{seed}"
+        if isinstance(value, list):
+            return [fill(v, seed) for v in value]
+        return str(value).replace("{seed}", str(seed)).replace("{seed_suffix}", suffix)
+
+    expanded = {}
+    for seed in seeds:
+        copy = {k: v for k, v in entry.items() if k != "seeds"}
+        copy.update({k: fill(entry[k], seed) for k in SEED_FIELDS if k in entry})
+        expanded[name if seed == 0 else f"{name}-seed{seed}"] = copy
+    return expanded
+
+
 def load_protocol(path: Path, root: Path) -> Protocol:
     """Read and check ``path``; paths in it are relative to the repository ``root``."""
     if not path.is_file():
@@ -69,11 +100,18 @@ def load_protocol(path: Path, root: Path) -> Protocol:
     device = data.get("device", "cpu")
     if device not in ("cpu", "cuda"):
         raise InputError(f"{path}: device must be 'cpu' or 'cuda', got {device!r}")
-    suites = {}
+    entries: Dict[str, dict] = {}
     for name, entry in data["suites"].items():
         where = f"{path}: suite {name!r}"
         if not isinstance(entry, dict):
             raise InputError(f"{where} must be a mapping")
+        for seeded, seeded_entry in _per_seed(name, entry, where).items():
+            if seeded in entries:
+                raise InputError(f"{where}: the suite {seeded!r} is defined twice (seeds: [N] defines {name}-seedN)")
+            entries[seeded] = seeded_entry
+    suites = {}
+    for name, entry in entries.items():
+        where = f"{path}: suite {name!r}"
         missing = [key for key in REQUIRED if key not in entry]
         if missing:
             raise InputError(f"{where} is missing the key(s) {', '.join(missing)}")
