@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from eugen_nerf.bench.protocol import load_protocol
-from eugen_nerf.bench.tables import MARKER, Tables
+from eugen_nerf.bench.tables import Tables
 from eugen_nerf.inputs.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -391,8 +391,6 @@ def test_paired_gap_is_over_the_shared_seeds_only():
 def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
     """Parts measuring different scenes of one method (canonical and captured in one run, unbounded in another)
     merge into one entry per method with every scene, not the last part's alone."""
-    import subprocess
-    import sys
 
     def part(name, runs):
         path = tmp_path / name

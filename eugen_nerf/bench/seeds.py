@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import copy
 import statistics
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Tuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the summaries import this module: nerfstudio's trainer takes seconds to import
     from nerfstudio.engine.trainer import TrainerConfig
 
 
 def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None = None
-                 ) -> Tuple[dict[str, float], dict[str, float]]:
+                 ) -> tuple[dict[str, float], dict[str, float]]:
     """Mean and population std (0 for one run) of each metric over ``runs`` (one mapping per seed); ``keys``
     defaults to the first run's metrics. Runs missing a metric (LPIPS without weights) are left out of it."""
     if not runs:

@@ -68,7 +68,8 @@ def render_speedup(teacher, students: Dict[str, torch.nn.Module], pipeline, view
     timings = {name: Timing() for name in models}  # every view's repeats pooled: one median per model
     for view in range(min(views, len(dataset))):
         camera = dataset.cameras[view : view + 1].to(pipeline.device)
-        fns = {name: (lambda m=model: final_rgb(m.get_outputs_for_camera(camera))) for name, model in models.items()}
+        fns = {name: (lambda m=model, c=camera: final_rgb(m.get_outputs_for_camera(c)))
+               for name, model in models.items()}
         with torch.no_grad():
             for name, timing in benchmark_interleaved(fns, pipeline.device, warmup=1, repeats=repeats).items():
                 timings[name].seconds.extend(timing.seconds)
