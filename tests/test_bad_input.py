@@ -252,6 +252,11 @@ CASES = [
          "eugen-distill",
          lambda i, s: "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per layer: "
                       "add --width-fraction None", parsed_by_tyro=True),
+    Case("distill-default-num-features-with-width-fraction",  # the default m, typed: not ignored silently
+         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.num-features", "64"],
+         "eugen-distill",
+         lambda i, s: "eugen.num-features 64 sets one m for every layer, width-fraction 7/16 one per layer: "
+                      "add --width-fraction None"),
     Case("distill-ridge-not-a-number", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--ridge", "abc"],
          "eugen-distill", lambda i, s: "Error parsing --ridge: no type matching FLOAT|{auto} could be instantiated from "
          "['abc']", parsed_by_tyro=True),

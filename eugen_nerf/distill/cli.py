@@ -23,7 +23,8 @@ import tyro
 from rich.console import Console
 from rich.table import Table
 
-from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.options import (DistillError, DistillInterrupted, DistillOptions,
+                                        width_fraction_conflict)
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, report
 
 
@@ -57,6 +58,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as done:  # --help, or a bad flag (tyro printed one message naming it)
         return int(done.code or 0)
     try:
+        typed = [flag.split("=", 1)[0].replace("_", "-") for flag in (sys.argv[1:] if argv is None else argv)]
+        if command.width_fraction is not None and "--eugen.num-features" in typed:
+            # the options see only the value: the default m typed out (64) would otherwise be ignored silently
+            raise width_fraction_conflict(command.eugen.num_features, command.width_fraction)
         if command.list_layers:
             list_teacher_layers(command.teacher, console)
             return 0

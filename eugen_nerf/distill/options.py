@@ -89,6 +89,13 @@ def distill_spec() -> EUGenSpec:
     return EUGenSpec(feature_map="relu", scaling="polynomial", use_norm=False, degree=1)
 
 
+def width_fraction_conflict(num_features: int, width_fraction: float) -> DistillError:
+    """The error for an ``m`` given twice: ``--eugen.num-features`` (one for every layer) beside a width fraction."""
+    fraction = Fraction(width_fraction).limit_denominator(1000)
+    return DistillError(f"eugen.num-features {num_features} sets one m for every layer, width-fraction {fraction} "
+                        "one per layer: add --width-fraction None")
+
+
 @dataclass
 class DistillOptions:
     """Options of one ``eugen-distill`` run, validated before anything is loaded or written."""
@@ -234,10 +241,7 @@ class DistillOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise DistillError(f"width-fraction must be in (0, 1] or None, got {value!r}")
             if self.eugen.num_features != EUGenSpec.num_features:
-                fraction = Fraction(value).limit_denominator(1000)
-                raise DistillError(f"eugen.num-features {self.eugen.num_features} sets one m for every "
-                                   f"layer, width-fraction {fraction} one per layer: add "
-                                   "--width-fraction None")
+                raise width_fraction_conflict(self.eugen.num_features, value)
         if self.eugen.layer_type == "dense":
             raise DistillError("eugen.layer-type 'dense' replaces nothing: choose eugen, or a baseline (snnk, lowrank)")
         if self.refine_steps is None:
