@@ -531,6 +531,22 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     assert result.returncode == 2 and "fit different settings" in result.stderr and not (tmp_path / "bad.json").exists()
 
 
+@pytest.mark.parametrize("eugen_parameters, accepted", [(1000, True), (995, True), (989, False), (1001, False)])
+def test_summarize_siren_compares_equal_parameters_eugen_at_most_the_dense_count(tmp_path, eugen_parameters,
+                                                                              accepted):
+    path = tmp_path / "siren.json"
+    path.write_text(json.dumps({"config": {"seed": 0, "image": "camera"}, "results": [
+        {"name": "e", "final_psnr": 41.0, "parameters": eugen_parameters},
+        {"name": "d", "final_psnr": 40.0, "parameters": 1000}]}))
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/summarize_siren.py"), "--eugen", str(path),
+                             "--dense", str(path), "--eugen-variant", "e", "--dense-variants", "d",
+                             "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
+    assert (result.returncode == 0) is accepted, result.stderr
+    assert (tmp_path / "sum.json").exists() is accepted
+    if not accepted:
+        assert "the goal compares equal parameters" in result.stderr
+
+
 def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_recipes(tmp_path):
     """Mean ± std over seeds, each goal judged on the mean and at every seed (seconds at most, ratios at
     least); runs of different recipes or of one seed twice are refused in one line, nothing written."""
