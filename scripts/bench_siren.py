@@ -12,9 +12,10 @@ learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN
 ω·G·A, at two larger learning rates), the parity variants that keep every sine unit at the dense parameter
 count (m = w, the first G learned, later G frozen orthogonal, the last A the output layer; five G / A
 learning-rate pairs; and started as the SIREN they stand for, ``siren init``, also at m = w/2 beside a dense
-SIREN narrowed to its parameters and MACs), and a half-size EUGen SIREN against a dense SIREN narrowed to the
-same size; and the reviewers' baselines at the dense parameter count (a low-rank sine layer of rank w/2, an
-SNNK layer of w frozen ReLU random features), at the dense SIREN's two best learning rates.
+SIREN narrowed to its parameters and MACs, and at m = 2w sine units over a w/2-wide h), and a half-size EUGen
+SIREN against a dense SIREN narrowed to the same size; and the reviewers' baselines at the dense parameter
+count (a low-rank sine layer of rank w/2, an SNNK layer of w frozen ReLU random features), at the dense
+SIREN's two best learning rates.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -49,6 +50,11 @@ SIREN_INIT = "eugen parity, siren init (m=w, w30: G lr x30, A lr x1) lr3e-3"
 """The parity variant started as the SIREN it stands for (``--eugen.init siren``), ω = ω₀ = 30."""
 SIREN_HALF = "eugen half, siren init (m=w/2, w30: G lr x30, A lr x1) lr3e-3"
 """The same with m = w/2: w/2 sine units in every hidden layer after the first, about 1/3 of the MACs."""
+SIREN_WIDE = "eugen wide features, siren init (w/2 wide, m=2w: twice the sine units) lr3e-3"
+"""The same start with the parameters spent the other way: ``A`` maps m = 2w sine units to a w/2-wide ``h``
+and the frozen ``G`` (seeded, not stored) spreads it back over 2w units, so each hidden layer has twice the
+dense SIREN's sine units at its parameter count (49,985 against 50,049 at w = 128), for three times its MACs
+merged (147,840 against 49,536 a point)."""
 
 LOWRANK = "lowrank (rank w/2: sin(w0 (U V x + b)), the dense parameter count)"
 """The reviewers' low-rank baseline: sine layers whose weight is a learned rank-w/2 product."""
@@ -140,6 +146,7 @@ def variants(config: BenchSiren) -> list[Variant]:
         *(Variant(SIREN_INIT.replace("lr3e-3", f"lr{name}"), "eugen", w, float(name), started)
           for name in SIREN_INIT_RATES),
         Variant(SIREN_HALF, "eugen", w, 3e-3, halved),
+        Variant(SIREN_WIDE, "eugen", half, 3e-3, replace(started, num_features=2 * w)),
         Variant("dense narrowed to the half siren-init's parameters lr3e-3", "dense",
                 narrowed_width(half_params, config.hidden_layers), 3e-3),
         Variant("dense narrowed to the half siren-init's MACs lr3e-3", "dense",
