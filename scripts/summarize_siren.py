@@ -26,8 +26,9 @@ from eugen_nerf.inputs.errors import usage_error
 
 
 PARAMETER_TOLERANCE = 0.01
-"""Equal parameters: EUGen's count is at most the dense SIREN's and within this fraction of it (a layout whose
-widths cannot hit the dense count exactly, as twice the sine units over a half-wide h, 49,985 against 50,049)."""
+"""Equal parameters: EUGen's count is at most the dense SIREN's and within this fraction of it (a layout
+whose widths cannot hit the dense count exactly, as twice the sine units over a half-wide h, 49,985 against
+50,049)."""
 
 
 @dataclass
@@ -91,7 +92,8 @@ def main(config: SummarizeSiren) -> None:
         pairs.append({"seed": eugen["seed"], "image": eugen["setting"]["image"],
                       "eugen_psnr": ours["final_psnr"],
                       "eugen_parameters": ours["parameters"], "dense_best": best["name"],
-                      "dense_psnr": best["final_psnr"], "dense_parameters": best["parameters"], "dense_tried": [r["name"] for r in tuned],
+                      "dense_psnr": best["final_psnr"],
+                      "dense_parameters": best["parameters"], "dense_tried": [r["name"] for r in tuned],
                       "gap": ours["final_psnr"] - best["final_psnr"]})
     mean, std = mean_and_std(pairs, ("eugen_psnr", "dense_psnr", "gap"))
     summary = {

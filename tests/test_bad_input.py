@@ -253,7 +253,8 @@ CASES = [
          lambda i, s: "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per layer: "
                       "add --width-fraction None", parsed_by_tyro=True),
     Case("distill-default-num-features-with-width-fraction",  # the default m, typed: not ignored silently
-         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.num-features", "64"],
+         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
+                       "--eugen.num-features", "64"],
          "eugen-distill",
          lambda i, s: "eugen.num-features 64 sets one m for every layer, width-fraction 7/16 one per layer: "
                       "add --width-fraction None"),

@@ -531,7 +531,8 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     assert result.returncode == 2 and "fit different settings" in result.stderr and not (tmp_path / "bad.json").exists()
 
 
-@pytest.mark.parametrize("eugen_parameters, accepted", [(1000, True), (995, True), (989, False), (1001, False)])
+@pytest.mark.parametrize("eugen_parameters, accepted",
+                         [(1000, True), (995, True), (989, False), (1001, False)])
 def test_summarize_siren_compares_equal_parameters_eugen_at_most_the_dense_count(tmp_path, eugen_parameters,
                                                                               accepted):
     path = tmp_path / "siren.json"

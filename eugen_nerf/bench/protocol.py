@@ -6,9 +6,10 @@ A protocol file (``configs/bench/cpu.yaml``, ``configs/bench/cuda.yaml``) maps s
 * ``args`` / ``quick_args``: its flags for the full protocol and for ``--quick`` (a smoke run a test can afford);
 * ``outputs``: the ``benchmarks/*.json`` files it writes (``--quick`` writes under ``--quick-dir`` instead);
 * ``needs``: paths that must exist first (scenes, teachers);
-* ``seeds`` (optional): one suite per seed instead of near-copies. ``{seed}`` in the flags and outputs is the
-  seed and ``{seed_suffix}`` is ``_seed<N>``; the suite of seed N is named ``<name>-seed<N>``. Seed 0 keeps the
-  bare name and an empty suffix, the repository's convention for a first run that later seeds repeat.
+* ``seeds`` (optional): one suite per seed instead of near-copies. ``{seed}`` in the flags and outputs is
+  the seed and ``{seed_suffix}`` is ``_seed<N>``; the suite of seed N is named ``<name>-seed<N>``. Seed 0
+  keeps the bare name and an empty suffix, the repository's convention for a first run that later seeds
+  repeat.
 
 It is checked whole before anything runs: a missing key, an unknown suite, a script or a needed path that does
 not exist is one :class:`~eugen_nerf.inputs.errors.InputError` naming the file and the key.
@@ -61,7 +62,7 @@ def _strings(value, where: str) -> Tuple[str, ...]:
 
 
 def _per_seed(name: str, entry: dict, where: str) -> Dict[str, dict]:
-    """``entry`` itself, or one entry per seed of its ``seeds`` list with ``{seed}``/``{seed_suffix}`` filled in.
+    """``entry`` itself, or one entry per seed of its ``seeds`` list, ``{seed}``/``{seed_suffix}`` filled in.
 
     ``str.replace``, not ``str.format``: ``{quick_dir}`` is filled in later, by the runner.
     """
@@ -107,7 +108,8 @@ def load_protocol(path: Path, root: Path) -> Protocol:
             raise InputError(f"{where} must be a mapping")
         for seeded, seeded_entry in _per_seed(name, entry, where).items():
             if seeded in entries:
-                raise InputError(f"{where}: the suite {seeded!r} is defined twice (seeds: [N] defines {name}-seedN)")
+                raise InputError(f"{where}: the suite {seeded!r} is defined twice (a suite with seeds: [N] "
+                                 "also defines <its name>-seedN)")
             entries[seeded] = seeded_entry
     suites = {}
     for name, entry in entries.items():

@@ -90,10 +90,10 @@ def distill_spec() -> EUGenSpec:
 
 
 def width_fraction_conflict(num_features: int, width_fraction: float) -> DistillError:
-    """The error for an ``m`` given twice: ``--eugen.num-features`` (one for every layer) beside a width fraction."""
+    """The error for ``m`` given twice: ``--eugen.num-features`` (every layer's) and a width fraction."""
     fraction = Fraction(width_fraction).limit_denominator(1000)
-    return DistillError(f"eugen.num-features {num_features} sets one m for every layer, width-fraction {fraction} "
-                        "one per layer: add --width-fraction None")
+    return DistillError(f"eugen.num-features {num_features} sets one m for every layer, width-fraction "
+                        f"{fraction} one per layer: add --width-fraction None")
 
 
 @dataclass
