@@ -7,12 +7,12 @@ import copy
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from _scripts import run_main
 
 from eugen_nerf.bench.protocol import load_protocol
 from eugen_nerf.bench.tables import Tables
@@ -98,9 +98,8 @@ def test_bad_seeds_are_one_clear_error(tmp_path, seeds, extra, message):
         load_protocol(path, ROOT)
 
 
-def run_bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eugen_nerf.bench.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+def run_bench(*args: str):
+    return run_main("eugen_nerf.bench.cli", *args, module=True)
 
 
 def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
@@ -118,9 +117,8 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
 
 
 def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_zipnerf.py"), "--methods", "dense-zipnerf",
-                             "zipnerf-large", "--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "z.json")],
-                            capture_output=True, text=True, timeout=600)
+    result = run_main("bench_zipnerf.py", "--methods", "dense-zipnerf", "zipnerf-large", "--work-dir", tmp_path / "w",
+                      "--output", tmp_path / "z.json")
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
     assert errors == ["bench_zipnerf: error: --methods ['zipnerf-large']: choose among ['dense-zipnerf', "
@@ -130,9 +128,7 @@ def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
 
 
 def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_siren.py"), "--variants", "dense lr1e-3",
-                             "dense lr9e-9", "--output", str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=600)
+    result = run_main("bench_siren.py", "--variants", "dense lr1e-3", "dense lr9e-9", "--output", tmp_path / "out")
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
     expected = "bench_siren: error: unknown variant(s) ['dense lr9e-9']"
@@ -154,9 +150,8 @@ def test_bench_zipnerf_goal_bounds_eugens_loss_not_its_lead():
 
 
 def test_bench_methods_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_methods.py"), "--families", "nerf",
-                             "--variants", "eugen", "lowrnk", "--output-dir", str(tmp_path / "runs"),
-                             "--out", str(tmp_path / "methods.json")], capture_output=True, text=True, timeout=600)
+    result = run_main("bench_methods.py", "--families", "nerf", "--variants", "eugen", "lowrnk", "--output-dir",
+                      tmp_path / "runs", "--out", tmp_path / "methods.json")
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("bench_methods: error: unknown --variants lowrnk")
@@ -502,32 +497,31 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
         return path
 
     files = [run(0, {"e": 41.0, "d1": 40.0, "d3": 42.0}), run(1, {"e": 44.0, "d1": 43.5, "d3": 41.0})]
-    script = [sys.executable, str(ROOT / "scripts/summarize_siren.py"), "--eugen", *map(str, files),
+    script = ["summarize_siren.py", "--eugen", *map(str, files),
               "--dense", *map(str, files), "--eugen-variant", "e", "--dense-variants", "d1", "d3"]
-    result = subprocess.run([*script, "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
+    result = run_main(*script, "--output", tmp_path / "sum.json")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "sum.json").read_text())
     assert [p["dense_best"] for p in summary["pairs"]] == ["d3", "d1"]
     assert summary["gap_mean"] == pytest.approx(-0.25) and summary["met"] is False
     assert summary["gap_std"] == pytest.approx(0.75)  # gaps -1 and +0.5: the population std, as every suite's
     assert summary["every_seed_met"] is False and summary["eugen_mean"] == pytest.approx(42.5)
-    swapped = [*script[:3], str(files[1]), *script[4:]]  # seed 1's EUGen against seed 0's dense
-    result = subprocess.run([*swapped, "--output", str(tmp_path / "bad.json")], capture_output=True,
-                            text=True)
+    swapped = [*script[:2], str(files[1]), *script[3:]]  # seed 1's EUGen against seed 0's dense
+    result = run_main(*swapped, "--output", tmp_path / "bad.json")
     assert result.returncode == 2 and "one file per seed" in result.stderr
     assert not (tmp_path / "bad.json").exists()
     # a rate bracket split over two suites of one seed: the best over both files is the tuned dense SIREN
     other = tmp_path / "s0b.json"
     other.write_text(json.dumps({"config": {"seed": 0, "image": "camera"},
                                  "results": [{"name": "d2", "final_psnr": 42.5, "parameters": 10}]}))
-    split = [*script[:5], "--dense", *map(str, files), str(other), *script[8:], "d2"]
-    result = subprocess.run([*split, "--output", str(tmp_path / "split.json")], capture_output=True, text=True)
+    split = [*script[:4], "--dense", *map(str, files), str(other), *script[7:], "d2"]
+    result = run_main(*split, "--output", tmp_path / "split.json")
     assert result.returncode == 0, result.stderr
     assert [p["dense_best"] for p in json.loads((tmp_path / "split.json").read_text())["pairs"]] == ["d2", "d1"]
     wider = json.loads(other.read_text())
     wider["config"]["width"] = 256
     other.write_text(json.dumps(wider))
-    result = subprocess.run([*split, "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
+    result = run_main(*split, "--output", tmp_path / "bad.json")
     assert result.returncode == 2 and "fit different settings" in result.stderr and not (tmp_path / "bad.json").exists()
 
 
@@ -539,9 +533,8 @@ def test_summarize_siren_compares_equal_parameters_eugen_at_most_the_dense_count
     path.write_text(json.dumps({"config": {"seed": 0, "image": "camera"}, "results": [
         {"name": "e", "final_psnr": 41.0, "parameters": eugen_parameters},
         {"name": "d", "final_psnr": 40.0, "parameters": 1000}]}))
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/summarize_siren.py"), "--eugen", str(path),
-                             "--dense", str(path), "--eugen-variant", "e", "--dense-variants", "d",
-                             "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
+    result = run_main("summarize_siren.py", "--eugen", path, "--dense", path, "--eugen-variant", "e",
+                      "--dense-variants", "d", "--output", tmp_path / "sum.json")
     assert (result.returncode == 0) is accepted, result.stderr
     assert (tmp_path / "sum.json").exists() is accepted
     if not accepted:
@@ -564,8 +557,7 @@ def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_rec
         return path
 
     files = [run(0, 50.0, 0.995, 1.6), run(1, 70.0, 0.993, 1.7), run(2, 45.0, 0.992, 1.8)]
-    script = [sys.executable, str(ROOT / "scripts/summarize_distill.py"), *map(str, files)]
-    result = subprocess.run([*script, "--output", str(tmp_path / "sum.json")], capture_output=True, text=True)
+    result = run_main("summarize_distill.py", *files, "--output", tmp_path / "sum.json")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "sum.json").read_text())
     assert summary["seeds"] == [0, 1, 2] and summary["mean"]["closed_form_seconds"] == pytest.approx(55.0)
@@ -575,6 +567,5 @@ def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_rec
     assert summary["std"]["fps_ratio"] == pytest.approx(0.0816, abs=1e-3)
     for bad, message in (([files[0], run(1, 50.0, 0.99, 1.6, degree=2)], "differ in degree"),
                          ([files[0], files[0]], "share a seed")):
-        result = subprocess.run([sys.executable, str(ROOT / "scripts/summarize_distill.py"), *map(str, bad),
-                                 "--output", str(tmp_path / "bad.json")], capture_output=True, text=True)
+        result = run_main("summarize_distill.py", *bad, "--output", tmp_path / "bad.json")
         assert result.returncode == 2 and message in result.stderr and not (tmp_path / "bad.json").exists()

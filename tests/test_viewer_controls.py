@@ -7,8 +7,6 @@ set on the GUI handle runs the same callback a click in the browser would.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,14 +16,14 @@ import pytest
 import torch
 import viser
 import yaml
-from torch import Tensor, nn
-
+from _scripts import run_main
 from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
+from torch import Tensor, nn
 
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.viewer.compare import (
-    SceneMismatchError,
     HeldOutViews,
+    SceneMismatchError,
     c2w_to_viser,
     check_same_scene,
     compose,
@@ -206,8 +204,7 @@ def test_runs_of_different_scenes_are_refused(tmp_path: Path):
     with pytest.raises(SceneMismatchError, match="different scenes.*bunny32.*bunny64"):
         check_same_scene(left, other)
 
-    result = subprocess.run([str(Path(sys.executable).parent / "eugen-viewer"), "--left", str(left), "--right",
-                             str(other)], check=False, capture_output=True, text=True, timeout=120)
+    result = run_main("eugen_nerf.viewer.cli", "--left", left, "--right", other, module=True)  # = eugen-viewer
     assert result.returncode == 2
     message = " ".join((result.stdout + result.stderr).split())
     assert "runs are of different scenes" in message and str(other) in message and "Traceback" not in message
