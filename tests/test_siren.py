@@ -133,6 +133,30 @@ def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: s
             lr_schedule="cosine")
 
 
+def test_warmup_cosine_rises_linearly_then_follows_the_cosine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the first 5% of the steps every group's rate rises linearly (G's larger one too), then it is the
+    cosine schedule's, step for step."""
+    seen: list[list[float]] = []
+    original = torch.optim.Adam.step
+
+    def recording_step(self, *args, **kwargs):
+        seen.append([group["lr"] for group in self.param_groups])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    target = torch.from_numpy(load_image("camera", 12))
+    for schedule in ("cosine", "warmup-cosine"):
+        fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=60, lr=1e-3, log_every=30, eugen=SPEC,
+            progress=False, lr_schedule=schedule)
+    cosine, warm = seen[:60], seen[60:]
+    assert len(warm) == 60 and round(0.05 * 60) == 3  # three warm-up steps
+    for step, share in enumerate((1 / 3, 2 / 3)):
+        assert warm[step] == pytest.approx([rate * share for rate in cosine[step]])
+    flat = [[rate for rates in run[2:] for rate in rates] for run in (warm, cosine)]
+    assert flat[0] == pytest.approx(flat[1])
+    assert warm[0][1] / warm[0][0] == pytest.approx(SPEC.projection_lr_scale)
+
+
 def test_fit_image_command_writes_outputs(tmp_path: Path) -> None:
     config = FitImageConfig(output=tmp_path / "fit", layers="eugen", size=16, width=32, steps=5, log_every=2)
     result = main(config)

@@ -16,6 +16,7 @@ import os
 import time
 import typing
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +41,7 @@ from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signe
 
 CONSOLE = Console()
 
-LrSchedule = Literal["constant", "cosine"]
+LrSchedule = Literal["constant", "cosine", "warmup-cosine"]
 LR_SCHEDULES = typing.get_args(LrSchedule)
 
 
@@ -69,7 +70,9 @@ class FitImageConfig:
     lr_schedule: LrSchedule = "constant"
     """constant, or cosine: each parameter group's rate (G's larger one included) falls along a cosine towards
     1% of its start, reached after the last step (without it a full-batch fit at a large learning rate
-    oscillates, and its last step can sit far below its best)."""
+    oscillates, and its last step can sit far below its best); warmup-cosine: the same after a linear rise
+    over the first 5% of the steps (Adam's first steps are about ``lr`` in every coordinate whatever the
+    gradient's size, and at a large rate they can knock a fit off its start)."""
     log_every: int = 50
     """Print (and record) the PSNR every this many steps."""
     seed: int = 0
@@ -94,6 +97,22 @@ def build_siren(config: FitImageConfig, out_dim: int) -> EUGenMLP:
     return siren_mlp(2, config.width, out_dim, (config.layers,) * config.hidden_layers, config.eugen)
 
 
+WARMUP_FRACTION = 0.05
+"""Share of the steps over which ``warmup-cosine`` raises the rate linearly from ``lr / warmup steps``."""
+
+
+def lr_factor(schedule: LrSchedule, step: int, steps: int) -> float:
+    """The factor on every group's rate before optimiser step ``step + 1`` of ``steps``: cosine decay to 1%
+    after the last step, behind a linear warm-up for ``warmup-cosine``."""
+    if schedule == "constant":
+        return 1.0
+    factor = 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps))
+    if schedule == "warmup-cosine":
+        warmup = max(1, round(WARMUP_FRACTION * steps))
+        factor *= min(1.0, (step + 1) / warmup)
+    return factor
+
+
 def fit(
     model: EUGenMLP,
     target: Tensor,
@@ -106,9 +125,9 @@ def fit(
 ) -> FitResult:
     """Full-batch Adam on the MSE of ``target`` ``(H, W, C)`` in [0, 1]; PSNR logged from the training pass.
 
-    ``lr_schedule``: ``constant`` or ``cosine`` (see :class:`FitImageConfig`). Only the optimisation step is
-    timed (PSNR bookkeeping is not), with device synchronisation. The reconstruction comes from the eval-mode
-    (merged) network.
+    ``lr_schedule``: ``constant``, ``cosine`` or ``warmup-cosine`` (see :class:`FitImageConfig`). Only the
+    optimisation step is timed (PSNR bookkeeping is not), with device synchronisation. The reconstruction
+    comes from the eval-mode (merged) network.
     """
     device = target.device
     height, width, channels = target.shape
@@ -119,9 +138,8 @@ def fit(
         raise ValueError(f"steps must be at least 1, got {steps}")
     optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
     schedule = None
-    if lr_schedule == "cosine":  # a factor: each group decays from its own rate (G's too; one eta_min would not)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * step / steps)))
+    if lr_schedule != "constant":  # a factor: each group scales its own rate (G's too)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(lr_factor, lr_schedule, steps=steps))
     history: list[tuple[int, float]] = []
     model.train()
     seconds = 0.0
