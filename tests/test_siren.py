@@ -104,9 +104,8 @@ def test_fit_psnr_rises(layers: str) -> None:
     assert result.final_psnr > psnrs[0] + 5.0 and result.pixels_per_second > 0
 
 
-@pytest.mark.parametrize("schedule", ["constant", "cosine"])
-def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: str) -> None:
-    """Cosine decay takes every parameter group (G's larger rate included) down to about 1% by the last step."""
+def recorded_rates(monkeypatch: pytest.MonkeyPatch) -> list[list[float]]:
+    """Every Adam step from now on appends its groups' learning rates to the returned list."""
     seen: list[list[float]] = []
     original = torch.optim.Adam.step
 
@@ -115,6 +114,13 @@ def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: s
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    return seen
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: str) -> None:
+    """Cosine decay takes every parameter group (G's larger rate included) down to about 1% by the last step."""
+    seen = recorded_rates(monkeypatch)
     target = torch.from_numpy(load_image("camera", 12))
     fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=20, lr=1e-3, log_every=10, eugen=SPEC, progress=False,
         lr_schedule=schedule)
@@ -136,14 +142,7 @@ def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: s
 def test_warmup_cosine_rises_linearly_then_follows_the_cosine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Over the first 5% of the steps every group's rate rises linearly (G's larger one too), then it is the
     cosine schedule's, step for step."""
-    seen: list[list[float]] = []
-    original = torch.optim.Adam.step
-
-    def recording_step(self, *args, **kwargs):
-        seen.append([group["lr"] for group in self.param_groups])
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    seen = recorded_rates(monkeypatch)
     target = torch.from_numpy(load_image("camera", 12))
     for schedule in ("cosine", "warmup-cosine"):
         fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=60, lr=1e-3, log_every=30, eugen=SPEC,
