@@ -12,10 +12,10 @@ learning-rate scale for G; frozen orthogonal projections at m = w, a dense SIREN
 ω·G·A, at two larger learning rates), the parity variants that keep every sine unit at the dense parameter
 count (m = w, the first G learned, later G frozen orthogonal, the last A the output layer; five G / A
 learning-rate pairs; and started as the SIREN they stand for, ``siren init``, also at m = w/2 beside a dense
-SIREN narrowed to its parameters and MACs, and at m = 2w sine units over a w/2-wide h), and a half-size EUGen
-SIREN against a dense SIREN narrowed to the same size; and the reviewers' baselines at the dense parameter
-count (a low-rank sine layer of rank w/2, an SNNK layer of w frozen ReLU random features), at the dense
-SIREN's two best learning rates.
+SIREN narrowed to its parameters and MACs, and at m = 2w sine units over a w/2-wide h, also with A's rate
+halved), and a half-size EUGen SIREN against a dense SIREN narrowed to the same size; and the reviewers'
+baselines at the dense parameter count (a low-rank sine layer of rank w/2, an SNNK layer of w frozen ReLU
+random features), at the dense SIREN's two best learning rates.
 
 Goal reported against: at equal parameters the EUGen SIREN is no worse in PSNR than the dense one.
 
@@ -55,6 +55,10 @@ SIREN_WIDE = "eugen wide features, siren init (w/2 wide, m=2w: twice the sine un
 and the frozen ``G`` (seeded, not stored) spreads it back over 2w units, so each hidden layer has twice the
 dense SIREN's sine units at its parameter count (49,985 against 50,049 at w = 128), for three times its MACs
 merged (147,840 against 49,536 a point)."""
+SIREN_WIDE_SCALED = "eugen wide features, siren init (w/2 wide, m=2w, A lr x0.5) lr3e-3"
+"""``SIREN_WIDE`` with ``A``'s rate scaled by w/m: each next pre-activation sums m = 2w sine units, so
+Adam's first (sign-like) steps on ``A`` move it about m/w times as far as a step on SIREN's ``W`` at the
+same rate."""
 
 LOWRANK = "lowrank (rank w/2: sin(w0 (U V x + b)), the dense parameter count)"
 """The reviewers' low-rank baseline: sine layers whose weight is a learned rank-w/2 product."""
@@ -147,6 +151,8 @@ def variants(config: BenchSiren) -> list[Variant]:
           for name in SIREN_INIT_RATES),
         Variant(SIREN_HALF, "eugen", w, 3e-3, halved),
         Variant(SIREN_WIDE, "eugen", half, 3e-3, replace(started, num_features=2 * w)),
+        Variant(SIREN_WIDE_SCALED, "eugen", half, 3e-3,
+                replace(started, num_features=2 * w, weight_lr_scale=0.5)),
         Variant("dense narrowed to the half siren-init's parameters lr3e-3", "dense",
                 narrowed_width(half_params, config.hidden_layers), 3e-3),
         Variant("dense narrowed to the half siren-init's MACs lr3e-3", "dense",
