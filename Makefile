@@ -13,7 +13,7 @@ demo: setup
 
 test:
 	@bash scripts/setup.sh --test
-	$(PY) -m pytest -p no:dash -q
+	$(PY) -m pytest -p no:dash -q --durations=10
 
 test-slow:
 	@bash scripts/setup.sh --test
