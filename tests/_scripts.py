@@ -9,6 +9,7 @@ global state) keep ``subprocess``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import runpy
 import sys
@@ -26,8 +27,9 @@ class Ran:
 
 
 def run_main(target: str, *args: object, module: bool = False) -> Ran:
-    """Run ``scripts/<target>`` (or the module ``target`` with ``module=True``) as ``__main__`` with ``args``
-    as its command line; its exit status, stdout and stderr are captured, ``sys.argv``/``sys.path`` restored."""
+    """Run ``scripts/<target>`` as ``__main__`` (or, with ``module=True``, the console-script ``entrypoint()``
+    of the module ``target``) with ``args`` as its command line; its exit status, stdout and stderr are
+    captured, ``sys.argv``/``sys.path`` restored."""
     path = target if module else str(ROOT / "scripts" / target)
     out, err = io.StringIO(), io.StringIO()
     argv, path_before = sys.argv, list(sys.path)
@@ -35,8 +37,8 @@ def run_main(target: str, *args: object, module: bool = False) -> Ran:
     code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            if module:
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            if module:  # what the console script calls (runpy would re-run an imported module's body)
+                importlib.import_module(target).entrypoint()
             else:
                 runpy.run_path(path, run_name="__main__")
     except SystemExit as exit_:
