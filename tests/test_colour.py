@@ -9,38 +9,20 @@ must be close and the channels must differ as the ground truth's do (a grey rend
 
 from __future__ import annotations
 
-import copy
 import random
 from pathlib import Path
 
-import pytest
 import numpy as np
+import pytest
 import torch
+from _tiny import small_method_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCENE = REPO / "scenes" / "bunny64"
 
-SMALL = {
-    "nerfacto": {"train_num_rays_per_batch": 256, "num_proposal_samples_per_ray": (32, 16),
-                "num_nerf_samples_per_ray": 16, "log2_hashmap_size": 14, "max_res": 128},
-    "nerf": {"train_num_rays_per_batch": 256, "num_coarse_samples": 16, "num_importance_samples": 16,
-             "trunk_width": 64, "head_width": 32},
-    "siren": {"train_num_rays_per_batch": 256},
-}
-
-
-def family(method: str) -> str:
-    return method.split("-", 1)[1]
-
-
 def train_and_render(method: str, steps: int, tmp_path: Path, **model_overrides):
     """Train ``method`` on bunny64 for ``steps`` through nerfstudio's Trainer; return (render, ground truth)."""
-    from nerfstudio.plugins.registry import discover_methods
-
-    methods, _ = discover_methods()
-    config = copy.deepcopy(methods[method])
-    config.machine.device_type = "cpu"
-    config.mixed_precision = False
+    config = small_method_config(method, **model_overrides)
     config.vis = "tensorboard"
     config.output_dir = tmp_path
     config.timestamp = "test"
@@ -48,10 +30,6 @@ def train_and_render(method: str, steps: int, tmp_path: Path, **model_overrides)
     config.steps_per_save = config.steps_per_eval_image = config.steps_per_eval_batch = 10**9
     config.steps_per_eval_all_images = 10**9
     config.pipeline.datamanager.data = SCENE
-    for key, value in {**SMALL[family(method)], **model_overrides}.items():
-        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
-        assert hasattr(target, key), key
-        setattr(target, key, value)
     # every generator the training touches (nerfstudio's samplers draw from torch, numpy and random), so the
     # result does not depend on which tests ran before in the same process
     random.seed(0)

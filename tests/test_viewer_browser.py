@@ -8,7 +8,6 @@ setup command, not a skip: these tests are the only check that the viewers work.
 
 from __future__ import annotations
 
-import copy
 import os
 import signal
 import socket
@@ -21,16 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _browser import Browser, chromium_missing, stop_process_group
+from _tiny import small_method_config
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 SCENE = REPO / "scenes" / "bunny32"
 BIN = Path(sys.executable).parent
 ITERATIONS = 20
-# The smallest eugen-nerfacto that learns the bunny's silhouette in a few dozen CPU iterations.
-TINY_ZIPNERF = {"num_proposal_samples_per_ray": (32, 16), "num_nerf_samples_per_ray": 16, "log2_hashmap_size": 14,
-                "max_res": 128}
-TRAIN_RAYS = 256
 RENDER_TIMEOUT = 150.0
 RENDER_AREA = 'canvas[data-engine^="three.js"]'
 """viser's 3D canvas, where the render is drawn (another, transparent canvas overlays the whole page)."""
@@ -106,17 +102,9 @@ def chromium() -> None:
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``config.yml`` of an eugen-nerfacto trained for a few iterations on the 32x32 bunny. Trained in the test
     process (ns-train's own path is tested in test_methods_cli.py; a subprocess here spent ~20 s starting)."""
-    from nerfstudio.plugins.registry import discover_methods
-
     from eugen_nerf.bench.training import train_in_process
 
-    config = copy.deepcopy(discover_methods()[0]["eugen-nerfacto"])
-    config.machine.device_type = "cpu"
-    config.mixed_precision = False
-    config.pipeline.datamanager.train_num_rays_per_batch = TRAIN_RAYS
-    for key, value in TINY_ZIPNERF.items():
-        assert hasattr(config.pipeline.model, key), key
-        setattr(config.pipeline.model, key, value)
+    config = small_method_config("eugen-nerfacto")
     config_path, _ = train_in_process(config, SCENE, ITERATIONS, tmp_path_factory.mktemp("viewer_run"))
     return config_path
 
