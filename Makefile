@@ -11,13 +11,17 @@ setup:
 demo: setup
 	@bash scripts/demo.sh $(SCENE)
 
+# Tests run on one pytest-xdist worker per core (at most 4: each holds torch and nerfstudio in memory);
+# a file's tests stay on one worker, so its module fixtures are built once.
+PARALLEL := -n auto --maxprocesses 4 --dist loadfile
+
 test:
 	@bash scripts/setup.sh --test
-	$(PY) -m pytest -p no:dash -q --durations=10
+	$(PY) -m pytest -p no:dash -q --durations=10 $(PARALLEL)
 
 test-slow:
 	@bash scripts/setup.sh --test
-	$(PY) -m pytest -p no:dash -q -m slow
+	$(PY) -m pytest -p no:dash -q -m slow $(PARALLEL)
 
 bench: setup
 	$(PY) scripts/bench_layers.py

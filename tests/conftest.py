@@ -1,7 +1,18 @@
 """Shared test fixtures."""
 
+import os
+
 import pytest
 import torch
+
+# `make test` runs the suite on pytest-xdist workers (one per core): each worker takes its share of the
+# cores, so two workers' torch thread pools do not fight over the same two cores (and the commands a test
+# starts inherit the same share through OMP_NUM_THREADS).
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _workers > 1:
+    _share = max(1, (os.cpu_count() or 1) // _workers)
+    torch.set_num_threads(_share)
+    os.environ["OMP_NUM_THREADS"] = str(_share)
 
 
 @pytest.fixture(scope="module")

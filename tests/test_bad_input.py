@@ -327,6 +327,7 @@ def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: P
         case.prepare(scratch)
     before_scratch, before_inputs = read_tree(scratch), read_tree(inputs)
     monkeypatch.setattr(sys, "argv", [case.script, *case.run(inputs, scratch)])
+    monkeypatch.setenv("COLUMNS", "400")  # tyro's box wraps at the terminal width: keep a long tmp path whole
     if case.script == "eugen-viewer":  # bad input must stop it before it serves (else it would serve forever)
         monkeypatch.setattr("eugen_nerf.viewer.cli.viser.ViserServer", _no_server)
     with pytest.raises(SystemExit) as exit_info:
