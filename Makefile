@@ -12,8 +12,9 @@ demo: setup
 	@bash scripts/demo.sh $(SCENE)
 
 # Tests run on one pytest-xdist worker per core (at most 4: each holds torch and nerfstudio in memory);
-# a file's tests stay on one worker, so its module fixtures are built once.
-PARALLEL := -n auto --maxprocesses 4 --dist loadfile
+# a file's tests stay on one worker, so its module fixtures are built once; the longest files go first
+# (tests/conftest.py).
+PARALLEL := -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 test:
 	@bash scripts/setup.sh --test

@@ -14,6 +14,20 @@ if _workers > 1:
     torch.set_num_threads(_share)
     os.environ["OMP_NUM_THREADS"] = str(_share)
 
+# The end-to-end files take most of the suite's time (stock ns-* start-ups, browsers, distillation). They are
+# handed out first (`make test` passes --no-loadscope-reorder), so no worker is left with one at the end while
+# the other idles; the order of the tests inside a file is unchanged.
+LONGEST_FILES_FIRST = ("test_methods_cli.py", "test_viewer_browser.py", "test_bad_input.py", "test_distill.py",
+                       "test_colour.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        name = item.path.name
+        return LONGEST_FILES_FIRST.index(name) if name in LONGEST_FILES_FIRST else len(LONGEST_FILES_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their collection order
+
 
 @pytest.fixture(scope="module")
 def one_thread():
