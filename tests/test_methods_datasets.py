@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,7 @@ def test_nerf_pictures_do_not_depend_on_the_frame_the_poses_are_written_in(one_t
     from nerfstudio.model_components.scene_colliders import NearFarCollider
 
     torch.manual_seed(0)
+    random.seed(0)  # nerfstudio's eval loader draws its view with Python's random: the same view every run
     pipeline = tiny_pipeline("eugen-nerf", SCENES / KINDS["captured"])
     model = pipeline.model.eval()
     camera, _ = pipeline.datamanager.next_eval_image(0)
@@ -134,8 +136,8 @@ def test_nerf_pictures_do_not_depend_on_the_frame_the_poses_are_written_in(one_t
     torch.testing.assert_close(after["depth_coarse"], before["depth_coarse"] * scale, atol=1e-3 * scale,
                                rtol=1e-4)
     # The fine pass samples the coarse weights' inverse CDF, which jumps across flat stretches: a rounding
-    # difference in the moved frame can move one fine sample there (seen: 1 pixel of 4096 on some initial
-    # networks, its depth 0.88 off, its colour not). Every other pixel must match.
+    # difference in the moved frame can move one fine sample there (seen: 1 pixel of 4096 in one of the views,
+    # its depth 0.88 off, its colour not). Every other pixel must match.
     expected = before["depth"] * scale
     off = (after["depth"] - expected).abs() > 1e-3 * scale + 1e-4 * expected.abs()
     assert int(off.sum()) <= off.numel() // 1000, f"{int(off.sum())} of {off.numel()} depths moved with the frame"
