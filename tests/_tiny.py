@@ -16,16 +16,29 @@ SMALL = {
 """Per method family (the part of the method's name after ``eugen-``/``dense-``)."""
 
 
+def registered_config(method: str):
+    """A copy of ``method``'s registered ``TrainerConfig`` (copied: tests may change it freely)."""
+    from nerfstudio.plugins.registry import discover_methods
+
+    return copy.deepcopy(discover_methods()[0][method])
+
+
+def set_sizes(config, sizes: dict, strict: bool = True) -> None:
+    """Set ``sizes`` on ``config``'s model (the ray batch on its datamanager); an option the method does not
+    have is an error, or skipped with ``strict=False`` (one table for a family whose methods differ)."""
+    for key, value in sizes.items():
+        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
+        if hasattr(target, key):
+            setattr(target, key, value)
+        else:
+            assert not strict, key
+
+
 def small_method_config(method: str, **model_overrides):
     """A copy of ``method``'s registered ``TrainerConfig`` on the CPU in fp32 at :data:`SMALL`'s sizes (then
     ``model_overrides``); the rest (data, output, steps) is the caller's."""
-    from nerfstudio.plugins.registry import discover_methods
-
-    config = copy.deepcopy(discover_methods()[0][method])
+    config = registered_config(method)
     config.machine.device_type = "cpu"
     config.mixed_precision = False
-    for key, value in {**SMALL[method.split("-", 1)[1]], **model_overrides}.items():
-        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
-        assert hasattr(target, key), key
-        setattr(target, key, value)
+    set_sizes(config, {**SMALL[method.split("-", 1)[1]], **model_overrides})
     return config

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _tiny import registered_config, set_sizes
 
 from eugen_nerf.scenes.framing import FRAMING_KEY
 
@@ -45,25 +46,15 @@ CLI_TINY = {
 }
 
 
-def method_config(method: str):
-    from nerfstudio.plugins.registry import discover_methods
-
-    methods, _ = discover_methods()
-    return copy.deepcopy(methods[method])
-
-
 def family(method: str) -> str:
     return "nerfacto" if "nerfacto" in method else "nerf"
 
 
 def tiny_pipeline(method: str, scene: Path):
-    config = method_config(method)
+    config = registered_config(method)
     config.machine.device_type = "cpu"
     config.pipeline.datamanager.data = scene
-    for key, value in TINY[family(method)].items():
-        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
-        if hasattr(target, key):
-            setattr(target, key, value)
+    set_sizes(config, TINY[family(method)], strict=False)  # the SIREN methods take the NeRF table's batch
     if method.endswith("siren"):
         config.pipeline.model.hidden_layers = 1
     return config.pipeline.setup(device="cpu", test_mode="val")
@@ -148,15 +139,13 @@ def test_auto_scaled_poses_are_framed_like_the_shipped_object(one_thread):
     frame undoes that, so the NeRF's positional encoding sees the object at its shipped size."""
     from eugen_nerf.scenes.framing import OBJECT_CAMERA_DISTANCE
 
-    config = method_config("eugen-nerf")
+    config = registered_config("eugen-nerf")
     config.machine.device_type = "cpu"
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
     config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig()
     config.pipeline.datamanager.data = SCENES / KINDS["captured"]
-    for key, value in TINY["nerf"].items():
-        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
-        setattr(target, key, value)
+    set_sizes(config, TINY["nerf"])
     model = config.pipeline.setup(device="cpu", test_mode="val").model
     assert model.framing.kind == "object" and model.framing.unit < 0.5  # auto-scaled: cameras near 1 unit
     near, far = model.collider_planes()
@@ -164,12 +153,10 @@ def test_auto_scaled_poses_are_framed_like_the_shipped_object(one_thread):
 
 
 def test_command_line_overrides_the_data(one_thread):
-    config = method_config("eugen-nerfacto")
+    config = registered_config("eugen-nerfacto")
     config.machine.device_type = "cpu"
     config.pipeline.datamanager.data = SCENES / KINDS["unbounded"]
-    for key, value in TINY["nerfacto"].items():
-        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
-        setattr(target, key, value)
+    set_sizes(config, TINY["nerfacto"])
     config.pipeline.model.near_plane, config.pipeline.model.background_color = 0.2, "black"
     config.pipeline.model.disable_scene_contraction = True
     model = config.pipeline.setup(device="cpu", test_mode="val").model
