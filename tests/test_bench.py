@@ -254,6 +254,7 @@ def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a NeRF suite's quick mode trains and evaluates runs: 5-8 min on busy cores
 @pytest.mark.parametrize("suite", list(load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT).suites))
 def test_every_suite_has_a_quick_mode_that_runs(suite, tmp_path):
     result = run_bench(suite, "--quick", "--quick-dir", str(tmp_path))
