@@ -69,7 +69,7 @@ def test_eugen_nerfacto_renders_the_object_in_colour(tmp_path, one_thread):
 @pytest.mark.parametrize(
     "method, steps",
     [("dense-nerfacto", 300), ("eugen-nerfacto", 300), ("dense-nerf", 1000), ("eugen-nerf", 1000),
-     ("dense-siren", 600), ("eugen-siren", 600)],
+     ("dense-siren", 1000), ("eugen-siren", 1000)],
 )
 def test_every_method_renders_the_object_in_colour(method, steps, tmp_path, one_thread):
     rgb, truth = train_and_render(method, steps, tmp_path)
