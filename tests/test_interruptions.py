@@ -55,9 +55,17 @@ def read_tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def sigint_as_in_a_terminal() -> None:
+    """Ctrl-C's default in the child. A suite started in the background (``make test-slow &``, ``nohup``)
+    runs with SIGINT ignored, as POSIX shells start background jobs, and every child inherits that: the runs
+    would then rightly ignore the test's SIGINT (every SIGINT case failed so, their SIGTERM twins passed)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            preexec_fn=sigint_as_in_a_terminal)
 
 
 def wait_for(condition, process: subprocess.Popen, log: Path, timeout: float = 180.0) -> None:
