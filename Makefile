@@ -20,9 +20,11 @@ test:
 	@bash scripts/setup.sh --test
 	$(PY) -m pytest -p no:dash -q --durations=10 $(PARALLEL)
 
+# The slow suite hands out tests one by one: 126 of its 166 are test_bench.py's quick-mode checks, which a
+# file-by-file split ran all on one worker.
 test-slow:
 	@bash scripts/setup.sh --test
-	$(PY) -m pytest -p no:dash -q -m slow $(PARALLEL)
+	$(PY) -m pytest -p no:dash -q -m slow -n auto --maxprocesses 4 --dist load
 
 bench: setup
 	$(PY) scripts/bench_layers.py
