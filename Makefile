@@ -14,7 +14,8 @@ demo: setup
 # Tests run on one pytest-xdist worker per core (at most 4: each holds torch and nerfstudio in memory);
 # a file's tests stay on one worker, so its module fixtures are built once; the longest files go first
 # (tests/conftest.py).
-PARALLEL := -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
+WORKERS := -n auto --maxprocesses 4
+PARALLEL := $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test:
 	@bash scripts/setup.sh --test
@@ -24,7 +25,7 @@ test:
 # file-by-file split ran all on one worker.
 test-slow:
 	@bash scripts/setup.sh --test
-	$(PY) -m pytest -p no:dash -q -m slow -n auto --maxprocesses 4 --dist load
+	$(PY) -m pytest -p no:dash -q -m slow $(WORKERS) --dist load
 
 bench: setup
 	$(PY) scripts/bench_layers.py
