@@ -1,5 +1,5 @@
-"""``eugen-bench``: the protocol is checked before anything runs, the README's generated tables equal what
-the JSON says, and a suite's --quick mode runs end to end."""
+"""``eugen-bench``: the protocol is checked before anything runs, the generated tables (README, docs/) equal
+what the JSON says, and a suite's --quick mode runs end to end."""
 
 from __future__ import annotations
 
@@ -15,31 +15,48 @@ import yaml
 from _scripts import run_main
 
 from eugen_nerf.bench.protocol import load_protocol
-from eugen_nerf.bench.tables import Tables
+from eugen_nerf.bench.tables import Tables, documents
 from eugen_nerf.inputs.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_readme_tables_match_the_benchmark_json():
+def test_generated_tables_match_the_benchmark_json():
     tables = Tables(ROOT / "configs/bench/tables.yaml", ROOT)
-    names = tables.names_in(ROOT / "README.md")
-    assert set(names) == set(tables.tables), "every spec'd table is in the README and every marked one is spec'd"
-    assert tables.update(ROOT / "README.md", check=True) == [], "run `eugen-bench --tables`"
+    pages = documents(ROOT)
+    assert pages[0] == ROOT / "README.md" and ROOT / "docs/viewer.md" in pages
+    names = [name for page in pages for name in tables.names_in(page)]
+    assert sorted(names) == sorted(tables.tables), "each spec'd table in one document, each marked one spec'd"
+    assert tables.update_documents(pages, check=True) == [], "run `eugen-bench --tables`"
 
 
-def test_a_changed_figure_makes_the_readme_stale(tmp_path):
-    for name in ("configs", "benchmarks"):
+def test_a_table_lost_or_marked_twice_is_one_clear_error(tmp_path):
+    for name in ("configs", "docs"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    readme = (ROOT / "README.md").read_text()
+    renamed = readme.replace("<!-- bench-table: layers -->", "<!-- bench-table: nope -->")
+    (tmp_path / "README.md").write_text(renamed)
+    tables = Tables(tmp_path / "configs/bench/tables.yaml", tmp_path)
+    with pytest.raises(InputError, match=r"not spec'd \['nope'\], spec'd but in no document \['layers'\]"):
+        tables.update_documents(documents(tmp_path), check=True)
+    (tmp_path / "README.md").write_text(readme)
+    (tmp_path / "docs/page.md").write_text("<!-- bench-table: layers -->\n<!-- /bench-table -->\n")
+    with pytest.raises(InputError, match=r"marked twice \['layers'\]"):
+        tables.update_documents(documents(tmp_path), check=True)
+
+
+def test_a_changed_figure_makes_its_tables_stale(tmp_path):
+    for name in ("configs", "benchmarks", "docs"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("*.png"))
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     report = json.loads((tmp_path / "benchmarks/distill_paper.json").read_text())
     report["measured"]["fps_ratio"] += 1.0
     (tmp_path / "benchmarks/distill_paper.json").write_text(json.dumps(report))
-    tables = Tables(tmp_path / "configs/bench/tables.yaml", tmp_path)
-    assert tables.update(tmp_path / "README.md", check=True) == ["distill-goals", "goals"]
-    tables.update(tmp_path / "README.md")
-    assert f"{report['measured']['fps_ratio']:.2f}×" in (tmp_path / "README.md").read_text()
-    assert Tables(tmp_path / "configs/bench/tables.yaml", tmp_path).update(tmp_path / "README.md", check=True) == []
+    tables, pages = Tables(tmp_path / "configs/bench/tables.yaml", tmp_path), documents(tmp_path)
+    assert tables.update_documents(pages, check=True) == ["distill-goals", "goals"]  # in docs/
+    tables.update_documents(pages)
+    assert f"{report['measured']['fps_ratio']:.2f}×" in (tmp_path / "docs/distillation.md").read_text()
+    assert Tables(tmp_path / "configs/bench/tables.yaml", tmp_path).update_documents(pages, check=True) == []
 
 
 def test_both_protocols_load_and_name_existing_scripts_and_paths():

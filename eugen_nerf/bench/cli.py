@@ -1,14 +1,14 @@
-"""``eugen-bench``: run benchmark suites from the protocol and regenerate the README's results tables.
+"""``eugen-bench``: run benchmark suites from the protocol and regenerate the results tables (README, docs/).
 
     eugen-bench --list                          # the suites of the protocol
     eugen-bench distill ablate-distill          # run two suites (full protocol), then regenerate the tables
     eugen-bench layers --quick                  # smoke run: small sizes, output under --quick-dir
-    eugen-bench --tables                        # only regenerate the README tables from benchmarks/*.json
-    eugen-bench --tables --check                # exit 1 if a README table differs from the JSON
+    eugen-bench --tables                        # only regenerate the tables from benchmarks/*.json
+    eugen-bench --tables --check                # exit 1 if a table differs from the JSON
     eugen-bench --device cuda                   # the CUDA protocol (configs/bench/cuda.yaml)
 
 Every suite times its variants side by side in one run against the dense baseline and checks that what
-it times is finite; the numbers land in ``benchmarks/*.json`` and the README's tables are regenerated
+it times is finite; the numbers land in ``benchmarks/*.json`` and the tables (README, docs/) are regenerated
 from them. Bad input (an unknown suite, a protocol with a missing key or a missing scene, ``--device
 cuda`` without CUDA) is one line, before anything is written.
 """
@@ -25,7 +25,7 @@ import tyro
 from typing_extensions import Annotated
 
 from eugen_nerf.bench.protocol import load_protocol
-from eugen_nerf.bench.tables import Tables
+from eugen_nerf.bench.tables import Tables, documents
 from eugen_nerf.inputs.errors import InputError, one_line_errors, report
 
 ROOT = Path.cwd()
@@ -33,7 +33,7 @@ ROOT = Path.cwd()
 
 @dataclass
 class BenchArgs:
-    """Run benchmark suites (all when none is named) and regenerate the README's results tables."""
+    """Run benchmark suites (all when none is named) and regenerate the results tables."""
 
     suites: Annotated[List[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(default_factory=list)
     """Suite names from the protocol (see --list)."""
@@ -42,16 +42,15 @@ class BenchArgs:
     protocol: Optional[Path] = None
     """A protocol file instead of the device's."""
     quick: bool = False
-    """Smoke run: each suite's quick_args, outputs under --quick-dir, README untouched."""
+    """Smoke run: each suite's quick_args, outputs under --quick-dir, tables untouched."""
     quick_dir: Path = Path("outputs/bench-quick")
     """Where --quick runs write ({quick_dir} in quick_args)."""
     list: bool = False
     """List the suites and exit."""
     tables: bool = False
-    """Only regenerate the README tables from benchmarks/*.json (no suite runs)."""
+    """Only regenerate the tables of README.md and docs/*.md from benchmarks/*.json (no suite runs)."""
     check: bool = False
-    """With --tables: write nothing, exit 1 if a README table differs from the JSON."""
-    readme: Path = Path("README.md")
+    """With --tables: write nothing, exit 1 if a table differs from the JSON."""
     table_spec: Path = Path("configs/bench/tables.yaml")
 
 
@@ -63,12 +62,14 @@ def run(args: BenchArgs) -> int:
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device is available here (use --device cpu)")
     tables = Tables(root / args.table_spec, root)  # a broken table spec fails before hours of measuring
+    pages = documents(root)
     if args.tables:
-        stale = tables.update(root / args.readme, check=args.check)
+        stale = tables.update_documents(pages, check=args.check)
         if args.check:
-            print("README tables match the JSON" if not stale else f"README tables differ from the JSON: {stale}")
+            print("the tables match the JSON" if not stale else f"tables differ from the JSON: {stale}")
             return 1 if stale else 0
-        print(f"regenerated {len(tables.names_in(root / args.readme))} table(s) in {args.readme}")
+        names = ", ".join(str(page.relative_to(root)) for page in pages)
+        print(f"regenerated {len(tables.tables)} table(s) in {names}")
         return 0
     protocol = load_protocol(args.protocol or root / "configs" / "bench" / f"{args.device}.yaml", root)
     suites = protocol.select(args.suites)
@@ -85,11 +86,11 @@ def run(args: BenchArgs) -> int:
         print(f"== {suite.name}: {' '.join(command[1:])}", flush=True)
         code = subprocess.call(command, cwd=root)
         if code:
-            print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); the README was not touched", flush=True)
+            print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); no table was touched", flush=True)
             return code
     if not args.quick:
-        tables.update(root / args.readme)
-        print(f"regenerated the tables in {args.readme}")
+        tables.update_documents(pages)
+        print("regenerated the tables in README.md and docs/")
     return 0
 
 

@@ -1,8 +1,9 @@
-"""README results tables generated from ``benchmarks/*.json`` (spec: ``configs/bench/tables.yaml``).
+"""Results tables generated from ``benchmarks/*.json`` (spec: ``configs/bench/tables.yaml``).
 
-A table in the README sits between ``<!-- bench-table: NAME -->`` and ``<!-- /bench-table -->``; its rows
-come from the spec, every figure read from a JSON file by key path, so no figure is copied by hand and a
-test checks the README against the JSON. A cell is either literal text or a mapping::
+The tables live in the README and in the pages under ``docs/`` (:func:`documents`), each table in exactly
+one of them, between ``<!-- bench-table: NAME -->`` and ``<!-- /bench-table -->``. Its rows come from the
+spec, every figure read from a JSON file by key path, so no figure is copied by hand and a test checks the
+documents against the JSON. A cell is either literal text or a mapping::
 
     {file: benchmarks/distill_paper.json, key: measured.fps_ratio, fmt: "{:.2f}×"}
     {file: ..., key: met.fps_ratio, map: {true: "yes", false: "**no**"}}   (a list of keys: each mapped, joined)
@@ -27,7 +28,15 @@ import yaml
 
 from eugen_nerf.inputs.errors import InputError
 
+DOCUMENT_PATTERNS = ("README.md", "docs/*.md")
+"""Where generated tables may sit: the README and the pages it links to for the measurements behind it."""
+
 MARKER = re.compile(r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.S)
+
+
+def documents(root: Path) -> List[Path]:
+    """The Markdown files under ``root`` that may hold generated tables, README first."""
+    return [path for pattern in DOCUMENT_PATTERNS for path in sorted(root.glob(pattern)) if path.is_file()]
 
 
 class Tables:
@@ -141,3 +150,16 @@ class Tables:
 
     def names_in(self, readme: Path) -> List[str]:
         return [m["name"] for m in MARKER.finditer(readme.read_text())]
+
+    def update_documents(self, paths: List[Path], check: bool = False) -> List[str]:
+        """:meth:`update` for each of ``paths``; each spec'd table must sit in exactly one of them and every
+        marked table must be spec'd, else one error naming them (a table moved between pages is not lost)."""
+        placed = [(name, path) for path in paths for name in self.names_in(path)]
+        names = [name for name, _ in placed]
+        unknown = sorted({name for name in names if name not in self.tables})
+        missing = sorted(set(self.tables) - set(names))
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if unknown or missing or twice:
+            raise InputError(f"{self.spec_path}: tables marked but not spec'd {unknown}, spec'd but in no "
+                             f"document {missing}, marked twice {twice} (in {', '.join(map(str, paths))})")
+        return [name for path in paths for name in self.update(path, check=check)]
