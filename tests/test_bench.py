@@ -99,6 +99,23 @@ def test_seeds_define_one_suite_per_seed_with_the_seed_and_its_suffix_filled_in(
     assert suites["fit-seed2"].description == "a fit at seed 2"
 
 
+def test_a_name_holding_the_seed_names_the_repeats_of_a_richer_first_run(tmp_path):
+    """``fit`` measured several rates at seed 0; ``fit-seed{seed}`` repeats the best one at seeds 1 and 2."""
+    repeat = {"description": "the best rate at seed {seed}", "seeds": [1, 2],
+              "script": "scripts/bench_siren.py",
+              "args": ["--seed", "{seed}", "--output", "benchmarks/fit{seed_suffix}"],
+              "quick_args": ["{quick_dir}"], "outputs": ["benchmarks/fit{seed_suffix}/siren.json"]}
+    first = {**{k: v for k, v in repeat.items() if k != "seeds"}, "args": ["--rates", "2"],
+             "outputs": ["benchmarks/fit/siren.json"]}
+    path = tmp_path / "seeded.yaml"
+    path.write_text(yaml.safe_dump({"suites": {"fit": first, "fit-seed{seed}": repeat}}))
+    suites = load_protocol(path, ROOT).suites
+    assert list(suites) == ["fit", "fit-seed1", "fit-seed2"]
+    assert suites["fit"].args == ("--rates", "2")
+    assert suites["fit-seed1"].args == ("--seed", "1", "--output", "benchmarks/fit_seed1")
+    assert suites["fit-seed2"].description == "the best rate at seed 2"
+
+
 @pytest.mark.parametrize("seeds, extra, message", [
     ([1, 1], {}, "seeds lists a seed twice"),
     ([-1], {}, "seeds must be a list of integers >= 0"),

@@ -9,7 +9,8 @@ A protocol file (``configs/bench/cpu.yaml``, ``configs/bench/cuda.yaml``) maps s
 * ``seeds`` (optional): one suite per seed instead of near-copies. ``{seed}`` in the flags and outputs is
   the seed and ``{seed_suffix}`` is ``_seed<N>``; the suite of seed N is named ``<name>-seed<N>``. Seed 0
   keeps the bare name and an empty suffix, the repository's convention for a first run that later seeds
-  repeat.
+  repeat. A name holding ``{seed}`` (``siren-256-snnk-seed{seed}``) is filled in instead: the later seeds of a
+  first run whose own suite measured more (several rates or variants) than its repeats do.
 
 It is checked whole before anything runs: a missing key, an unknown suite, a script or a needed path that does
 not exist is one :class:`~eugen_nerf.inputs.errors.InputError` naming the file and the key.
@@ -84,7 +85,8 @@ def _per_seed(name: str, entry: dict, where: str) -> Dict[str, dict]:
     for seed in seeds:
         copy = {k: v for k, v in entry.items() if k != "seeds"}
         copy.update({k: fill(entry[k], seed) for k in SEED_FIELDS if k in entry})
-        expanded[name if seed == 0 else f"{name}-seed{seed}"] = copy
+        named = fill(name, seed) if "{seed}" in name else name if seed == 0 else f"{name}-seed{seed}"
+        expanded[named] = copy
     return expanded
 
 
