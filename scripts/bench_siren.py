@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import matplotlib
@@ -96,6 +96,8 @@ class BenchSiren:
     seed: int = 0
     """seeds every variant's initialisation and its EUGen projections (the same for all variants of a run;
     seed s offsets the projections' seeds by 1000·s, so no layer of one seed shares a draw with another's)."""
+    replot: bool = False
+    """only redraw siren.png from the siren.json already in --output (after a change to the plot), no fitting."""
     variants: tuple[str, ...] = ()
     """names of the variants to run (default: all); the goal is judged when the dense ones at --width and
     the chosen EUGen SIREN are among them."""
@@ -198,12 +200,16 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
     }
 
 
-def plot(results: list[dict], path: Path, title: str) -> None:
+def plot(results: list[dict], path: Path, config: BenchSiren) -> None:
+    """PSNR against steps and throughput; a variant whose hidden width is not ``--width`` names its own."""
+    title = (f"SIREN fit, {config.image} {config.size}², width {config.width} unless labelled,\n"
+             f"{config.hidden_layers} hidden layers, {config.steps} steps")
     fig, (curves, bars) = plt.subplots(1, 2, figsize=(15, 6))
     for result in results:
         steps, psnrs = zip(*result["history"])
         style = "-" if result["layers"] == "eugen" else "--"
-        curves.plot(steps, psnrs, style, label=f"{result['name']} ({result['parameters'] / 1e3:.0f}k)")
+        width = "" if result["width"] == config.width else f"width {result['width']}, "
+        curves.plot(steps, psnrs, style, label=f"{result['name']} ({width}{result['parameters'] / 1e3:.0f}k)")
     curves.set(xlabel="step", ylabel="PSNR (dB)", title=title)
     curves.legend(fontsize=7)
     names = [r["name"] for r in results]
@@ -217,7 +223,20 @@ def plot(results: list[dict], path: Path, title: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def replot(config: BenchSiren) -> None:
+    """Redraw ``siren.png`` from ``siren.json`` with the run's own configuration."""
+    path = config.output / "siren.json"
+    if not path.is_file():
+        usage_error("bench_siren", f"--replot: {path} does not exist")
+    payload = json.loads(path.read_text())
+    known = {f.name for f in fields(BenchSiren)} - {"output", "variants", "replot"}
+    run = BenchSiren(**{k: v for k, v in payload["config"].items() if k in known})
+    plot(payload["results"], config.output / "siren.png", run)
+
+
 def main(config: BenchSiren) -> None:
+    if config.replot:
+        return replot(config)
     every = variants(config)
     names = [variant.name for variant in every]
     unknown = [name for name in config.variants if name not in names]
@@ -241,9 +260,7 @@ def main(config: BenchSiren) -> None:
     payload = {"config": json.loads(json.dumps(asdict(config), default=str)), "device": "cpu", "goal": goal,
                "results": results}
     (config.output / "siren.json").write_text(json.dumps(payload, indent=2))
-    plot(results, config.output / "siren.png",
-         f"SIREN fit of {config.image} {config.size}² (width {config.width}, {config.hidden_layers} hidden layers, "
-         f"{config.steps} steps)")
+    plot(results, config.output / "siren.png", config)
     print(json.dumps(goal, indent=2))
 
 

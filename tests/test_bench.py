@@ -170,6 +170,20 @@ def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_bench_siren_replot_redraws_from_the_json_alone(tmp_path):
+    out = tmp_path / "out"
+    fit = run_main("bench_siren.py", "--size", "8", "--width", "8", "--steps", "2", "--log-every", "1",
+                   "--variants", "dense lr1e-3", "--output", out)
+    assert fit.returncode == 0, fit.stdout + fit.stderr
+    (out / "siren.png").unlink()
+    json_before = (out / "siren.json").read_text()
+    redrawn = run_main("bench_siren.py", "--replot", "--output", out)
+    assert redrawn.returncode == 0, redrawn.stdout + redrawn.stderr
+    assert (out / "siren.png").stat().st_size > 0 and (out / "siren.json").read_text() == json_before
+    missing = run_main("bench_siren.py", "--replot", "--output", tmp_path / "none")
+    assert missing.returncode == 2 and "--replot: " in missing.stderr and not (tmp_path / "none").exists()
+
+
 def test_bench_zipnerf_goal_bounds_eugens_loss_not_its_lead():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
