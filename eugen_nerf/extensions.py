@@ -10,15 +10,15 @@ fails to import is reported once and skipped: a missing viewer must not stop tra
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from importlib.metadata import entry_points
-from typing import Callable, Tuple
 
 GROUP = "eugen_nerf.model_extensions"
 
 
-@lru_cache(maxsize=None)
-def model_extensions() -> Tuple[Callable, ...]:
+@cache
+def model_extensions() -> tuple[Callable, ...]:
     """The registered extensions, loaded once, in name order."""
     loaded = []
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):

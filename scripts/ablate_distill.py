@@ -46,8 +46,15 @@ from eugen_nerf.distill.sampling import sample_rays
 from eugen_nerf.distill.solve import pooled_r2
 from eugen_nerf.distill.student import LayerRef, install_layer, make_student_layer
 from eugen_nerf.distill.teacher import load_teacher
-from eugen_nerf.layers import (EUGenLinear, EUGenSpec, NormalEquations, order_rows, pivoted_units,
-                               tie_order_gradients_, unit_projections)
+from eugen_nerf.layers import (
+    EUGenLinear,
+    EUGenSpec,
+    NormalEquations,
+    order_rows,
+    pivoted_units,
+    tie_order_gradients_,
+    unit_projections,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
@@ -254,7 +261,7 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     teacher_in, teacher_out, _ = trace(teacher_field.trunk, data["x"], 7)
     trunk = teacher_field.trunk
 
-    @functools.lru_cache(maxsize=None)  # the next-layer view asks for a layer's units before its own turn does
+    @functools.cache  # the next-layer view asks for a layer's units before its own turn does
     def units_of(index: int, count: int):  # the teacher's units at ``index``, from its training rows
         if v["units_from"] == "output":  # the units whose activations best span the layer's output (order 1)
             pre = teacher_out[index][train_rows].double()

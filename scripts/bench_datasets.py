@@ -34,15 +34,9 @@ import platform
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Dict, List
 
 import torch
 import tyro
-
-from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
-from eugen_nerf.methods import siren as siren_methods
-from eugen_nerf.methods import nerfacto as nerfacto_methods
-
 from nerfstudio.configs.method_configs import method_configs as stock_methods
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManagerConfig
 from nerfstudio.engine.trainer import TrainerConfig
@@ -51,8 +45,11 @@ from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
 from eugen_nerf.bench.training import train_in_process
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.runs import load_run
-from eugen_nerf.scenes import dataparser_config
 from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
+from eugen_nerf.methods import nerfacto as nerfacto_methods
+from eugen_nerf.methods import siren as siren_methods
+from eugen_nerf.scenes import dataparser_config
 from eugen_nerf.scenes.framing import FRAMING_KEY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,13 +140,13 @@ def canonical_test_images():
     return InputDataset(dataparser_config(SCENES["canonical"]).resolved().setup().get_dataparser_outputs("test"))
 
 
-def evaluate(config_path: Path, same_truth: bool = False) -> Dict[str, object]:
+def evaluate(config_path: Path, same_truth: bool = False) -> dict[str, object]:
     """Mean test metrics of a saved run (the shared evaluation loop), and the framing its datamanager chose;
     ``same_truth``: also ``psnr_same_truth``, scored against the canonical scene's test images."""
     run = load_run(config_path)
     scored = score_test_views(run.pipeline, warmup=0, label=run.name)
     framing = run.pipeline.datamanager.train_dataset.metadata.get(FRAMING_KEY)
-    result: Dict[str, object] = dict(scored.means())
+    result: dict[str, object] = dict(scored.means())
     if same_truth:
         canonical = score_test_views(run.pipeline, warmup=0, lpips=False, truth=canonical_test_images(),
                                      pinhole=True, label=f"{run.name} on the canonical images")
@@ -159,13 +156,13 @@ def evaluate(config_path: Path, same_truth: bool = False) -> Dict[str, object]:
     return result
 
 
-def per_seed_psnr(scene: Dict[str, object], key: str = "psnr") -> Dict[int, float]:
+def per_seed_psnr(scene: dict[str, object], key: str = "psnr") -> dict[int, float]:
     """Test PSNR (``key``) by training seed (a run from before --seeds is seed 0)."""
     runs = scene["per_seed"] if "per_seed" in scene else [{"seed": 0, **scene}]
     return {s["seed"]: s[key] for s in runs if key in s}
 
 
-def over_seeds(per_seed: List[Dict[str, object]]) -> Dict[str, object]:
+def over_seeds(per_seed: list[dict[str, object]]) -> dict[str, object]:
     """A scene's row: the first seed's run with its metrics replaced by the means over seeds."""
     row = {k: v for k, v in per_seed[0].items() if k != "seed"}
     means, spread = mean_and_std(per_seed, ("psnr", "psnr_same_truth", "ssim", "lpips", "seconds_per_step"))
@@ -176,7 +173,7 @@ def over_seeds(per_seed: List[Dict[str, object]]) -> Dict[str, object]:
     return row
 
 
-def summarise(runs: Dict[str, Dict[str, Dict[str, object]]]) -> Dict[str, object]:
+def summarise(runs: dict[str, dict[str, dict[str, object]]]) -> dict[str, object]:
     frame = {}
     for method, scenes in runs.items():
         if "canonical" in scenes and "captured" in scenes:
@@ -233,11 +230,11 @@ class BenchDatasets:
     """merge partial reports into --output and exit"""
 
 
-def merge_parts(paths: List[Path]) -> Dict[str, object]:
+def merge_parts(paths: list[Path]) -> dict[str, object]:
     """One report from partial ones: per method and scene, so a part measuring another scene of a method adds
     to it (the first part's header; every part's command)."""
     parts = [json.loads(Path(path).read_text()) for path in paths]
-    runs: Dict[str, Dict[str, Dict[str, object]]] = {}
+    runs: dict[str, dict[str, dict[str, object]]] = {}
     for part in parts:
         for method, scenes in part["runs"].items():
             runs.setdefault(method, {}).update(scenes)
@@ -260,9 +257,9 @@ def main() -> None:
                     if unknown
                     else "--seeds needs at least one seed")
     torch.set_num_threads(args.threads)
-    runs: Dict[str, Dict[str, Dict[str, object]]] = {}
+    runs: dict[str, dict[str, dict[str, object]]] = {}
     for method in args.only:
-        scenes: List[str] = [s for s in args.scenes if method != "nerfacto" or s == "unbounded"]
+        scenes: list[str] = [s for s in args.scenes if method != "nerfacto" or s == "unbounded"]
         for scene in scenes:
             per_seed = []
             for seed in args.seeds:
@@ -280,7 +277,7 @@ def main() -> None:
     print(json.dumps(summarise(runs), indent=2))
 
 
-def write_report(args: BenchDatasets, runs: Dict[str, Dict[str, Dict[str, object]]]) -> None:
+def write_report(args: BenchDatasets, runs: dict[str, dict[str, dict[str, object]]]) -> None:
     report = {
         "description": "test PSNR of each method on bunny64 vs its captured variant (same steps and seeds; "
         "means over seeds); "

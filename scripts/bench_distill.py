@@ -27,14 +27,14 @@ import platform
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 import tyro
 
-from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.distill.options import DistillOptions
 from eugen_nerf.distill.run import distill
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,14 +100,14 @@ class BenchDistill:
     layer_type: Literal["eugen", "snnk", "lowrank"] = "eugen"
     """what the layers become (the front mode reads it from each entry instead): EUGen, or a reviewers' baseline
     fitted the same way (see --front)."""
-    lowrank_rank: Optional[int] = None
+    lowrank_rank: int | None = None
     """rank of low-rank layers (None: EUGen's parameter count, l*k*m/(d+l))."""
     fit: Literal["sequential", "parallel"] = "sequential"
     """sequential: each layer fitted on the inputs of the student built so far; parallel: every layer on the
     teacher's own inputs, one capture (see eugen-distill --fit)."""
     fps_repeats: int = 2
     """timed renders per test view in the report."""
-    student_dir: Optional[Path] = None
+    student_dir: Path | None = None
     """keep the student run here, to look at it (eugen-eval --load-config DIR/config.yml, ns-viewer); a run
     already there is replaced once the new one is complete (eugen-distill --overwrite). Default: a temporary
     folder, removed."""

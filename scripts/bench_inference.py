@@ -25,21 +25,21 @@ import platform
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Literal
+from typing import Literal
 
 import torch
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_methods import variants  # noqa: E402  (the EUGen / dense / narrowed configs of each family)
+from bench_methods import variants
 
-from eugen_nerf.inputs.errors import usage_error  # noqa: E402
-from eugen_nerf.bench.merge import write_report  # noqa: E402
-from eugen_nerf.eval.field_speed import find_field, random_ray_samples  # noqa: E402
-from eugen_nerf.eval.size import count_parameters  # noqa: E402
-from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
-from eugen_nerf.layers import EUGenMLP  # noqa: E402
-from eugen_nerf.scenes import dataparser_config  # noqa: E402
+from eugen_nerf.bench.merge import write_report
+from eugen_nerf.eval.field_speed import find_field, random_ray_samples
+from eugen_nerf.eval.size import count_parameters
+from eugen_nerf.eval.timing import benchmark_interleaved
+from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.scenes import dataparser_config
 
 GOALS = {"field_speedup": 2.0, "render_speedup": 1.5, "speedup_over_mac_ratio": 0.8}
 
@@ -51,7 +51,7 @@ def build(config, scene: Path, device: str):
     return model.to(device).eval(), outputs.cameras.to(device)
 
 
-def eugen_mlps(model: torch.nn.Module) -> List[EUGenMLP]:
+def eugen_mlps(model: torch.nn.Module) -> list[EUGenMLP]:
     return [m for m in model.modules() if isinstance(m, EUGenMLP)]
 
 
@@ -80,7 +80,7 @@ class Variant:
         return self.model.get_outputs_for_camera(cameras)["rgb"]
 
 
-def family_configs(family: str, full_size: bool) -> Dict[str, object]:
+def family_configs(family: str, full_size: bool) -> dict[str, object]:
     """``{"eugen", "dense"[, "narrowed_dense"]}`` trainer configs of a method family."""
     if family == "siren":  # no narrowed twin: SIREN's EUGen layers match the dense parameter count
         from eugen_nerf.methods import siren
@@ -94,7 +94,7 @@ def family_configs(family: str, full_size: bool) -> Dict[str, object]:
     return {"eugen": configs["eugen"][1], "dense": configs["dense"][1], "narrowed_dense": configs["narrowed"][1]}
 
 
-def bench_family(family: str, scene: Path, device: str, args) -> Dict[str, object]:
+def bench_family(family: str, scene: Path, device: str, args) -> dict[str, object]:
     configs = family_configs(family, args.full_size)
     torch.manual_seed(0)
     eugen_model, cameras = build(configs["eugen"], scene, device)

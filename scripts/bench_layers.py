@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 import tyro
 
-from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.eval.timing import benchmark_interleaved
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
 IN_DIM = 63  # NeRF positional encoding of xyz: 3 + 3*2*10

@@ -27,16 +27,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Tuple
+from typing import Literal
 
 import torch
 import tyro
-
-from eugen_nerf.inputs.errors import usage_error
-from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
-from eugen_nerf.methods import nerfacto as nerfacto_methods
-from eugen_nerf.methods import zipnerf as zipnerf_methods
-
 from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.merge import write_report
@@ -46,8 +40,12 @@ from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.runs import load_run
 from eugen_nerf.eval.size import PeakMemory, count_parameters
+from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import FeatureMap
+from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
+from eugen_nerf.methods import nerfacto as nerfacto_methods
+from eugen_nerf.methods import zipnerf as zipnerf_methods
 
 GOAL_SPEEDUP = 1.5
 GOAL_MAX_PSNR_LOSS_DB = 0.1
@@ -124,8 +122,8 @@ def baseline_label(method_name: str, kind: str) -> str:
     return f"{method_name} (layer-type={kind})"
 
 
-def variants(family: str, full_size: bool, baselines: bool = False, feature_map: Optional[FeatureMap] = None,
-             speed_from: Optional[Tuple[Path, Path]] = None) -> Dict[str, Tuple[str, TrainerConfig]]:
+def variants(family: str, full_size: bool, baselines: bool = False, feature_map: FeatureMap | None = None,
+             speed_from: tuple[Path, Path] | None = None) -> dict[str, tuple[str, TrainerConfig]]:
     """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
     EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
     SNNK layers; with ``speed_from = (scene, cache)``, the dense twin narrowed to EUGen's render speed on that
@@ -169,7 +167,7 @@ def variants(family: str, full_size: bool, baselines: bool = False, feature_map:
 
 
 def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: str, eugen_params: int, scene: Path,
-                      cache: Path, repeats: int = 3) -> Tuple[str, TrainerConfig]:
+                      cache: Path, repeats: int = 3) -> tuple[str, TrainerConfig]:
     """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
     fused render time, the untrained models timed side by side (the cost is the shapes, not the weights).
     The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
@@ -213,17 +211,17 @@ def timestamp(label: str, seed: int = 0) -> str:
     return name if seed == 0 else f"{name}_seed{seed}"
 
 
-def quality(config_path: Path) -> Dict[str, float]:
+def quality(config_path: Path) -> dict[str, float]:
     """Test-view quality only (no timing): the runs of the seeds after the first (kept beside the run's
     checkpoint, so a rerun that adds seeds or variants does not score the finished runs again)."""
-    def score() -> Dict[str, float]:
+    def score() -> dict[str, float]:
         run = load_run(config_path)
         return score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name).means()
 
     return cached_for_checkpoint(config_path, "bench_quality.json", score)
 
 
-def over_seeds(first: Dict[str, object], per_seed: List[Dict[str, object]]) -> Dict[str, object]:
+def over_seeds(first: dict[str, object], per_seed: list[dict[str, object]]) -> dict[str, object]:
     """The first seed's row with its quality replaced by the mean over seeds (std and each seed beside)."""
     row = dict(first)
     means, spread = mean_and_std(per_seed, ("psnr", "ssim", "lpips"))
@@ -241,7 +239,7 @@ def set_fused(model: torch.nn.Module, fused: bool) -> None:
             module.fuse_in_eval = fused
 
 
-def earlier_families(path: Path) -> Dict[str, Dict[str, object]]:
+def earlier_families(path: Path) -> dict[str, dict[str, object]]:
     """The families of the report already at ``path`` (none if it is absent or unreadable)."""
     try:
         return json.loads(path.read_text()).get("families", {})
@@ -249,7 +247,7 @@ def earlier_families(path: Path) -> Dict[str, Dict[str, object]]:
         return {}
 
 
-def kind_by_label(configs: Dict[str, Tuple[str, TrainerConfig]]) -> Dict[str, str]:
+def kind_by_label(configs: dict[str, tuple[str, TrainerConfig]]) -> dict[str, str]:
     """Row label -> variant kind for this run's ``configs`` (``variants``), and the baselines' labels when this run
     trains none: rows written before rows carried their kind are recognised by their label."""
     method_name = configs["eugen"][1].method_name
@@ -258,8 +256,8 @@ def kind_by_label(configs: Dict[str, Tuple[str, TrainerConfig]]) -> Dict[str, st
     return known
 
 
-def keep_earlier_rows(earlier: Optional[Dict[str, object]], rows: Dict[str, Dict[str, object]],
-                      labels: Dict[str, str], steps: int, scene: str, kinds: Dict[str, str]) -> List[str]:
+def keep_earlier_rows(earlier: dict[str, object] | None, rows: dict[str, dict[str, object]],
+                      labels: dict[str, str], steps: int, scene: str, kinds: dict[str, str]) -> list[str]:
     """Add to ``rows``/``labels`` the rows an earlier run of the same family, steps and scene measured and this
     run did not, so variants trained later (a narrowed twin) are judged against the EUGen rows measured before.
     Quality is comparable across runs (the same seeds train the same runs); each row names the command that
@@ -278,7 +276,7 @@ def keep_earlier_rows(earlier: Optional[Dict[str, object]], rows: Dict[str, Dict
     return kept
 
 
-def measure(config_path: Path, repeats: int) -> Dict[str, object]:
+def measure(config_path: Path, repeats: int) -> dict[str, object]:
     """Quality, speed and size of a trained run on its test split (the shared evaluation loop)."""
     run = load_run(config_path)
     model = run.pipeline.model
@@ -308,7 +306,7 @@ def measure(config_path: Path, repeats: int) -> Dict[str, object]:
     return result
 
 
-def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[str, object]:
+def goals(rows: dict[str, dict[str, object]], labels: dict[str, str]) -> dict[str, object]:
     """The issue's goals from the rows (quality: means over seeds; ``labels``: variant kind -> row label).
     A goal is judged only when the variants it compares were measured; beside each comparison with EUGen,
     the per-seed paired gap over the seeds both variants share."""
@@ -316,7 +314,7 @@ def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[st
     if "eugen" not in row:
         return {}
     e = row["eugen"]
-    out: Dict[str, object] = {}
+    out: dict[str, object] = {}
     if "dense" in row:
         d = row["dense"]
         speedup, psnr_loss = e["fps"] / d["fps"], d["psnr"] - e["psnr"]
@@ -348,7 +346,7 @@ def goals(rows: Dict[str, Dict[str, object]], labels: Dict[str, str]) -> Dict[st
     return out
 
 
-def plot(report: Dict[str, object], path: Path) -> None:
+def plot(report: dict[str, object], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -412,11 +410,11 @@ class BenchMethods:
     """training seeds of every variant (quality: mean ± std over them; speed: the first)."""
     baselines: bool = False
     """also train the reviewers' baselines (low-rank, SNNK) in place of the EUGen layers"""
-    baseline_seeds: Optional[list[int]] = None
+    baseline_seeds: list[int] | None = None
     """seeds of the narrowed dense twin and the baselines (default: ``--seeds``; fewer saves CPU time)"""
     retrain: bool = False
     """train every run afresh (otherwise a finished run of the same steps is reused)"""
-    feature_map: Optional[FeatureMap] = None
+    feature_map: FeatureMap | None = None
     """feature map of the EUGen variant (default: the method's own)"""
     variants: tuple[str, ...] = ()
     """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
@@ -439,7 +437,7 @@ def main() -> None:
         usage_error("bench_methods", "--variants lowrank and snnk need --baselines")
 
     started = time.time()
-    report: Dict[str, object] = {
+    report: dict[str, object] = {
         "command": " ".join(["python", "scripts/bench_methods.py", *sys.argv[1:]]),
         "scene": str(args.scene),
         "steps": args.steps,
@@ -457,8 +455,8 @@ def main() -> None:
             (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ())
         speed_from = (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
         configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
-        rows: Dict[str, Dict[str, object]] = {}
-        labels: Dict[str, str] = {}
+        rows: dict[str, dict[str, object]] = {}
+        labels: dict[str, str] = {}
         for kind in wanted:
             label, config = configs[kind]
             per_seed = []

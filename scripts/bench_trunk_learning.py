@@ -27,20 +27,20 @@ import json
 import platform
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List
 
 import torch
 import tyro
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stability import DEPTH, IN_DIM, OUT_DIM, WIDTH, target  # noqa: E402  (the same task and trunk)
+from bench_stability import DEPTH, IN_DIM, OUT_DIM, WIDTH, target
 
-from eugen_nerf.eval.size import count_parameters  # noqa: E402  (frozen projections are buffers: not counted)
-from eugen_nerf.inputs.errors import usage_error  # noqa: E402
-from eugen_nerf.layers import EUGenMLP, EUGenSpec  # noqa: E402
+from eugen_nerf.eval.size import count_parameters
+from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def narrowed_width(target_parameters: int) -> int:
                key=lambda w: abs(count_parameters(trunk("dense", "dense", w)) - target_parameters))
 
 
-def variants(m: int, k: int) -> Dict[str, Callable[[], EUGenMLP]]:
+def variants(m: int, k: int) -> dict[str, Callable[[], EUGenMLP]]:
     spec = {"num_features": m, "degree": k}
     width = narrowed_width(count_parameters(trunk("eugen", "eugen", **spec)))
     return {
@@ -74,7 +74,7 @@ def variants(m: int, k: int) -> Dict[str, Callable[[], EUGenMLP]]:
     }
 
 
-def train(mlp: EUGenMLP, data, steps: int, seed: int) -> Dict[str, float]:
+def train(mlp: EUGenMLP, data, steps: int, seed: int) -> dict[str, float]:
     """Adam at 1e-3 on 256-point batches (as bench_stability); the whole set's MSE after the run."""
     torch.manual_seed(seed)
     x, y = data
@@ -96,7 +96,7 @@ def is_eugen(name: str) -> bool:
     return "EUGen" in name and not name.startswith("dense")
 
 
-def summarise(rows: Dict[str, dict]) -> Dict[str, object]:
+def summarise(rows: dict[str, dict]) -> dict[str, object]:
     """Each EUGen trunk's mean MSE over the narrowed dense trunk's (equal parameters), and whether the best
     one learns like it (within 5%)."""
     narrowed = next(name for name in rows if name.startswith("dense narrowed"))
@@ -134,7 +134,7 @@ def plot(report: dict, path: Path) -> None:
 class BenchTrunkLearning:
     steps: int = 500
     """Adam steps each trunk is trained for (as bench_stability)."""
-    seeds: List[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """seeds of the initialisation and the batches (the EUGen projections keep their seed 0)."""
     num_features: int = 32
     """m of the EUGen layers (and of the baselines' parameter count)."""

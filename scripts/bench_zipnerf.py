@@ -37,27 +37,25 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional
 
 import torch
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_datasets import method_config  # noqa: E402  (stock nerfacto's plain-datamanager config)
-from bench_methods import small_zipnerf  # noqa: E402  (the README's CPU preset)
+from bench_datasets import method_config
+from bench_methods import small_zipnerf
+from nerfstudio.engine.trainer import TrainerConfig
 
-from eugen_nerf.inputs.errors import usage_error  # noqa: E402
-from eugen_nerf.methods import zipnerf as zipnerf_methods  # noqa: E402
-from nerfstudio.engine.trainer import TrainerConfig  # noqa: E402
-
-from eugen_nerf.bench.seeds import mean_and_std, paired_gap  # noqa: E402
-from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process  # noqa: E402
-from eugen_nerf.eval.evaluate import score_test_views  # noqa: E402
-from eugen_nerf.eval.runs import final_rgb, load_run  # noqa: E402
-from eugen_nerf.eval.timing import benchmark_interleaved  # noqa: E402
-from eugen_nerf.layers import EUGenMLP  # noqa: E402
-from eugen_nerf.layers.eugen import FeatureMap  # noqa: E402
-from eugen_nerf.scenes.datamanager import FramingDataManagerConfig  # noqa: E402
+from eugen_nerf.bench.seeds import mean_and_std, paired_gap
+from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process
+from eugen_nerf.eval.evaluate import score_test_views
+from eugen_nerf.eval.runs import final_rgb, load_run
+from eugen_nerf.eval.timing import benchmark_interleaved
+from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.layers.eugen import FeatureMap
+from eugen_nerf.methods import zipnerf as zipnerf_methods
+from eugen_nerf.scenes.datamanager import FramingDataManagerConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SCALES = (1, 2, 4)
@@ -67,7 +65,7 @@ METHODS = ("dense-zipnerf", "eugen-zipnerf", "nerfacto", "nerfacto (white backgr
            "nerfacto (white background, multiscale rays)")
 
 
-def configs(rays: int, seed: int, feature_map: Optional[FeatureMap] = None) -> Dict[str, TrainerConfig]:
+def configs(rays: int, seed: int, feature_map: FeatureMap | None = None) -> dict[str, TrainerConfig]:
     """The three methods (stock nerfacto twice: as it comes, and with a white background) at the same rays
     per step, samples per ray and seed; ``feature_map`` replaces ``eugen-zipnerf``'s own."""
     out = {
@@ -97,13 +95,13 @@ def configs(rays: int, seed: int, feature_map: Optional[FeatureMap] = None) -> D
     return out
 
 
-def multiscale_quality(config_path: Path) -> Dict[str, Dict[str, float]]:
+def multiscale_quality(config_path: Path) -> dict[str, dict[str, float]]:
     """Mean test metrics per downscale factor (kept beside the run's checkpoint, read back on a rerun)."""
     return cached_for_checkpoint(config_path, "bench_multiscale.json", lambda: render_multiscale(config_path),
                                  scales=list(SCALES))
 
 
-def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
+def render_multiscale(config_path: Path) -> dict[str, dict[str, float]]:
     run = load_run(config_path)
     result = {}
     for scale in SCALES:
@@ -112,7 +110,7 @@ def render_multiscale(config_path: Path) -> Dict[str, Dict[str, float]]:
     return result
 
 
-def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> Dict[str, object]:
+def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> dict[str, object]:
     """Render and field throughput of the two Zip-NeRF runs, timed in turn in one process (render: the first
     ``views`` test views, all when 0)."""
     runs = {"dense": load_run(dense_path), "eugen": load_run(eugen_path)}
@@ -147,7 +145,7 @@ def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> D
             },
             runs["dense"].pipeline.device, warmup=1, repeats=repeats,
         )
-    out: Dict[str, object] = {
+    out: dict[str, object] = {
         "test_pixels": pixels,
         "field_samples": num_samples,
         "repeats": repeats,
@@ -160,7 +158,7 @@ def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> D
     return out
 
 
-def plot(report: Dict[str, object], path: Path) -> None:
+def plot(report: dict[str, object], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -223,12 +221,12 @@ class BenchZipNeRF:
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     """the methods trained (default: all). Speed is timed when both Zip-NeRF twins are among them, the
     nerfacto goals are judged when a nerfacto run is; a longer-training study can train the twins alone."""
-    feature_map: Optional[FeatureMap] = None
+    feature_map: FeatureMap | None = None
     """EUGen's feature map for eugen-zipnerf (default: the method's own). A map given trains into its own run
     folder, seed<N>/eugen-zipnerf_feature-map<map>, so the default's runs in the same --work-dir are kept."""
 
 
-def twin_goals(gaps: Dict[str, Dict[str, object]], speeds: Dict[str, Dict[str, float]]) -> Dict[str, bool]:
+def twin_goals(gaps: dict[str, dict[str, object]], speeds: dict[str, dict[str, float]]) -> dict[str, bool]:
     """Issue 15's goals for the twins: EUGen loses at most 0.1 dB against its dense twin at full resolution
     (the mean of the per-seed gaps; EUGen ahead loses nothing) and renders and evaluates its field >= 1.25x."""
     return {
@@ -250,8 +248,8 @@ def main() -> None:
     if unknown or not args.methods:
         usage_error("bench_zipnerf", f"--methods {unknown or '(none)'}: choose among {list(METHODS)}")
 
-    runs: Dict[str, Dict[str, object]] = {}
-    paths: Dict[int, Dict[str, Path]] = {}
+    runs: dict[str, dict[str, object]] = {}
+    paths: dict[int, dict[str, Path]] = {}
     for seed in args.seeds:
         paths[seed] = {}
         for name, config in configs(args.rays, seed, args.feature_map).items():
@@ -267,15 +265,15 @@ def main() -> None:
                 "seconds_per_step": seconds_per_step,
                 "multiscale": multiscale_quality(path),
             }
-    means: Dict[str, Dict[str, Dict[str, float]]] = {}
-    spread: Dict[str, Dict[str, Dict[str, float]]] = {}  # population std over seeds (0 for one seed)
+    means: dict[str, dict[str, dict[str, float]]] = {}
+    spread: dict[str, dict[str, dict[str, float]]] = {}  # population std over seeds (0 for one seed)
     for name, seeds in runs.items():
         for scale in SCALES:
             key = f"1/{scale}"
             mean, std = mean_and_std([s["multiscale"][key] for s in seeds.values()])
             means.setdefault(name, {})[key], spread.setdefault(name, {})[key] = mean, std
-    goals: Dict[str, bool] = {}
-    bar: Dict[str, str] = {}
+    goals: dict[str, bool] = {}
+    bar: dict[str, str] = {}
     dz = means.get("dense-zipnerf")
     if dz and any(n.startswith("nerfacto") for n in means):
         # the bar is the better stock nerfacto at each scale
@@ -284,7 +282,7 @@ def main() -> None:
         goals["dense_zipnerf_ge_nerfacto_full_res"] = dz["1/1"]["psnr"] >= nf["1/1"]["psnr"]
         goals["dense_zipnerf_ahead_at_1/2_and_1/4"] = all(dz[k]["psnr"] > nf[k]["psnr"] for k in ("1/2", "1/4"))
     speeds = None
-    gaps: Dict[str, Dict[str, object]] = {}  # EUGen minus dense: mean and std of the per-seed gaps, per scale
+    gaps: dict[str, dict[str, object]] = {}  # EUGen minus dense: mean and std of the per-seed gaps, per scale
     if {"dense-zipnerf", "eugen-zipnerf"} <= set(args.methods):
         first = args.seeds[0]
         print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)

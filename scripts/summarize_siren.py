@@ -24,7 +24,6 @@ import tyro
 from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.inputs.errors import usage_error
 
-
 PARAMETER_TOLERANCE = 0.01
 """Equal parameters: EUGen's count is at most the dense SIREN's and within this fraction of it (a layout
 whose widths cannot hit the dense count exactly, as twice the sine units over a half-wide h, 49,985 against

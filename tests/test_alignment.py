@@ -8,8 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from eugen_nerf.layers import (EUGenLinear, EUGenMLP, EUGenSpec, order_rows, pivoted_units,
-                               tie_order_gradients_, unit_projections)
+from eugen_nerf.layers import (
+    EUGenLinear,
+    EUGenMLP,
+    EUGenSpec,
+    order_rows,
+    pivoted_units,
+    tie_order_gradients_,
+    unit_projections,
+)
 
 
 def test_pivots_never_pick_a_copy_before_an_independent_unit():

@@ -58,7 +58,7 @@ def run_dir(inputs: Path, name: str) -> Path:
 def inputs(tmp_path_factory) -> Path:
     """Broken copies of shipped scenes and runs, and broken files, shared read-only by the cases."""
     root = tmp_path_factory.mktemp("inputs")
-    rgbd = lambda name: shutil.copytree(RGBD, root / name)  # noqa: E731
+    rgbd = lambda name: shutil.copytree(RGBD, root / name)
 
     (rgbd("no_depth_png") / "depth" / "frame_0003.png").unlink()
 
@@ -152,7 +152,7 @@ def earlier_student(scratch: Path) -> None:
 ISDF = ["--evaluation.mesh-resolution", "16"]
 
 
-def NS_ZIP(scratch: Path) -> list[str]:  # noqa: N802 (reads as a constant prefix)
+def NS_ZIP(scratch: Path) -> list[str]:
     """``ns-train eugen-nerfacto`` on a shipped scene, its output folder in the case's scratch (never created)."""
     return ["eugen-nerfacto", "--data", str(SCENE), "--output-dir", str(scratch / "o")]
 

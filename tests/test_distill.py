@@ -480,9 +480,8 @@ def test_field_loss_is_zero_for_the_teacher_itself_and_weighs_what_the_picture_s
     teacher.eval()
     cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
     rays = novel_rays(cameras, 1, 0.25, seed=0)[:64]
-    with recorded_fields(teacher) as calls:
-        with torch.no_grad():
-            teacher(rays)
+    with recorded_fields(teacher) as calls, torch.no_grad():
+        teacher(rays)
     assert [call.name for call in calls] == ["field_coarse", "field_fine"]
     assert all("forward" not in field.__dict__ for field in named_fields(teacher).values())
 
@@ -554,9 +553,8 @@ def test_recorded_fields_restore_an_instance_forward_and_survive_an_error(dense_
         model(rays)
     assert seen and [call.name for call in calls] == ["field_coarse", "field_fine"]
     assert model.field_fine.forward is instance_forward and "forward" not in model.field_coarse.__dict__
-    with pytest.raises(RuntimeError, match="inside"):
-        with recorded_fields(model):
-            raise RuntimeError("inside")
+    with pytest.raises(RuntimeError, match="inside"), recorded_fields(model):
+        raise RuntimeError("inside")
     assert model.field_fine.forward is instance_forward and "forward" not in model.field_coarse.__dict__
     assert len(named_fields(model)) == 2
 

@@ -52,8 +52,8 @@ def test_slow_metric_is_excluded_from_render_time():
 
 def test_interleaved_benchmark_alternates_variants_and_keeps_ratios():
     calls = []
-    fast = lambda: calls.append("fast")  # noqa: E731
-    slow = lambda: (calls.append("slow"), time.sleep(0.02))  # noqa: E731
+    fast = lambda: calls.append("fast")
+    slow = lambda: (calls.append("slow"), time.sleep(0.02))
     timings = benchmark_interleaved({"fast": fast, "slow": slow}, "cpu", warmup=1, repeats=3)
     assert calls == ["fast", "slow"] + ["fast", "slow"] * 3
     assert len(timings["slow"].seconds) == 3

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from nerfstudio.cameras.rays import Frustums, RaySamples
 from nerfstudio.field_components.field_heads import FieldHeadNames
 

@@ -13,7 +13,6 @@ from eugen_nerf.methods.isdf import dense_isdf, eugen_isdf
 from eugen_nerf.models.isdf import ISDFModel
 from eugen_nerf.scenes import shipped_scene
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

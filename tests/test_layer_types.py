@@ -14,7 +14,7 @@ import pytest
 import torch
 from nerfstudio.engine.optimizers import Optimizers
 
-from eugen_nerf.layers import EUGenLinear, LowRankLinear, EUGenSpec
+from eugen_nerf.layers import EUGenLinear, EUGenSpec, LowRankLinear
 from eugen_nerf.methods.isdf import eugen_isdf
 from eugen_nerf.methods.nerf import eugen_nerf
 from eugen_nerf.methods.nerfacto import eugen_nerfacto

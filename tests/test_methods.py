@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 import tyro
-
 from nerfstudio.configs.method_configs import method_configs as stock_methods
 from nerfstudio.plugins.registry import discover_methods
 

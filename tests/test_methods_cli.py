@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
 
 import pytest
 
@@ -41,12 +40,12 @@ TINY = {
 }
 
 
-def run(args: List[str], cwd: Path) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def train_losses(run_dir: Path) -> List[float]:
+def train_losses(run_dir: Path) -> list[float]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     (events,) = glob.glob(str(run_dir / "events.out.tfevents.*"))

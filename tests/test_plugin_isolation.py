@@ -56,7 +56,7 @@ def test_without_converted_weights_stock_lpips_and_filters_are_untouched(tmp_pat
 
 
 def test_offline_lpips_stands_in_only_with_converted_weights(tmp_path, monkeypatch):
-    import torchmetrics.image.lpip as lpip
+    from torchmetrics.image import lpip
 
     from eugen_nerf.eval import lpips as lpips_module
     from eugen_nerf.eval.lpips_weights import setup_lpips_weights

@@ -30,7 +30,7 @@ def test_block_average_is_the_area_mean_and_premultiplies_alpha():
     assert torch.allclose(average[0, 3], alpha)
     assert torch.allclose(average[0, :3], (block[:, :3] * block[:, 3:]).mean(0) / alpha)
     # the white-background blend of the average is the average of the blends
-    blend = lambda rgba: rgba[..., :3] * rgba[..., 3:] + (1 - rgba[..., 3:])  # noqa: E731
+    blend = lambda rgba: rgba[..., :3] * rgba[..., 3:] + (1 - rgba[..., 3:])
     assert torch.allclose(blend(average[0]), blend(block).mean(0), atol=1e-6)
     rgb = images[..., :3]
     assert torch.allclose(block_average(rgb, positions, rows, cols, 2)[1], rgb[0, 4:6, 6:8].reshape(-1, 3).mean(0))

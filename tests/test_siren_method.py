@@ -15,7 +15,6 @@ from eugen_nerf.methods.siren import dense_siren, eugen_siren
 from eugen_nerf.models.siren import SirenNeRFModel
 from eugen_nerf.scenes import shipped_scene
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

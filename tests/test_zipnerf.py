@@ -8,19 +8,26 @@ import math
 
 import pytest
 import torch
-
 from nerfstudio.cameras.rays import Frustums, RaySamples
 from nerfstudio.field_components.encodings import HashEncoding
 from nerfstudio.field_components.field_heads import FieldHeadNames
+from test_fields import ray_samples, zipnerf_field  # the shared small fields and samples
 
 from eugen_nerf.fields.hashgrid import GatherHashEncoding
-from eugen_nerf.fields.multisample import contract_gaussians, frustum_multisamples, level_weights, pixel_radius
+from eugen_nerf.fields.multisample import (
+    contract_gaussians,
+    frustum_multisamples,
+    level_weights,
+    pixel_radius,
+)
 from eugen_nerf.fields.zipnerf import encode_directions
 from eugen_nerf.layers import EUGenLinear
-from eugen_nerf.models.interlevel import anti_aliased_interlevel_loss, blur_step_function, integrate_linear_spline
+from eugen_nerf.models.interlevel import (
+    anti_aliased_interlevel_loss,
+    blur_step_function,
+    integrate_linear_spline,
+)
 from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig, ZipNeRFModelConfig
-
-from test_fields import ray_samples, zipnerf_field  # the shared small fields and samples
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -92,7 +99,7 @@ def test_contraction_keeps_inner_gaussians_and_shrinks_outer_ones():
 def test_gather_hash_encoding_equals_nerfstudios(features, max_res, log2_size, monkeypatch):
     """Every row-gather path (8-, 16-, 4-byte rows, and the generic one), chunking, and hashing of coordinates
     whose products overflow 32 bits (resolution 8192)."""
-    import eugen_nerf.fields.hashgrid as hashgrid
+    from eugen_nerf.fields import hashgrid
 
     monkeypatch.setattr(hashgrid, "CHUNK", 700)
     torch.manual_seed(0)

@@ -15,14 +15,14 @@ cuda`` without CUDA) is one line, before anything is written.
 
 from __future__ import annotations
 
+import builtins
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Literal, Optional
+from typing import Annotated, Literal
 
 import tyro
-from typing_extensions import Annotated
 
 from eugen_nerf.bench.protocol import load_protocol
 from eugen_nerf.bench.tables import Tables, documents
@@ -35,11 +35,11 @@ ROOT = Path.cwd()
 class BenchArgs:
     """Run benchmark suites (all when none is named) and regenerate the results tables."""
 
-    suites: Annotated[List[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(default_factory=list)
+    suites: Annotated[builtins.list[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(default_factory=list)
     """Suite names from the protocol (see --list)."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Which protocol: configs/bench/cpu.yaml or configs/bench/cuda.yaml."""
-    protocol: Optional[Path] = None
+    protocol: Path | None = None
     """A protocol file instead of the device's."""
     quick: bool = False
     """Smoke run: each suite's quick_args, outputs under --quick-dir, tables untouched."""

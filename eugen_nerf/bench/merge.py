@@ -8,11 +8,12 @@ replaces only the entries it produced under a section (a key path to a mapping) 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, Sequence
+from typing import Any
 
 
-def merge_report(path: Path, report: Dict[str, Any], sections: Sequence[Sequence[str]]) -> Dict[str, Any]:
+def merge_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]]) -> dict[str, Any]:
     """``report``, with every entry of the ``sections`` of the report already at ``path`` that this run did
     not produce kept (an unreadable or absent file keeps nothing). Top-level keys are this run's."""
     try:
@@ -30,7 +31,7 @@ def merge_report(path: Path, report: Dict[str, Any], sections: Sequence[Sequence
     return report
 
 
-def write_report(path: Path, report: Dict[str, Any], sections: Sequence[Sequence[str]] = ()) -> Dict[str, Any]:
+def write_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]] = ()) -> dict[str, Any]:
     """Merge (see :func:`merge_report`) and write ``report`` as JSON; returns what was written."""
     merged = merge_report(path, report, sections)
     path.parent.mkdir(parents=True, exist_ok=True)

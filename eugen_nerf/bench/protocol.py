@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 import yaml
 
@@ -34,10 +33,10 @@ SEED_FIELDS = ("args", "quick_args", "outputs", "description")
 class Suite:
     name: str
     script: Path
-    args: Tuple[str, ...]
-    quick_args: Tuple[str, ...]
-    outputs: Tuple[Path, ...]
-    needs: Tuple[Path, ...]
+    args: tuple[str, ...]
+    quick_args: tuple[str, ...]
+    outputs: tuple[Path, ...]
+    needs: tuple[Path, ...]
     description: str
 
 
@@ -45,9 +44,9 @@ class Suite:
 class Protocol:
     path: Path
     device: str
-    suites: Dict[str, Suite]
+    suites: dict[str, Suite]
 
-    def select(self, names: List[str]) -> List[Suite]:
+    def select(self, names: list[str]) -> list[Suite]:
         """The suites named (all, in file order, when none is), or an error naming the unknown ones."""
         unknown = [n for n in names if n not in self.suites]
         if unknown:
@@ -56,13 +55,13 @@ class Protocol:
         return [self.suites[n] for n in (names or list(self.suites))]
 
 
-def _strings(value, where: str) -> Tuple[str, ...]:
+def _strings(value, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
         raise InputError(f"{where} must be a list of strings")
     return tuple(str(v) for v in value)
 
 
-def _per_seed(name: str, entry: dict, where: str) -> Dict[str, dict]:
+def _per_seed(name: str, entry: dict, where: str) -> dict[str, dict]:
     """``entry`` itself, or one entry per seed of its ``seeds`` list, ``{seed}``/``{seed_suffix}`` filled in.
 
     ``str.replace``, not ``str.format``: ``{quick_dir}`` is filled in later, by the runner.
@@ -103,7 +102,7 @@ def load_protocol(path: Path, root: Path) -> Protocol:
     device = data.get("device", "cpu")
     if device not in ("cpu", "cuda"):
         raise InputError(f"{path}: device must be 'cpu' or 'cuda', got {device!r}")
-    entries: Dict[str, dict] = {}
+    entries: dict[str, dict] = {}
     for name, entry in data["suites"].items():
         where = f"{path}: suite {name!r}"
         if not isinstance(entry, dict):

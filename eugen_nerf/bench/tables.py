@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import yaml
 
@@ -31,10 +31,10 @@ from eugen_nerf.inputs.errors import InputError
 DOCUMENT_PATTERNS = ("README.md", "docs/*.md")
 """Where generated tables may sit: the README and the pages it links to for the measurements behind it."""
 
-MARKER = re.compile(r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.S)
+MARKER = re.compile(r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.DOTALL)
 
 
-def documents(root: Path) -> List[Path]:
+def documents(root: Path) -> list[Path]:
     """The Markdown files under ``root`` that may hold generated tables, README first."""
     return [path for pattern in DOCUMENT_PATTERNS for path in sorted(root.glob(pattern)) if path.is_file()]
 
@@ -45,8 +45,8 @@ class Tables:
             raise InputError(f"table spec {spec_path} does not exist")
         self.spec_path, self.root = spec_path, root
         spec = yaml.safe_load(spec_path.read_text()) or {}
-        self.tables: Dict[str, dict] = spec.get("tables") or {}
-        self._json: Dict[Path, Any] = {}
+        self.tables: dict[str, dict] = spec.get("tables") or {}
+        self._json: dict[Path, Any] = {}
 
     def read(self, file: str) -> Any:
         path = self.root / file
@@ -94,7 +94,7 @@ class Tables:
             entry = matches[0]
         return self.lookup(entry, key, where)
 
-    def cell(self, cell: Any, where: str, entry: Any = None, name: str = "", source: Optional[dict] = None) -> str:
+    def cell(self, cell: Any, where: str, entry: Any = None, name: str = "", source: dict | None = None) -> str:
         if not isinstance(cell, dict):
             return str(cell)
         keys = cell["key"] if isinstance(cell["key"], list) else [cell["key"]]
@@ -110,7 +110,7 @@ class Tables:
             return cell.get("fmt", "; ".join(["{}"] * len(values))).format(*values)
         return cell.get("fmt", "{}").format(*values)
 
-    def entries(self, source: dict, where: str) -> Dict[str, Any]:
+    def entries(self, source: dict, where: str) -> dict[str, Any]:
         """The entries of a ``rows_from`` source, by key (a list's by index), filtered by its ``where``."""
         data = self.lookup(self.read(source["file"]), source["key"], where)
         items = data.items() if isinstance(data, dict) else ((str(i), e) for i, e in enumerate(data))
@@ -123,7 +123,7 @@ class Tables:
         table = self.tables[name]
         where = f"{self.spec_path}: table {name!r}"
         lines = ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
-        rows: List[List[str]] = [[self.cell(c, where) for c in row] for row in table.get("rows", [])]
+        rows: list[list[str]] = [[self.cell(c, where) for c in row] for row in table.get("rows", [])]
         sources = table.get("rows_from") or []
         for source in sources if isinstance(sources, list) else [sources]:
             rows += [[self.cell(c, where, entry, entry_name, source) for c in source["columns"]]
@@ -131,11 +131,11 @@ class Tables:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
-    def update(self, readme: Path, check: bool = False) -> List[str]:
+    def update(self, readme: Path, check: bool = False) -> list[str]:
         """Regenerate every marked table of ``readme``; with ``check``, write nothing and return the names of
         the tables that differ from the JSON."""
         text = readme.read_text()
-        stale: List[str] = []
+        stale: list[str] = []
 
         def replace(match: re.Match) -> str:
             body = self.render(match["name"])
@@ -148,10 +148,10 @@ class Tables:
             readme.write_text(new)
         return stale
 
-    def names_in(self, readme: Path) -> List[str]:
+    def names_in(self, readme: Path) -> list[str]:
         return [m["name"] for m in MARKER.finditer(readme.read_text())]
 
-    def update_documents(self, paths: List[Path], check: bool = False) -> List[str]:
+    def update_documents(self, paths: list[Path], check: bool = False) -> list[str]:
         """:meth:`update` for each of ``paths``; each spec'd table must sit in exactly one of them and every
         marked table must be spec'd, else one error naming them (a table moved between pages is not lost)."""
         placed = [(name, path) for path in paths for name in self.names_in(path)]

@@ -11,8 +11,8 @@ import dataclasses
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, Tuple
 
 import numpy as np
 import torch
@@ -70,7 +70,7 @@ def seed_everything(seed: int) -> None:
 
 def train_in_process(
     config: TrainerConfig, scene: Path, steps: int, output_dir: Path, timestamp: str = "bench", reuse: bool = False
-) -> Tuple[Path, float]:
+) -> tuple[Path, float]:
     """Train ``config`` on ``scene`` for ``steps`` (one checkpoint, at the end; no evaluation during training).
 
     Returns the run's ``config.yml`` and the training seconds per step. With ``reuse``, a run recorded in
@@ -106,7 +106,7 @@ def train_in_process(
     return path, seconds_per_step
 
 
-def cached_for_checkpoint(config_path: Path, name: str, compute: Callable[[], Dict], **key: object) -> Dict:
+def cached_for_checkpoint(config_path: Path, name: str, compute: Callable[[], dict], **key: object) -> dict:
     """``compute()``'s result for a trained run, kept in ``name`` beside its ``config.yml`` and read back while
     the run's last checkpoint (its name and write time: a retrained run keeps its name) and ``key`` are
     unchanged, so a benchmark's rerun over finished runs does not score them again."""

@@ -19,7 +19,6 @@ is ``O(M²)`` per layer whatever the number of rays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -34,8 +33,8 @@ class RowStore:
     not statistics)."""
 
     capacity: int
-    inputs: List[Tensor] = field(default_factory=list)
-    targets: List[Tensor] = field(default_factory=list)
+    inputs: list[Tensor] = field(default_factory=list)
+    targets: list[Tensor] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -47,13 +46,13 @@ class RowStore:
             self.inputs.append(inputs[:room].float().cpu())
             self.targets.append(targets[:room].float().cpu())
 
-    def tensors(self) -> Tuple[Tensor, Tensor]:
+    def tensors(self) -> tuple[Tensor, Tensor]:
         return torch.cat(self.inputs), torch.cat(self.targets)
 
-    def state_dict(self) -> Dict[str, List[Tensor]]:
+    def state_dict(self) -> dict[str, list[Tensor]]:
         return {"inputs": list(self.inputs), "targets": list(self.targets)}
 
-    def load_state_dict(self, state: Dict[str, List[Tensor]]) -> None:
+    def load_state_dict(self, state: dict[str, list[Tensor]]) -> None:
         self.inputs, self.targets = list(state["inputs"]), list(state["targets"])
 
 
@@ -79,24 +78,24 @@ class LayerEquations:
     layer: nn.Module
     train: NormalEquations
     heldout: NormalEquations
-    rows: Optional[RowStore] = None
-    heldout_rows: Optional[RowStore] = None
+    rows: RowStore | None = None
+    heldout_rows: RowStore | None = None
 
     @classmethod
-    def create(cls, ref: LayerRef, layer: nn.Module, refine_rows: int = 0) -> "LayerEquations":
+    def create(cls, ref: LayerRef, layer: nn.Module, refine_rows: int = 0) -> LayerEquations:
         device = layer.bias.device
         width = layer.in_features if isinstance(layer, LowRankLinear) else layer.feature_dim
         make = lambda: NormalEquations(width, layer.out_features, device=device)
         stores = (RowStore(refine_rows), RowStore(max(1, refine_rows // 8))) if refine_rows else (None, None)
         return cls(ref, layer, make(), make(), *stores)
 
-    def state_dict(self) -> Dict[str, dict]:
-        state: Dict[str, dict] = {"train": self.train.state_dict(), "heldout": self.heldout.state_dict()}
+    def state_dict(self) -> dict[str, dict]:
+        state: dict[str, dict] = {"train": self.train.state_dict(), "heldout": self.heldout.state_dict()}
         if self.rows is not None:
             state.update(rows=self.rows.state_dict(), heldout_rows=self.heldout_rows.state_dict())
         return state
 
-    def load_state_dict(self, state: Dict[str, dict]) -> None:
+    def load_state_dict(self, state: dict[str, dict]) -> None:
         self.train.load_state_dict(state["train"])
         self.heldout.load_state_dict(state["heldout"])
         if self.rows is not None:
@@ -108,7 +107,7 @@ class LayerEquations:
         self.heldout.all_reduce()
 
 
-def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
     """Inputs, outputs and pre-activations of layers ``0..upto`` of ``mlp`` on ``x`` (unfused).
 
     An output is taken after the MLP's activation when one follows the layer, before ``out_activation``.
@@ -139,21 +138,21 @@ class Capture:
             split is given (``held_rays`` is ``None``: a single sampled camera).
     """
 
-    def __init__(self, mlps: Dict[str, EUGenMLP], teachers: Dict[str, EUGenMLP], equations: List[LayerEquations],
+    def __init__(self, mlps: dict[str, EUGenMLP], teachers: dict[str, EUGenMLP], equations: list[LayerEquations],
                  pair_fraction: float, heldout_fraction: float) -> None:
         self.mlps = mlps
         self.teachers = teachers
-        self.by_mlp: Dict[str, List[LayerEquations]] = {}
+        self.by_mlp: dict[str, list[LayerEquations]] = {}
         for eq in equations:
             self.by_mlp.setdefault(eq.ref.mlp_path, []).append(eq)
         self.pair_fraction = pair_fraction
         self.heldout_fraction = heldout_fraction
-        self.generator: Optional[torch.Generator] = None
-        self.held_rays: Optional[Tensor] = None
+        self.generator: torch.Generator | None = None
+        self.held_rays: Tensor | None = None
         """Per ray of the batch being rendered: held out (its camera is a held-out one). Set per batch."""
         self._handles: list = []
 
-    def __enter__(self) -> "Capture":
+    def __enter__(self) -> Capture:
         for mlp_path in self.by_mlp:
             self._handles.append(self.mlps[mlp_path].register_forward_hook(self._hook(mlp_path)))
         return self
@@ -213,18 +212,18 @@ class PreactivationProbe:
     ``pair_fraction`` with the generator set per batch, as in :class:`Capture`.
     """
 
-    def __init__(self, mlps: Dict[str, EUGenMLP], teachers: Dict[str, EUGenMLP], refs: List[LayerRef],
+    def __init__(self, mlps: dict[str, EUGenMLP], teachers: dict[str, EUGenMLP], refs: list[LayerRef],
                  pair_fraction: float) -> None:
         self.mlps, self.teachers, self.pair_fraction = mlps, teachers, pair_fraction
-        self.by_mlp: Dict[str, List[LayerRef]] = {}
+        self.by_mlp: dict[str, list[LayerRef]] = {}
         for ref in refs:
             self.by_mlp.setdefault(ref.mlp_path, []).append(ref)
         self.statistics = {ref.path: NormalEquations(teachers[ref.mlp_path].layers[ref.index].out_features, 1)
                            for ref in refs}
-        self.generator: Optional[torch.Generator] = None
+        self.generator: torch.Generator | None = None
         self._handles: list = []
 
-    def __enter__(self) -> "PreactivationProbe":
+    def __enter__(self) -> PreactivationProbe:
         for mlp_path in self.by_mlp:
             self._handles.append(self.mlps[mlp_path].register_forward_hook(
                 lambda module, args, output, path=mlp_path: self.record(path, args[0])))
@@ -249,6 +248,6 @@ class PreactivationProbe:
             z = pre[ref.index]
             self.statistics[ref.path].update(z, z.new_zeros(z.shape[0], 1))
 
-    def grams(self) -> Dict[str, Tensor]:
+    def grams(self) -> dict[str, Tensor]:
         """The centred Gram matrix of each layer's pre-activations, by layer path."""
         return {path: stats.centred_gram().cpu() for path, stats in self.statistics.items()}

@@ -17,14 +17,17 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
 
 import tyro
 from rich.console import Console
 from rich.table import Table
 
-from eugen_nerf.distill.options import (DistillError, DistillInterrupted, DistillOptions,
-                                        width_fraction_conflict)
+from eugen_nerf.distill.options import (
+    DistillError,
+    DistillInterrupted,
+    DistillOptions,
+    width_fraction_conflict,
+)
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, report
 
 
@@ -51,7 +54,7 @@ def list_teacher_layers(teacher: Path, console: Console) -> None:
     console.print(table)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
         command = tyro.cli(DistillCommand, args=argv, description=__doc__)

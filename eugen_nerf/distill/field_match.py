@@ -20,7 +20,8 @@ call ``field.forward(...)`` directly, which module hooks do not see. Fields a mo
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, List, NamedTuple, Tuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 from nerfstudio.cameras.rays import RayBundle, RaySamples
@@ -40,19 +41,19 @@ class FieldCall(NamedTuple):
     samples: RaySamples
     args: tuple
     kwargs: dict
-    outputs: Dict
+    outputs: dict
 
 
-def named_fields(model: torch.nn.Module) -> Dict[str, Field]:
+def named_fields(model: torch.nn.Module) -> dict[str, Field]:
     """Every nerfstudio field of ``model`` by module path (``field_coarse``, ``field_fine``, ``field``, ...)."""
     return {name: module for name, module in model.named_modules() if isinstance(module, Field)}
 
 
 @contextlib.contextmanager
-def recorded_fields(model: torch.nn.Module) -> Iterator[List[FieldCall]]:
+def recorded_fields(model: torch.nn.Module) -> Iterator[list[FieldCall]]:
     """Within the block, each ``forward`` of a field of ``model`` appends a :class:`FieldCall`; afterwards every
     field has the ``forward`` it had before (its own instance attribute, if it had one)."""
-    records: List[FieldCall] = []
+    records: list[FieldCall] = []
     saved = {}
 
     def recording(name: str, forward):
@@ -87,7 +88,7 @@ def transmittance_before(alpha: Tensor) -> Tensor:
 
 
 def render_and_match_fields(teacher: torch.nn.Module, student: torch.nn.Module, rays: RayBundle
-                            ) -> Tuple[Tensor, Tensor]:
+                            ) -> tuple[Tensor, Tensor]:
     """The teacher's final colour of ``rays`` (its render of this batch: the colour target), and the weighted
     mismatch of the student's fields against the teacher's at the teacher's samples, differentiable in the student.
 

@@ -20,9 +20,9 @@ was too small a check: it let a fine-tune keep a state that was worse on every t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -37,12 +37,12 @@ from eugen_nerf.layers import EUGenLinear
 TRAINED_KEYS = ("rgb", "rgb_coarse", "rgb_fine")
 
 
-def eugen_parameters(model: torch.nn.Module) -> List[torch.nn.Parameter]:
+def eugen_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     """``A``, ``c`` (and trainable ``G``) of every EUGen layer of ``model``."""
     return [p for m in model.modules() if isinstance(m, EUGenLinear) for p in m.parameters(recurse=False)]
 
 
-def field_parameters(model) -> List[torch.nn.Parameter]:
+def field_parameters(model) -> list[torch.nn.Parameter]:
     """Every parameter the model's own training optimises (its param groups), camera optimisation excepted:
     the fields, their heads and proposal networks, never metric networks such as LPIPS."""
     groups = model.get_param_groups()
@@ -53,13 +53,13 @@ def field_parameters(model) -> List[torch.nn.Parameter]:
 class FinetuneLog:
     """Per-step training losses; validation MSE against the teacher by step; the step whose state was kept."""
 
-    losses: List[float] = field(default_factory=list)
-    validation: List[Tuple[int, float]] = field(default_factory=list)
-    kept_step: Optional[int] = None
+    losses: list[float] = field(default_factory=list)
+    validation: list[tuple[int, float]] = field(default_factory=list)
+    kept_step: int | None = None
 
 
 @contextmanager
-def swapped(params: List[torch.nn.Parameter], values: Optional[List[Tensor]]):
+def swapped(params: list[torch.nn.Parameter], values: list[Tensor] | None):
     """``params`` hold ``values`` inside the block and their own values after it (``None``: unchanged)."""
     if values is None:
         yield
@@ -88,11 +88,11 @@ def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device
     return total / targets.numel()
 
 
-def finetune(model, rays: Union[RayBundle, PixelRays], targets: Optional[Tensor], steps: int, lr: float,
+def finetune(model, rays: RayBundle | PixelRays, targets: Tensor | None, steps: int, lr: float,
              batch_rays: int, seed: int, device: torch.device, parameters: str = "all",
-             show_progress: bool = True, validation: Optional[Tuple[RayBundle, Tensor]] = None,
-             check_every: int = 25, teacher: Optional[torch.nn.Module] = None,
-             fresh: Optional[Callable[[int], RayBundle]] = None, fresh_rays: int = 0,
+             show_progress: bool = True, validation: tuple[RayBundle, Tensor] | None = None,
+             check_every: int = 25, teacher: torch.nn.Module | None = None,
+             fresh: Callable[[int], RayBundle] | None = None, fresh_rays: int = 0,
              average: float = 0.0) -> FinetuneLog:
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
     ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of

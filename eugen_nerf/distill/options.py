@@ -6,10 +6,9 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal, Optional, Tuple, Union
+from typing import Annotated, Literal
 
 import tyro
-from typing_extensions import Annotated
 
 from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.layers import EUGenSpec
@@ -102,9 +101,9 @@ class DistillOptions:
 
     teacher: Path
     """The teacher's config.yml or the run directory holding it."""
-    output_dir: Optional[Path] = None
+    output_dir: Path | None = None
     """The student run directory to write (required unless --list-layers)."""
-    layers: Tuple[str, ...] = ("hidden",)
+    layers: tuple[str, ...] = ("hidden",)
     """Layer paths or glob patterns (see --list-layers), 'hidden' (every hidden, non-skip layer but the first
     of each MLP), or 'auto' (greedy selection within --psnr-budget)."""
     eugen: EUGenSpec = field(default_factory=distill_spec)
@@ -112,11 +111,11 @@ class DistillOptions:
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept.
     eugen.num-features counts only with --width-fraction None."""
-    width_fraction: Optional[FractionArg] = DEFAULT_WIDTH_FRACTION
+    width_fraction: FractionArg | None = DEFAULT_WIDTH_FRACTION
     """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 7/16 gives
     m = 112 on a 256-wide teacher (the README's student: 99.21 ± 0.26% of the teacher's PSNR in closed form,
     1.72x render, three seeds) and m = 28 on a 64-wide one. None: --eugen.num-features for every layer."""
-    projections: Optional[Literal["seeded", "teacher", "teacher-pairs"]] = None
+    projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
     ``teacher``: every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted
@@ -136,7 +135,7 @@ class DistillOptions:
     """Fraction of the training images whose rays are rendered."""
     resolution_scale: FractionArg = 1 / 2
     """Camera resolution scale of the rendered images (lowered further by --max-rays)."""
-    max_rays: Optional[int] = 16384
+    max_rays: int | None = 16384
     """At most about this many rays are rendered: where the sampled cameras have more pixels at
     --resolution-scale, the scale is lowered until they do not (None: no cap). The defaults (1/4 of the images
     at 1/2 resolution, 1/4 of the pairs, at most 16,384 rays) are the benchmark's sampling: 13,312 rays of the
@@ -147,7 +146,7 @@ class DistillOptions:
     heldout_fraction: FractionArg = 0.1
     """Fraction of the sampled cameras held out, whole, for R² and ridge selection (at least one; with a
     single sampled camera, this fraction of its pairs)."""
-    ridge: Union[float, Literal["auto"]] = "auto"
+    ridge: float | Literal["auto"] = "auto"
     """Relative ridge strength, or auto: the best held-out R² over 1e-10, 1e-8, ..., 1."""
     fit: Literal["sequential", "parallel"] = "sequential"
     """``sequential``: each layer's inputs come from the student so far (earlier layers replaced);
@@ -174,7 +173,7 @@ class DistillOptions:
     """``colour``: the teacher's rendered colours; ``fields``: those, and each of the student's fields matches the
     teacher's at the samples the teacher drew for the batch (colour weighted by the teacher's rendering weight,
     opacity by its transmittance, so that a floater in front of the surface costs what it shows)."""
-    finetune_camera_rays: Optional[Literal["capture", "all"]] = None
+    finetune_camera_rays: Literal["capture", "all"] | None = None
     """The training-camera rays the fine-tune draws from: ``capture``, those the closed form rendered
     (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders
     each batch), every pixel of every training camera at full resolution, the held-out cameras excepted (each
@@ -185,7 +184,7 @@ class DistillOptions:
     finetune_novel_views: int = 8
     """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
     renders them ahead, with ``fields`` it renders each batch as it is drawn."""
-    finetune_novel_rays: Optional[Literal["fixed", "fresh"]] = None
+    finetune_novel_rays: Literal["fixed", "fresh"] | None = None
     """``fixed``: the novel cameras are drawn once and their rays join the pool every step draws from;
     ``fresh`` (``fields`` only: the teacher renders each batch): every step draws ``finetune-novel-views`` new
     cameras and takes the share of its batch that fixed cameras would have among the capture rays from them,
@@ -196,7 +195,7 @@ class DistillOptions:
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
     which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
     let a fine-tune keep a state worse on every test view)."""
-    refine_steps: Optional[int] = None
+    refine_steps: int | None = None
     """The paper's refinement: Adam steps per layer on ``G`` and ``A`` (from the closed form) on the same layer
     loss, over up to ``refine_rows`` captured (input, target) rows; 0: the closed form alone. The student's
     projections are then stored in its checkpoint (trainable ``G``). Default: 300 for EUGen and SNNK layers
@@ -208,15 +207,15 @@ class DistillOptions:
     """Adam learning rate of the refinement at its start (cosine-decayed)."""
     batch_rays: int = 1024
     """Rays per rendered batch (the unit of progress, of resumption and of the split across processes)."""
-    eval_views: Optional[int] = None
+    eval_views: int | None = None
     """Test views scored in the report (all when ``None``)."""
     fps_repeats: int = 3
     """Timed renders per test view in the report."""
-    device: Optional[str] = None
+    device: str | None = None
     """Torch device (default: cuda if available, else cpu)."""
     overwrite: bool = False
     """Replace an existing run in output-dir (the old one stays until the new one is complete)."""
-    stop_after_batches: Optional[int] = None
+    stop_after_batches: int | None = None
     """Stop (state saved, exit status 3) after this many batches: interrupts deterministically."""
     evaluate: bool = True
     """Score teacher and student on the test split (the report's quality, speed and size)."""
@@ -331,7 +330,7 @@ class DistillOptions:
         return replace(self.eugen, trainable_projections=trainable)
 
     @property
-    def ridges(self) -> Tuple[float, ...]:
+    def ridges(self) -> tuple[float, ...]:
         return RIDGE_GRID if self.ridge == "auto" else (float(self.ridge),)
 
     def capture_fingerprint(self) -> dict:

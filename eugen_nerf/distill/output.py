@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
 
 import torch
 import yaml
@@ -65,7 +64,7 @@ class StateStore:
         self.path = run_dir / STATE_DIR / f"rank-{rank}-of-{world_size}.pt"
         self.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
 
-    def load(self, discard_other: bool = False) -> Optional[dict]:
+    def load(self, discard_other: bool = False) -> dict | None:
         """The saved state, ``None`` when there is none; if it was made with other options, raise (or, with
         ``discard_other``, i.e. ``--overwrite``, remove it and start over)."""
         if not self.path.exists():

@@ -13,7 +13,6 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Dict, Optional
 
 import torch
 from rich.console import Console
@@ -25,6 +24,7 @@ from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import PeakMemory, count_parameters
 from eugen_nerf.eval.timing import Timing, benchmark_interleaved
+
 
 def render_rgb(model, camera) -> Tensor:
     return final_rgb(model.get_outputs_for_camera(camera)).clamp(0, 1)
@@ -40,7 +40,7 @@ def view_psnr(model, pipeline, dataset, indices) -> float:
     return float(torch.cat(values).mean())
 
 
-def evaluate(pipeline, views: Optional[int], repeats: int, label: str) -> Dict[str, float]:
+def evaluate(pipeline, views: int | None, repeats: int, label: str) -> dict[str, float]:
     """Test-split quality, FPS, parameters and peak memory of ``pipeline.model`` (the shared evaluation loop)."""
     dataset = pipeline.datamanager.eval_dataset
     count = len(dataset) if views is None else min(views, len(dataset))
@@ -58,8 +58,8 @@ def evaluate(pipeline, views: Optional[int], repeats: int, label: str) -> Dict[s
     return summary
 
 
-def render_speedup(teacher, students: Dict[str, torch.nn.Module], pipeline, views: int = 2,
-                   repeats: int = 2) -> Dict[str, float]:
+def render_speedup(teacher, students: dict[str, torch.nn.Module], pipeline, views: int = 2,
+                   repeats: int = 2) -> dict[str, float]:
     """Median render time of ``teacher`` over that of each student, on the first ``views`` test views of
     ``pipeline``, every model rendering each view in turn (``benchmark_interleaved``: load from elsewhere hits
     all alike; each first output checked finite)."""
@@ -95,7 +95,7 @@ def _fmt(value, spec: str) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
-def print_report(report: dict, console: Optional[Console] = None) -> None:
+def print_report(report: dict, console: Console | None = None) -> None:
     """The report as rich tables: teacher vs student, layers, stage times."""
     console = console or Console()
     teacher, student = report.get("teacher"), report.get("student")

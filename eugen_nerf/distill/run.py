@@ -27,8 +27,8 @@ import copy
 import io
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -44,8 +44,8 @@ from eugen_nerf.distill.output import (
     check_output_dir,
     publish_checkpoint,
     publish_run,
-    work_dir,
     stage_checkpoint,
+    work_dir,
     write_yaml_atomic,
 )
 from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
@@ -57,8 +57,6 @@ from eugen_nerf.distill.sampling import (
     novel_rays,
     sample_rays,
 )
-from eugen_nerf.eval.runs import Run, final_rgb
-from eugen_nerf.layers import LowRankLinear, pivoted_units, unit_projections
 from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
@@ -72,15 +70,17 @@ from eugen_nerf.distill.student import (
     student_trainer_config,
 )
 from eugen_nerf.distill.teacher import load_teacher
+from eugen_nerf.eval.runs import Run, final_rgb
+from eugen_nerf.layers import LowRankLinear, pivoted_units, unit_projections
 
 
 @dataclass
 class DistillResult:
     """What a run produced (the run directory is on disk; this is for callers and tests)."""
 
-    run_dir: Optional[str]
-    fits: Dict[str, LayerFit]
-    statistics: Dict[str, dict]
+    run_dir: str | None
+    fits: dict[str, LayerFit]
+    statistics: dict[str, dict]
     """Final (all-reduced) normal equations per layer: ``{"train": ..., "heldout": ...}``."""
     report: dict
     teacher: Run
@@ -88,7 +88,7 @@ class DistillResult:
 
 @dataclass
 class StageTimer:
-    seconds: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
         ("load", "probe", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0))
 
     @contextlib.contextmanager
@@ -100,7 +100,7 @@ class StageTimer:
             self.seconds[stage] += time.perf_counter() - start
 
 
-def setup_distributed(device: Optional[str]) -> tuple:
+def setup_distributed(device: str | None) -> tuple:
     """``(rank, world_size, device)``; joins the ``torchrun`` process group when ``WORLD_SIZE > 1``."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
@@ -121,14 +121,14 @@ def state_bytes(state: dict) -> int:
     return buffer.tell()
 
 
-def plan_stages(refs: List[LayerRef], options: DistillOptions) -> List[List[LayerRef]]:
+def plan_stages(refs: list[LayerRef], options: DistillOptions) -> list[list[LayerRef]]:
     """The layers fitted by each stage (see the module docstring)."""
     if options.auto:
         return [[ref] for ref in refs]
     if options.fit == "parallel":
         return [list(refs)]
-    depth: Dict[str, int] = {}
-    stages: List[List[LayerRef]] = []
+    depth: dict[str, int] = {}
+    stages: list[list[LayerRef]] = []
     for ref in refs:
         s = depth[ref.mlp_path] = depth.get(ref.mlp_path, -1) + 1
         if s == len(stages):
@@ -137,13 +137,13 @@ def plan_stages(refs: List[LayerRef], options: DistillOptions) -> List[List[Laye
     return stages
 
 
-def auto_candidates(model) -> List[LayerRef]:
+def auto_candidates(model) -> list[LayerRef]:
     """``auto``'s candidates: every hidden dense layer, in depth order, so each is fitted on the
     inputs of the student as chosen so far."""
     return [row.ref for row in list_layers(model) if row.hidden]
 
 
-def selection_views(rays: RaySet, num_cameras: int, count: int, seed: int) -> List[int]:
+def selection_views(rays: RaySet, num_cameras: int, count: int, seed: int) -> list[int]:
     """Training views not used for capture (all views when every one was), seeded."""
     used = set(rays.camera_indices)
     unused = [i for i in range(num_cameras) if i not in used] or list(range(num_cameras))
@@ -223,7 +223,7 @@ class Distillation:
         for ref in self.refs:
             if ref.path in self.fits:
                 self.install(ref, self.fits[ref.path])
-        self.statistics: Dict[str, dict] = {}
+        self.statistics: dict[str, dict] = {}
 
     def student_layer(self, ref: LayerRef):
         """The unfitted layer replacing ``ref``: seeded, or with the teacher's units as projections."""
@@ -270,7 +270,7 @@ class Distillation:
         install_layer(mlp, ref.index, layer)
 
     # ------------------------------------------------------------------ capture and solve
-    def capture(self, stage: int, equations: List[LayerEquations]) -> None:
+    def capture(self, stage: int, equations: list[LayerEquations]) -> None:
         """Render this rank's remaining batches with the hooks on, saving the state after each."""
         options, model = self.options, self.teacher.model
         batches = [b for b in range(self.state["next_batch"], self.rays.num_batches) if b % self.world_size == self.rank]
@@ -359,7 +359,7 @@ class Distillation:
         self.say(f"  auto: {ref.path} PSNR drop {drop:+.4f} dB -> {'kept' if kept else 'rejected'}")
 
     # ------------------------------------------------------------------ fine-tune, evaluate, write
-    def finetune(self) -> Optional[FinetuneLog]:
+    def finetune(self) -> FinetuneLog | None:
         """Fine-tune on the capture rays of the fitted cameras and of novel views (their teacher colours, or
         with ``--finetune-target fields`` the teacher's render and fields of each batch;
         ``--finetune-camera-rays all``: every training pixel; ``--finetune-novel-rays fresh``: new novel
@@ -393,7 +393,7 @@ class Distillation:
                 share = round(options.finetune_rays * novel_share)
                 fresh_rays = min(max(1, share), options.finetune_rays - 1)
                 first = (seed + 1) * 1_000_003
-                fresh = lambda step: self.novel_camera_rays(count, first + step)  # noqa: E731 (step's cameras)
+                fresh = lambda step: self.novel_camera_rays(count, first + step)
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 novel = self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed)
             elif options.finetune_novel_views:
@@ -436,13 +436,13 @@ class Distillation:
                                .float().cpu())
         return rays, torch.cat(colours)
 
-    def evaluate(self, label: str) -> Optional[dict]:
+    def evaluate(self, label: str) -> dict | None:
         if not self.options.evaluate:
             return None
         with self.timer("evaluate"):
             return evaluate(self.teacher.pipeline, self.options.eval_views, self.options.fps_repeats, label)
 
-    def render_speedup(self) -> Optional[float]:
+    def render_speedup(self) -> float | None:
         """The student's render speed-up over an untouched teacher, timed side by side (``None`` without
         ``evaluate``)."""
         if not self.options.evaluate or self.rank != 0:
@@ -470,7 +470,7 @@ class Distillation:
         publish_run(work, options.output_dir)
 
 
-def distill(options: DistillOptions, console: Optional[Console] = None) -> DistillResult:
+def distill(options: DistillOptions, console: Console | None = None) -> DistillResult:
     """Run one distillation (see the module docstring); return what it produced."""
     run = Distillation(options, console or Console())
     run.load()

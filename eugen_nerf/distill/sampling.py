@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, fields
-from typing import List, Optional, Tuple
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
@@ -23,7 +22,7 @@ class RaySet:
     """The sampled rays, flat, and the training-camera indices they come from."""
 
     rays: RayBundle
-    camera_indices: List[int]
+    camera_indices: list[int]
     batch_rays: int
     resolution_scale: float = 1.0
     """The scale the cameras were rendered at (``--resolution-scale``, lowered by ``--max-rays``)."""
@@ -36,7 +35,7 @@ class RaySet:
         start = index * self.batch_rays
         return self.rays[start : start + self.batch_rays].to(device)
 
-    def heldout_cameras(self, fraction: float, seed: int) -> List[int]:
+    def heldout_cameras(self, fraction: float, seed: int) -> list[int]:
         """A seeded ``fraction`` (at least one) of the sampled cameras whose rays never enter a fit: R² and the
         ridge are judged on views the fit has not seen. Empty when only one camera was sampled."""
         if len(self.camera_indices) < 2:
@@ -45,21 +44,21 @@ class RaySet:
         picks = torch.randperm(len(self.camera_indices), generator=torch.Generator().manual_seed(seed + 104729))
         return sorted(self.camera_indices[i] for i in picks[:count].tolist())
 
-    def heldout_mask(self, index: int, cameras: List[int]) -> torch.Tensor:
+    def heldout_mask(self, index: int, cameras: list[int]) -> torch.Tensor:
         """Per ray of batch ``index``: does it come from one of ``cameras``?"""
         start = index * self.batch_rays
         owners = self.rays.camera_indices[start : start + self.batch_rays].reshape(-1)
         return torch.isin(owners, torch.tensor(cameras, dtype=owners.dtype))
 
 
-def choose_cameras(num_cameras: int, fraction: float, seed: int) -> List[int]:
+def choose_cameras(num_cameras: int, fraction: float, seed: int) -> list[int]:
     """``ceil(fraction * n)`` distinct camera indices, seeded, in increasing order."""
     count = max(1, math.ceil(fraction * num_cameras))
     generator = torch.Generator().manual_seed(seed)
     return sorted(torch.randperm(num_cameras, generator=generator)[:count].tolist())
 
 
-def camera_rays(cameras: Cameras, indices: List[int], resolution_scale: float) -> RayBundle:
+def camera_rays(cameras: Cameras, indices: list[int], resolution_scale: float) -> RayBundle:
     """Every pixel ray of ``cameras[indices]`` rescaled by ``resolution_scale``, flat, in camera order.
 
     ``camera_indices`` of the rays are the original training indices (appearance embeddings use them).
@@ -84,7 +83,7 @@ class PixelRays:
     fine-tune can draw from every pixel of a large capture (100 cameras at 800² are 64 million rays) in the
     memory of one batch."""
 
-    def __init__(self, cameras: Cameras, indices: List[int], extra: Optional[RayBundle] = None):
+    def __init__(self, cameras: Cameras, indices: list[int], extra: RayBundle | None = None):
         self.cameras = copy.deepcopy(cameras[torch.tensor(indices)])
         self.indices = torch.tensor(indices, dtype=torch.long)
         self.widths = self.cameras.width.reshape(-1).long()
@@ -111,8 +110,8 @@ class PixelRays:
         return cat_rays(rays, self.extra[pick[from_extra] - self.pixels])[torch.argsort(order)]
 
 
-def capped_scale(cameras: Cameras, indices: List[int], resolution_scale: float,
-                 max_rays: Optional[int]) -> float:
+def capped_scale(cameras: Cameras, indices: list[int], resolution_scale: float,
+                 max_rays: int | None) -> float:
     """``resolution_scale``, lowered where ``cameras[indices]`` would give more than ``max_rays`` pixel rays
     at it (so that one default samples a 64-pixel object scene fully and a capture of 800² photographs
     sparsely); as given when ``max_rays`` is None."""
@@ -125,7 +124,7 @@ def capped_scale(cameras: Cameras, indices: List[int], resolution_scale: float,
 
 
 def sample_rays(cameras: Cameras, image_fraction: float, resolution_scale: float, batch_rays: int,
-                seed: int, max_rays: Optional[int] = None) -> RaySet:
+                seed: int, max_rays: int | None = None) -> RaySet:
     """The distillation's rays: a seeded ``image_fraction`` of ``cameras`` at ``resolution_scale`` (lowered to
     about ``max_rays`` rays, see :func:`capped_scale`)."""
     indices = choose_cameras(len(cameras), image_fraction, seed)
@@ -138,7 +137,7 @@ def batch_generator(seed: int, batch_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
 
 
-def novel_cameras(cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0) -> Tuple[Cameras, torch.Tensor]:
+def novel_cameras(cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0) -> tuple[Cameras, torch.Tensor]:
     """``count`` cameras near the training ones, and the training camera each came from (seeded): a random
     training camera each, moved by up to half the median spacing of the training cameras and turned by up
     to ``max_angle_deg``.

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from eugen_nerf.distill.capture import LayerEquations
-from eugen_nerf.layers import LowRankLinear, NormalEquations, order_rows, tie_order_gradients_
 from eugen_nerf.inputs.numerics import check_finite
+from eugen_nerf.layers import LowRankLinear, NormalEquations, order_rows, tie_order_gradients_
 
 
 @dataclass
@@ -33,20 +33,20 @@ class LayerFit:
     r2_train: float
     pairs_train: int
     pairs_heldout: int
-    projections: Optional[Tensor] = None
+    projections: Tensor | None = None
     """Refined ``G`` (``None``: the layer's seeded projections)."""
-    r2_heldout_closed_form: Optional[float] = None
+    r2_heldout_closed_form: float | None = None
     """Held-out R² before the refinement (``None`` when not refined). When the refinement was kept, both R²
     are measured on the refinement's held-out rows; otherwise both are the closed form's."""
 
-    def state_dict(self) -> Dict[str, object]:
+    def state_dict(self) -> dict[str, object]:
         return dict(vars(self))
 
     @classmethod
-    def from_state_dict(cls, state: Dict[str, object]) -> "LayerFit":
+    def from_state_dict(cls, state: dict[str, object]) -> LayerFit:
         return cls(**state)
 
-    def summary(self) -> Dict[str, object]:
+    def summary(self) -> dict[str, object]:
         """JSON-ready description (no tensors)."""
         return {key: value for key, value in vars(self).items() if not isinstance(value, Tensor)}
 

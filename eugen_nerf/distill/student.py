@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import fnmatch
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.field_components.mlp import MLP
@@ -62,16 +62,16 @@ def _is_known_mlp(module: nn.Module) -> bool:
     return isinstance(module, EUGenMLP) or (isinstance(module, MLP) and getattr(module, "tcnn_encoding", 1) is None)
 
 
-def known_mlps(model: nn.Module) -> Dict[str, nn.Module]:
+def known_mlps(model: nn.Module) -> dict[str, nn.Module]:
     """Every MLP of ``model`` the tool can convert, by module path, in registration order."""
     return {path: module for path, module in model.named_modules() if _is_known_mlp(module)}
 
 
-def _activation_name(module: Optional[nn.Module]) -> str:
+def _activation_name(module: nn.Module | None) -> str:
     return type(module).__name__ if module is not None else "none"
 
 
-def list_layers(model: nn.Module) -> List[LayerInfo]:
+def list_layers(model: nn.Module) -> list[LayerInfo]:
     """Every layer of every known MLP of ``model``, in depth order."""
     rows = []
     for mlp_path, mlp in known_mlps(model).items():
@@ -106,7 +106,7 @@ def _describe(model: nn.Module, path: str) -> str:
     return type(module).__name__
 
 
-def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> List[LayerRef]:
+def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> list[LayerRef]:
     """Turn layer paths, glob patterns or ``hidden`` into replaceable layers, in depth order.
 
     Raises :class:`DistillError` naming the path for anything that does not exist, is not a linear
@@ -114,7 +114,7 @@ def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> List[LayerRef]:
     """
     rows = list_layers(model)
     by_path = {row.ref.path: row for row in rows}
-    chosen: Dict[str, LayerRef] = {}
+    chosen: dict[str, LayerRef] = {}
     for pattern in patterns:
         if pattern == "hidden":
             matches = [row.ref.path for row in rows if row.hidden]
@@ -168,7 +168,7 @@ def _set_submodule(model: nn.Module, path: str, module: nn.Module) -> None:
     setattr(parent, name, module)
 
 
-def convert_mlps(model: nn.Module, refs: Sequence[LayerRef]) -> Dict[str, EUGenMLP]:
+def convert_mlps(model: nn.Module, refs: Sequence[LayerRef]) -> dict[str, EUGenMLP]:
     """Convert the MLPs holding ``refs`` into :class:`EUGenMLP` in place; return them by path."""
     converted = {}
     for mlp_path in dict.fromkeys(ref.mlp_path for ref in refs):
@@ -183,7 +183,7 @@ def layer_seed(spec: EUGenSpec, path: str) -> int:
     return (spec.seed + zlib.crc32(path.encode())) % 2**31
 
 
-def layer_features(spec: EUGenSpec, out_features: int, width_fraction: Optional[float] = None) -> int:
+def layer_features(spec: EUGenSpec, out_features: int, width_fraction: float | None = None) -> int:
     """``m`` of the layer replacing one with ``out_features`` outputs: ``width_fraction`` of them (rounded, at
     least 1), so one setting suits a 64-wide and a 256-wide teacher; ``spec.num_features`` without it."""
     if width_fraction is None:
@@ -192,7 +192,7 @@ def layer_features(spec: EUGenSpec, out_features: int, width_fraction: Optional[
 
 
 def make_student_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec,
-                       width_fraction: Optional[float] = None) -> nn.Module:
+                       width_fraction: float | None = None) -> nn.Module:
     """The (unfitted) layer that will replace ``ref``, of ``spec.layer_type`` (EUGen, or a reviewers' baseline:
     SNNK, low-rank), on its MLP's device and dtype; ``m`` from :func:`layer_features`."""
     dense = mlp.layers[ref.index]
@@ -212,7 +212,7 @@ def install_layer(mlp: EUGenMLP, index: int, layer: nn.Module) -> None:
 
 
 def apply_student(model: nn.Module, paths: Sequence[str], spec: EUGenSpec,
-                  width_fraction: Optional[float] = None) -> List[LayerRef]:
+                  width_fraction: float | None = None) -> list[LayerRef]:
     """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``;
     return their refs."""
     refs = resolve_layers(model, paths)
@@ -227,14 +227,14 @@ def apply_student(model: nn.Module, paths: Sequence[str], spec: EUGenSpec,
 class StudentModelConfig(ModelConfig):
     """A teacher model config plus the layers that are EUGen: builds the student's architecture."""
 
-    _target: Type = field(default_factory=lambda: Model)
+    _target: type = field(default_factory=lambda: Model)
     teacher: ModelConfig = field(default_factory=ModelConfig)
     """The teacher's model config (builds the architecture before the replacement)."""
-    layers: Tuple[str, ...] = ()
+    layers: tuple[str, ...] = ()
     """Paths of the EUGen layers."""
     eugen: EUGenSpec = field(default_factory=EUGenSpec)
     """Hyper-parameters of the EUGen layers (each layer's seed is saved in the checkpoint)."""
-    width_fraction: Optional[float] = None
+    width_fraction: float | None = None
     """``m`` of each layer as a fraction of the replaced layer's outputs (None: ``eugen.num_features``)."""
 
     def setup(self, **kwargs) -> Model:
@@ -269,7 +269,7 @@ class DistilledTrainerConfig(TrainerConfig):
 
 def student_trainer_config(
     teacher_config: TrainerConfig, run_dir: Path, layers: Sequence[str], spec: EUGenSpec,
-    width_fraction: Optional[float] = None,
+    width_fraction: float | None = None,
 ) -> DistilledTrainerConfig:
     """The ``config.yml`` of a student run: the teacher's, with the student model and new paths.
 

@@ -8,11 +8,10 @@ half-random model); the teacher also needs its training cameras, whose rays the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from eugen_nerf.eval.runs import Run, load_run
 
 
-def load_teacher(path: Path, device: Optional[str] = None) -> Run:
+def load_teacher(path: Path, device: str | None = None) -> Run:
     """The run at ``path`` (``config.yml`` or its directory) in eval mode, offline, with its training cameras."""
     return load_run(path, test_mode="test", device=device)

@@ -58,7 +58,7 @@ def error_image(pred: Tensor, gt: Tensor) -> np.ndarray:
 
 def comparison_image(pred: Tensor, gt: Tensor) -> np.ndarray:
     """``prediction | ground truth | |error|`` side by side, 8-bit RGB: what a reader wants to look at."""
-    to_bytes = lambda image: (image.clamp(0, 1) * 255).round().byte().cpu().numpy()  # noqa: E731
+    to_bytes = lambda image: (image.clamp(0, 1) * 255).round().byte().cpu().numpy()
     return np.concatenate([to_bytes(pred), to_bytes(gt), error_image(pred, gt)], axis=1)
 
 

@@ -7,14 +7,15 @@ class and differ only in which layer indices are EUGen (none for the twin).
 from __future__ import annotations
 
 import importlib.util
-from typing import Literal, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Literal
 
 from torch import nn
 
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
 
-def check_layer_indices(option: str, indices: Sequence[int], num_layers: int) -> Tuple[int, ...]:
+def check_layer_indices(option: str, indices: Sequence[int], num_layers: int) -> tuple[int, ...]:
     """Validate EUGen layer indices of an ``num_layers``-deep MLP; negative indices count from the end."""
     for index in indices:
         if not -num_layers <= index < num_layers:
@@ -32,9 +33,9 @@ def field_mlp(
     layer_width: int,
     out_dim: int,
     skip_connections: Sequence[int] = (),
-    out_activation: Optional[nn.Module] = None,
+    out_activation: nn.Module | None = None,
     seed_offset: int = 0,
-    activation: Optional[nn.Module] = None,
+    activation: nn.Module | None = None,
 ) -> EUGenMLP:
     """An MLP (ReLU unless ``activation`` is given) whose layers ``eugen_layers`` are of type
     ``eugen.layer_type`` (EUGen by default, or a baseline), the rest dense.

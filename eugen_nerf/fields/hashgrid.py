@@ -22,9 +22,8 @@ tiny-cuda-nn, where installed, is untouched.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
-
 from nerfstudio.field_components.encodings import HashEncoding
+from torch import Tensor
 
 _PRIMES = (1, 2654435761, 805459861)
 CHUNK = 16384

@@ -13,7 +13,6 @@ Pure torch functions; :class:`~eugen_nerf.fields.zipnerf.ZipNeRFField` puts them
 from __future__ import annotations
 
 import math
-from typing import Tuple
 
 import torch
 from torch import Tensor
@@ -32,7 +31,7 @@ def pixel_radius(pixel_area: Tensor) -> Tensor:
     return pixel_area.clamp_min(0).sqrt() * (2.0 / math.sqrt(12.0))
 
 
-def _orthonormal_basis(directions: Tensor) -> Tuple[Tensor, Tensor]:
+def _orthonormal_basis(directions: Tensor) -> tuple[Tensor, Tensor]:
     """Two unit vectors perpendicular to each (unit) direction and to each other, deterministic."""
     helper = torch.zeros_like(directions)
     use_x = directions[..., 2].abs() > 0.9
@@ -51,7 +50,7 @@ def frustum_multisamples(
     radii: Tensor,
     randomize: bool,
     std_scale: float = 0.5,
-) -> Tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor]:
     """Zip-NeRF's six multisamples of each conical frustum.
 
     Args:
@@ -98,7 +97,7 @@ def frustum_multisamples(
     return means, stds
 
 
-def contract_gaussians(means: Tensor, stds: Tensor) -> Tuple[Tensor, Tensor]:
+def contract_gaussians(means: Tensor, stds: Tensor) -> tuple[Tensor, Tensor]:
     """mip-NeRF 360's (L2) scene contraction of isotropic Gaussians into the ball of radius 2.
 
     Means are contracted; a standard deviation is scaled by the contraction's volume change at the mean,

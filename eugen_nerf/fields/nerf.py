@@ -7,7 +7,7 @@ head layer can be EUGen; with no EUGen layer it is the dense twin.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from nerfstudio.cameras.rays import RaySamples
@@ -63,14 +63,14 @@ class EUGenNeRFField(Field):
             seed_offset=TRUNK_LAYERS,
         )
 
-    def get_density(self, ray_samples: RaySamples) -> Tuple[Tensor, Tensor]:
+    def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
         features = self.trunk(self.position_encoding(ray_samples.frustums.get_positions()))
         density = nn.functional.softplus(self.density_head(features))
         return density, features
 
     def get_outputs(
-        self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None
-    ) -> Dict[FieldHeadNames, Tensor]:
+        self, ray_samples: RaySamples, density_embedding: Tensor | None = None
+    ) -> dict[FieldHeadNames, Tensor]:
         assert density_embedding is not None
         encoded_dir = self.direction_encoding(ray_samples.frustums.directions)
         rgb = self.color_head(torch.cat([encoded_dir, density_embedding], dim=-1))

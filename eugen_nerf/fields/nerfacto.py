@@ -8,7 +8,8 @@ it is installed and pure torch otherwise; the MLPs are always :class:`EUGenMLP` 
 
 from __future__ import annotations
 
-from typing import Dict, Literal, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from nerfstudio.cameras.rays import RaySamples
@@ -58,7 +59,7 @@ class EUGenNerfactoField(Field):
         max_res: int = 2048,
         log2_hashmap_size: int = 19,
         features_per_level: int = 2,
-        spatial_distortion: Optional[SpatialDistortion] = None,
+        spatial_distortion: SpatialDistortion | None = None,
         average_init_density: float = 1.0,
         implementation: Literal["tcnn", "torch"] = hash_implementation(),
     ) -> None:
@@ -89,7 +90,7 @@ class EUGenNerfactoField(Field):
             return (self.spatial_distortion(positions) + 2.0) / 4.0
         return SceneBox.get_normalized_positions(positions, self.aabb)
 
-    def get_density(self, ray_samples: RaySamples) -> Tuple[Tensor, Tensor]:
+    def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
         positions = self.normalized_positions(ray_samples)
         # Points outside the grid get zero density (and are clamped into it for the lookup).
         inside = ((positions > 0.0) & (positions < 1.0)).all(dim=-1, keepdim=True)
@@ -101,8 +102,8 @@ class EUGenNerfactoField(Field):
         return density, geo_features
 
     def get_outputs(
-        self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None
-    ) -> Dict[FieldHeadNames, Tensor]:
+        self, ray_samples: RaySamples, density_embedding: Tensor | None = None
+    ) -> dict[FieldHeadNames, Tensor]:
         assert density_embedding is not None
         directions = get_normalized_directions(ray_samples.frustums.directions)
         encoded_dir = self.direction_encoding(directions.view(-1, 3)).float()

@@ -13,7 +13,8 @@ field's MLP cost is, and where EUGen layers go (``density_layers``, ``view_layer
 
 from __future__ import annotations
 
-from typing import Dict, Literal, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from nerfstudio.cameras.rays import RaySamples
@@ -113,7 +114,7 @@ class ZipNeRFDensityField(Field):
         features_per_level: int = 4,
         hidden_dim: int = 64,
         out_dim: int = 1,
-        eugen: Optional[EUGenSpec] = None,
+        eugen: EUGenSpec | None = None,
         eugen_layers: Sequence[int] = (),
         implementation: Literal["tcnn", "torch"] = hash_implementation(),
     ) -> None:
@@ -127,7 +128,7 @@ class ZipNeRFDensityField(Field):
             layer_width=hidden_dim, out_dim=out_dim,
         )
 
-    def unit_gaussians(self, ray_samples: RaySamples) -> Tuple[Tensor, Tensor, Tensor]:
+    def unit_gaussians(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor, Tensor]:
         """Multisamples of each frustum in the grid's unit cube: means, stds, and whether inside the grid."""
         frustums = ray_samples.frustums
         if frustums.pixel_area is None:
@@ -145,7 +146,7 @@ class ZipNeRFDensityField(Field):
         inside = ((unit > 0) & (unit < 1)).all(dim=-1).all(dim=-1, keepdim=True)
         return unit.clamp(0.0, 1.0), stds / extent.prod() ** (1 / 3), inside
 
-    def get_density(self, ray_samples: RaySamples) -> Tuple[Tensor, Tensor]:
+    def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
         means, stds, inside = self.unit_gaussians(ray_samples)
         features = self.grid(means, stds)
         h = self.density_mlp(features.view(-1, features.shape[-1])).view(*ray_samples.frustums.shape, -1)
@@ -156,7 +157,7 @@ class ZipNeRFDensityField(Field):
         """Density of whole frustums (the proposal sampler passes samples, not points)."""
         return self.get_density(ray_samples)[0]
 
-    def get_outputs(self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None):
+    def get_outputs(self, ray_samples: RaySamples, density_embedding: Tensor | None = None):
         return {}
 
 
@@ -192,8 +193,8 @@ class ZipNeRFField(ZipNeRFDensityField):
         )
 
     def get_outputs(
-        self, ray_samples: RaySamples, density_embedding: Optional[Tensor] = None
-    ) -> Dict[FieldHeadNames, Tensor]:
+        self, ray_samples: RaySamples, density_embedding: Tensor | None = None
+    ) -> dict[FieldHeadNames, Tensor]:
         assert density_embedding is not None
         directions = encode_directions(ray_samples.frustums.directions.reshape(-1, 3))
         h = torch.cat([density_embedding.reshape(-1, self.bottleneck_width), directions], dim=-1)

@@ -47,7 +47,7 @@ def usage_error(prog: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001 (signal handler signature)
+def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 

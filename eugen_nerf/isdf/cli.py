@@ -18,9 +18,6 @@ from rich.console import Console
 
 from eugen_nerf.eval.timing import benchmark
 from eugen_nerf.fields.isdf import ISDFField
-from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
-from eugen_nerf.isdf.frames import load_stream
-from eugen_nerf.isdf.trainer import StreamingConfig, StreamingTrainer, TrainingLog
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
 from eugen_nerf.inputs.options import (
     NON_NEGATIVE_INT,
@@ -33,6 +30,9 @@ from eugen_nerf.inputs.options import (
     positive,
 )
 from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
+from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
+from eugen_nerf.isdf.frames import load_stream
+from eugen_nerf.isdf.trainer import StreamingConfig, StreamingTrainer, TrainingLog
 from eugen_nerf.scenes import SHIPPED_SCENES_DIR, SceneError
 
 CONSOLE = Console()

@@ -23,8 +23,6 @@ layer costs ``m`` projection rows, not ``2·k·m``.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor, nn
 
@@ -93,7 +91,7 @@ def unit_projections(layer: EUGenLinear, dense: nn.Linear, units: Tensor, pair_s
     return projections.reshape(-1, layer.augmented_dim).to(layer.projections)
 
 
-def order_rows(layer: EUGenLinear) -> Optional[Tensor]:
+def order_rows(layer: EUGenLinear) -> Tensor | None:
     """``(k, m)`` indices when every order's projection rows are rows of the first order's (the teacher's
     units, as :func:`unit_projections` makes them: row ``j`` of order ``i`` is order 1's row
     ``order_rows[i, j]``), else None (a seeded ``G``). The fused form then projects onto the ``m`` first-order
@@ -113,7 +111,7 @@ def order_rows(layer: EUGenLinear) -> Optional[Tensor]:
     return torch.stack(rows)
 
 
-def tie_order_gradients_(layer: EUGenLinear, rows: Optional[Tensor]) -> None:
+def tie_order_gradients_(layer: EUGenLinear, rows: Tensor | None) -> None:
     """Give every copy of a first-order row (``rows``, from :func:`order_rows`) the sum of its copies'
     gradients, so rows that start equal get equal optimiser updates and the orders stay one projection while
     ``G`` is trained. Nothing to do when ``rows`` is None."""

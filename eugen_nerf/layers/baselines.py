@@ -7,7 +7,6 @@ and an SNNK-style ReLU random-feature layer.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import nn
@@ -24,8 +23,8 @@ class LowRankLinear(nn.Module):
         out_features: int,
         rank: int,
         bias: bool = True,
-        device: Optional[torch.device] = None,
-        dtype: Optional[torch.dtype] = None,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         for name, value in [("in_features", in_features), ("out_features", out_features), ("rank", rank)]:
@@ -42,14 +41,14 @@ class LowRankLinear(nn.Module):
             nn.init.uniform_(self.bias, -1 / math.sqrt(in_features), 1 / math.sqrt(in_features))
 
     @classmethod
-    def from_dense(cls, linear: nn.Linear, rank: int) -> "LowRankLinear":
+    def from_dense(cls, linear: nn.Linear, rank: int) -> LowRankLinear:
         """Best rank-``rank`` approximation of a dense layer (truncated SVD, Eckart–Young)."""
         layer = cls(linear.in_features, linear.out_features, rank, bias=linear.bias is not None,
                     device=linear.weight.device, dtype=linear.weight.dtype)
         return layer.load_product_(linear.weight, linear.bias)
 
     @torch.no_grad()
-    def load_product_(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> "LowRankLinear":
+    def load_product_(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> LowRankLinear:
         """Set ``U V`` to the best rank-``rank`` approximation of ``weight`` (exact when its rank is at most
         ``rank``, as a reduced-rank fit's is), split evenly between the factors; and the bias. A rank above
         ``min(d, l)`` (a narrow layer at EUGen's parameter count) holds ``weight`` exactly, the extra factor

@@ -32,7 +32,8 @@ grows no faster than a dense ReLU stack, and feature magnitudes still carry the 
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import nn
@@ -58,7 +59,7 @@ def input_norm(x: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(wide, dim=-1, keepdim=True)
 
 
-def check_int(name: str, value: int, low: int = 1, high: Optional[int] = None) -> None:
+def check_int(name: str, value: int, low: int = 1, high: int | None = None) -> None:
     """``value`` is an integer in ``low..high`` (the one range check of the layer hyper-parameters)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         bounds = f">= {low}" if high is None else f"in {low}..{high}"
@@ -119,8 +120,8 @@ class EUGenLinear(nn.Module):
         projection_scale: float = 1.0,
         scaling: Scaling = "linear",
         constant_projection: bool = True,
-        device: Optional[torch.device] = None,
-        dtype: Optional[torch.dtype] = None,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         for name, value in [
@@ -201,7 +202,7 @@ class EUGenLinear(nn.Module):
         poly_coeffs: Sequence[float],
         num_features: int = 64,
         **kwargs,
-    ) -> "EUGenLinear":
+    ) -> EUGenLinear:
         """Unbiased random-feature estimate of ``poly(linear(x))``, ``poly(z) = Σ_i a_i z^i``.
 
         ``poly_coeffs = (a_0, ..., a_k)`` fixes the degree ``k``. With ``w⁺ = [w; b; 0]`` we have
@@ -253,7 +254,7 @@ class EUGenLinear(nn.Module):
         square = norm.square() * (1 + int(self.use_norm)) + 1.0
         return (square / self.augmented_dim).sqrt()
 
-    def projections_of(self, x: torch.Tensor, norm: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def projections_of(self, x: torch.Tensor, norm: torch.Tensor | None = None) -> torch.Tensor:
         """``G x⁺`` for every projection row, without building ``x⁺``.
 
         ``norm`` overrides ``‖x‖`` (the fused path knows it without having ``x``).
@@ -278,7 +279,7 @@ class EUGenLinear(nn.Module):
             start += order
         return torch.cat(blocks, dim=1)
 
-    def features(self, x: torch.Tensor, norm: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def features(self, x: torch.Tensor, norm: torch.Tensor | None = None) -> torch.Tensor:
         """``Φ(f(x))``, shape ``(..., k·m)``: what ``A`` multiplies (and what distillation fits)."""
         if x.shape[-1] != self.in_features:
             raise ValueError(

@@ -9,7 +9,6 @@ penalty never shrinks the bias.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional
 
 import torch
 
@@ -33,7 +32,7 @@ class NormalEquations:
 
     STATE_KEYS = ("gram", "cross", "feature_sum", "target_sum", "target_sq_sum", "count")
 
-    def __init__(self, num_features: int, num_outputs: int, device: Optional[torch.device] = None,
+    def __init__(self, num_features: int, num_outputs: int, device: torch.device | None = None,
                  dtype: torch.dtype = torch.float64) -> None:
         if num_features < 1 or num_outputs < 1:
             raise ValueError(f"num_features and num_outputs must be >= 1, got {num_features}, {num_outputs}")
@@ -46,7 +45,7 @@ class NormalEquations:
         self.count = torch.zeros((), device=device, dtype=dtype)
 
     @torch.no_grad()
-    def update(self, features: torch.Tensor, targets: torch.Tensor, weights: Optional[torch.Tensor] = None) -> None:
+    def update(self, features: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None) -> None:
         """Add a batch: ``features`` ``(N, M)``, ``targets`` ``(N, out)``; leading dims are flattened.
 
         ``weights`` ``(N,)`` (>= 0) weigh each row's squared error: the solve then minimises
@@ -81,10 +80,10 @@ class NormalEquations:
         self.target_sq_sum += (wy * y).sum(0)
         self.count += count
 
-    def state_dict(self) -> Dict[str, torch.Tensor]:
+    def state_dict(self) -> dict[str, torch.Tensor]:
         return {key: getattr(self, key).clone() for key in self.STATE_KEYS}
 
-    def load_state_dict(self, state: Dict[str, torch.Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         for key in self.STATE_KEYS:
             current = getattr(self, key)
             if state[key].shape != current.shape:
@@ -98,7 +97,7 @@ class NormalEquations:
         for key in self.STATE_KEYS:
             dist.all_reduce(getattr(self, key), op=dist.ReduceOp.SUM)
 
-    def merge_(self, other: "NormalEquations") -> "NormalEquations":
+    def merge_(self, other: NormalEquations) -> NormalEquations:
         for key in self.STATE_KEYS:
             getattr(self, key).add_(getattr(other, key))
         return self

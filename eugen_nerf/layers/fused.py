@@ -19,8 +19,8 @@ All merged matrices are computed once in float64 and cast to the MLP's dtype.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, List, Optional
 
 import torch
 from torch import nn
@@ -42,17 +42,17 @@ class _Step:
 
     weight: torch.Tensor
     bias: torch.Tensor
-    skip_weight: Optional[torch.Tensor] = None  # projection rows only
-    activation: Optional[Callable] = None
-    layer: Optional[EUGenLinear] = None
+    skip_weight: torch.Tensor | None = None  # projection rows only
+    activation: Callable | None = None
+    layer: EUGenLinear | None = None
     norm_rows: int = 0
-    norm_constant: Optional[torch.Tensor] = None  # ρ (0-d), R's constant last row: ‖h‖ = hypot(‖norm rows‖, ρ)
-    norm_projection: Optional[torch.Tensor] = None  # EUGen: the projections' column for ‖x‖
-    out_weight: Optional[torch.Tensor] = None  # EUGen last layer: A, c materialise the output
-    out_bias: Optional[torch.Tensor] = None
+    norm_constant: torch.Tensor | None = None  # ρ (0-d), R's constant last row: ‖h‖ = hypot(‖norm rows‖, ρ)
+    norm_projection: torch.Tensor | None = None  # EUGen: the projections' column for ‖x‖
+    out_weight: torch.Tensor | None = None  # EUGen last layer: A, c materialise the output
+    out_bias: torch.Tensor | None = None
     # EUGen whose orders reuse the first order's rows: per order, the index of its factor's columns among the
     # m projected ones (None where it is the first order's own order); only the first order's are projected
-    factors: Optional[List[Optional[torch.Tensor]]] = None
+    factors: list[torch.Tensor | None] | None = None
 
 
 def _linear_parts(layer: nn.Module) -> tuple:
@@ -90,16 +90,16 @@ def _feature_map(layer: EUGenLinear, products: torch.Tensor, inplace: bool) -> t
 class FusedMLP:
     """Callable merged form of an :class:`EUGenMLP`; equal to its unfused forward (float rounding aside)."""
 
-    def __init__(self, steps: List[_Step], in_dim: int, out_activation) -> None:
+    def __init__(self, steps: list[_Step], in_dim: int, out_activation) -> None:
         self.steps = steps
         self.in_dim = in_dim
         self.out_activation = out_activation
 
     @classmethod
     @torch.no_grad()
-    def from_mlp(cls, mlp) -> "FusedMLP":
+    def from_mlp(cls, mlp) -> FusedMLP:
         dtype = next(mlp.parameters()).dtype
-        steps: List[_Step] = []
+        steps: list[_Step] = []
         # The previous EUGen layer's (A, c) when the current source is its features, else None.
         carried = None
         last = mlp.num_layers - 1
@@ -209,7 +209,7 @@ class FusedMLP:
 
     @staticmethod
     def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool,
-                  factors: Optional[List[Optional[torch.Tensor]]] = None) -> torch.Tensor:
+                  factors: list[torch.Tensor | None] | None = None) -> torch.Tensor:
         """``Φ(products)``; in place (running products by successive ``mul_``) when allowed. With ``factors``,
         ``projected`` holds the first order's ``m`` rows only and order ``i`` multiplies order ``i - 1`` by
         its columns ``factors[i]`` (all of them, in order, where None: then the orders are powers)."""

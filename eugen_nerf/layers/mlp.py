@@ -12,7 +12,7 @@ In eval mode (and unless ``fuse_in_eval=False``) the forward pass runs the fused
 from __future__ import annotations
 
 import warnings
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -23,8 +23,8 @@ from eugen_nerf.layers.spec import LAYER_TYPES, EUGenSpec, LayerType
 
 
 def resolve_layer_types(
-    layer_types: Union[str, Sequence[str]], num_layers: int, eugen_layers: Optional[Sequence[int]] = None
-) -> Tuple[str, ...]:
+    layer_types: str | Sequence[str], num_layers: int, eugen_layers: Sequence[int] | None = None
+) -> tuple[str, ...]:
     """Expand ``layer_types`` (one name for all, or one per layer) and ``eugen_layers`` (indices,
     negative allowed, turned to ``eugen``) into one validated type per layer."""
     if isinstance(layer_types, str):
@@ -64,15 +64,15 @@ class EUGenMLP(nn.Module):
         in_dim: int,
         num_layers: int,
         layer_width: int,
-        out_dim: Optional[int] = None,
-        skip_connections: Optional[Sequence[int]] = None,
-        activation: Optional[nn.Module] = nn.ReLU(),
-        out_activation: Optional[nn.Module] = None,
-        layer_types: Union[LayerType, Sequence[LayerType]] = "dense",
-        eugen_layers: Optional[Sequence[int]] = None,
-        eugen: Optional[EUGenSpec] = None,
-        fuse_in_eval: Optional[bool] = None,
-        compile_fused: Optional[bool] = None,
+        out_dim: int | None = None,
+        skip_connections: Sequence[int] | None = None,
+        activation: nn.Module | None = nn.ReLU(),
+        out_activation: nn.Module | None = None,
+        layer_types: LayerType | Sequence[LayerType] = "dense",
+        eugen_layers: Sequence[int] | None = None,
+        eugen: EUGenSpec | None = None,
+        fuse_in_eval: bool | None = None,
+        compile_fused: bool | None = None,
     ) -> None:
         super().__init__()
         for name, value in [("in_dim", in_dim), ("num_layers", num_layers), ("layer_width", layer_width)]:
@@ -101,7 +101,7 @@ class EUGenMLP(nn.Module):
         self._fused_key = None
         self._compiled = None
 
-    def layer_dims(self, index: int) -> Tuple[int, int]:
+    def layer_dims(self, index: int) -> tuple[int, int]:
         """(input, output) width of layer ``index``, as in nerfstudio's ``MLP``."""
         if self.num_layers == 1:
             return self.in_dim, self.out_dim

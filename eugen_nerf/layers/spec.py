@@ -8,7 +8,7 @@ only to change defaults and to add which of its layers are EUGen; the validation
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Literal, Optional
+from typing import Literal
 
 from eugen_nerf.layers.eugen import (
     FEATURE_MAPS,
@@ -59,7 +59,7 @@ class EUGenSpec:
     """Seed of the frozen projections (layer i of an MLP uses seed + i)."""
     projection_scale: float = 1.0
     """Multiplies the projections: a frequency for feature-map sin (SIREN), 1 otherwise."""
-    lowrank_rank: Optional[int] = None
+    lowrank_rank: int | None = None
     """Rank of lowrank layers; None: EUGen's parameter count, l*k*m / (d + l)."""
     fused_inference: bool = True
     """In eval mode, run the merged feature-to-feature form of each EUGen MLP."""
@@ -88,7 +88,7 @@ class EUGenSpec:
             raise ValueError(f"eugen.feature-map {self.feature_map!r} is not supported by layer-type snnk "
                              "(SNNK layers are ReLU random features)")
 
-    def offset_seed(self, offset: int) -> "EUGenSpec":
+    def offset_seed(self, offset: int) -> EUGenSpec:
         """The same spec with ``seed + offset`` (keeps different MLPs' projections independent)."""
         return replace(self, seed=self.seed + offset)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional, Type
+from typing import Any, Literal
 
 import torch
-
 from nerfstudio.configs.base_config import ViewerConfig
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.models.base_model import ModelConfig
@@ -35,7 +34,7 @@ class SceneTrainerConfig(TrainerConfig):
     checkpoints are written atomically).
     """
 
-    _target: Type = field(default_factory=lambda: SceneTrainer)
+    _target: type = field(default_factory=lambda: SceneTrainer)
     on_non_finite: Literal["abort", "skip"] = "abort"
     """A non-finite loss: abort with a message naming the step (default), or skip that step."""
 
@@ -57,10 +56,10 @@ class SceneTrainerConfig(TrainerConfig):
 def object_method_config(
     method_name: str,
     model: ModelConfig,
-    optimizers: Dict[str, Any],
+    optimizers: dict[str, Any],
     max_num_iterations: int,
     train_num_rays_per_batch: int,
-    data: Optional[Path] = None,
+    data: Path | None = None,
 ) -> SceneTrainerConfig:
     """A trainer for any nerfstudio dataset (the shipped scenes by default): CUDA or CPU, TensorBoard logging.
 

@@ -10,7 +10,6 @@ renders cameras without nerfstudio's per-bundle indexing warning (scoped, see :m
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Tuple
 
 import torch
 from nerfstudio.cameras.rays import RayBundle, RaySamples
@@ -21,7 +20,7 @@ from eugen_nerf.scenes.framing import FRAMING_KEY, OBJECT_DEFAULT, Framing
 from eugen_nerf.scenes.quiet import quiet_camera_indexing
 
 
-def check_planes(near: Optional[float], far: Optional[float]) -> None:
+def check_planes(near: float | None, far: float | None) -> None:
     """Config check: explicit planes must satisfy 0 <= near < far."""
     if near is not None and near < 0:
         raise ValueError(f"near-plane must be >= 0, got {near}")
@@ -52,10 +51,10 @@ class FramedModelMixin:
 
     def data_framing(
         self,
-        near: Optional[float],
-        far: Optional[float],
+        near: float | None,
+        far: float | None,
         background: str,
-        disable_contraction: Optional[bool],
+        disable_contraction: bool | None,
     ) -> Framing:
         metadata = self.kwargs.get("metadata") or {}  # type: ignore[attr-defined]
         framing = metadata.get(FRAMING_KEY)
@@ -67,12 +66,12 @@ class FramedModelMixin:
         self.framing = framing
         return framing
 
-    def collider_planes(self) -> Tuple[float, float]:
+    def collider_planes(self) -> tuple[float, float]:
         """Near and far in the frame the model renders rays in."""
         unit = self.framing.unit if self.renders_in_object_frame else 1.0
         return self.framing.near / unit, self.framing.far / unit
 
-    def forward(self, ray_bundle: RayBundle) -> Dict[str, torch.Tensor]:
+    def forward(self, ray_bundle: RayBundle) -> dict[str, torch.Tensor]:
         framing = getattr(self, "framing", None)
         if not self.renders_in_object_frame or framing is None or not framing.moves_rays:
             return super().forward(ray_bundle)  # type: ignore[misc]

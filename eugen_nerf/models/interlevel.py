@@ -9,17 +9,16 @@ exceed the result: ``sum(max(0, w - w_blurred)^2 / (w + eps))``. Gradients reach
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
-from torch import Tensor
-
 from nerfstudio.cameras.rays import RaySamples
+from torch import Tensor
 
 EPS = torch.finfo(torch.float32).eps
 
 
-def blur_step_function(x: Tensor, y: Tensor, radius: float) -> Tuple[Tensor, Tensor]:
+def blur_step_function(x: Tensor, y: Tensor, radius: float) -> tuple[Tensor, Tensor]:
     """Convolve the step function with edges ``x [..., n+1]`` and values ``y [..., n]`` with a box of
     half-width ``radius`` (unit area). Returns the resulting piecewise-linear function's knots and values."""
     knots, order = torch.sort(torch.cat([x - radius, x + radius], dim=-1), dim=-1)
@@ -51,7 +50,7 @@ def ray_edges(ray_samples: RaySamples) -> Tensor:
 
 
 def anti_aliased_interlevel_loss(
-    weights_list: List[Tensor], ray_samples_list: List[RaySamples], pulse_widths: Sequence[float]
+    weights_list: list[Tensor], ray_samples_list: list[RaySamples], pulse_widths: Sequence[float]
 ) -> Tensor:
     """Zip-NeRF's interlevel loss; the last entries of the lists are the NeRF's, the others the proposals'."""
     nerf_edges = ray_edges(ray_samples_list[-1]).detach()

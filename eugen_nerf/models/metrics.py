@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Dict, Optional, Tuple
 
 from torch import Tensor
 
@@ -20,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=8)
-def _lpips_reason(image_size: Tuple[int, int]) -> Optional[str]:
+def _lpips_reason(image_size: tuple[int, int]) -> str | None:
     reason = lpips_unavailable_reason(image_size)
     if reason is not None:
         logger.warning("LPIPS left out of the metrics: %s", reason)
@@ -32,7 +31,7 @@ def psnr(gt: Tensor, pred: Tensor) -> float:
     return float(metrics.psnr(pred.clamp(0.0, 1.0), gt))
 
 
-def image_metrics(gt: Tensor, pred: Tensor) -> Dict[str, float]:
+def image_metrics(gt: Tensor, pred: Tensor) -> dict[str, float]:
     """``psnr``, ``ssim`` (and ``lpips`` when available) of one ``(H, W, 3)`` image in [0, 1]."""
     pred = pred.clamp(0.0, 1.0)
     values = {"psnr": float(metrics.psnr(pred, gt)), "ssim": float(metrics.ssim(pred, gt))}

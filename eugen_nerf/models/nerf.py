@@ -9,7 +9,7 @@ Near/far, background and scene contraction come from the data unless given (:mod
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Dict, Literal, Optional, Tuple, Type
+from typing import Literal
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -46,9 +46,9 @@ class NeRFEUGenConfig(EUGenSpec):
     """Phi of the trunk's EUGen layers. Identity: each layer is a degree-2 polynomial of its input; behind the
     dense first layer it learns like a dense trunk of EUGen's size (``benchmarks/trunk_learning.json``), and at
     1200 steps it beat the ReLU map by 0.30 dB over three seeds (``benchmarks/methods_nerf_1200*.json``)."""
-    trunk_layers: Tuple[int, ...] = (1, 2, 3, 5, 6)
+    trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6)
     """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
-    head_layers: Tuple[int, ...] = ()
+    head_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
 
     def __post_init__(self) -> None:
@@ -61,7 +61,7 @@ class NeRFEUGenConfig(EUGenSpec):
 class EUGenNeRFModelConfig(VanillaModelConfig):
     """NeRF with EUGen layers; ``eugen.trunk_layers = eugen.head_layers = ()`` is the dense twin."""
 
-    _target: Type = field(default_factory=lambda: EUGenNeRFModel)
+    _target: type = field(default_factory=lambda: EUGenNeRFModel)
     eugen: NeRFEUGenConfig = field(default_factory=NeRFEUGenConfig)
     """EUGen layers: which ones, and their hyper-parameters."""
     trunk_width: int = 256
@@ -69,15 +69,15 @@ class EUGenNeRFModelConfig(VanillaModelConfig):
     head_width: int = 128
     """Width of the view-dependent colour head."""
     eval_num_rays_per_chunk: int = 1024
-    near_plane: Optional[float] = None
+    near_plane: float | None = None
     """Near plane; None: from the data (see eugen_nerf.scenes.framing)."""
-    far_plane: Optional[float] = None
+    far_plane: float | None = None
     """Far plane; None: from the data."""
     background_color: Literal["auto", "random", "last_sample", "black", "white"] = "auto"
     """Background; auto: from the data (the object scene's colour, else the ray's last sample)."""
-    disable_scene_contraction: Optional[bool] = None
+    disable_scene_contraction: bool | None = None
     """None: contract space (and sample linearly in disparity) for unbounded data only."""
-    collider_params: Optional[Dict[str, float]] = None
+    collider_params: dict[str, float] | None = None
     """nerfstudio's near/far dict; when given it overrides near-plane/far-plane."""
 
     def __post_init__(self) -> None:
@@ -124,19 +124,19 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
             eugen, eugen.trunk_layers, eugen.head_layers, self.config.trunk_width, self.config.head_width
         )
 
-    def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, Tensor]:
+    def get_outputs(self, ray_bundle: RayBundle) -> dict[str, Tensor]:
         outputs = super().get_outputs(ray_bundle)
         for name in ("rgb", "accumulation", "depth"):
             outputs[name] = outputs[f"{name}_fine"]
         return outputs
 
-    def get_metrics_dict(self, outputs, batch) -> Dict[str, Tensor]:
+    def get_metrics_dict(self, outputs, batch) -> dict[str, Tensor]:
         image = self.renderer_rgb.blend_background(batch["image"].to(self.device))
         return {"psnr": -10.0 * torch.log10(torch.mean((outputs["rgb_fine"].detach() - image) ** 2))}
 
     def get_image_metrics_and_images(
-        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
-    ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
+        self, outputs: dict[str, Tensor], batch: dict[str, Tensor]
+    ) -> tuple[dict[str, float], dict[str, Tensor]]:
         image = self.renderer_rgb.blend_background(batch["image"].to(outputs["rgb_fine"].device))
         metrics = image_metrics(image, outputs["rgb_fine"])
         metrics["coarse_psnr"] = psnr(image, outputs["rgb_coarse"])

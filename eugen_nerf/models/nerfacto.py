@@ -9,7 +9,7 @@ near 2 / far 6, no contraction, uniform samples; for unbounded data nerfacto's s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Literal, Optional, Tuple, Type
+from typing import Literal
 
 import numpy as np
 import torch
@@ -41,9 +41,9 @@ class NerfactoEUGenConfig(EUGenSpec):
     """EUGen knobs of the nerfacto-style field, plus which of its layers are EUGen."""
 
     num_features: int = 16
-    density_layers: Tuple[int, ...] = ()
+    density_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer density MLP (1 outputs density and geometry features)."""
-    color_layers: Tuple[int, ...] = (1,)
+    color_layers: tuple[int, ...] = (1,)
     """EUGen layers of the 3-layer colour MLP (2 outputs RGB)."""
 
     def __post_init__(self) -> None:
@@ -56,21 +56,21 @@ class NerfactoEUGenConfig(EUGenSpec):
 class EUGenNerfactoModelConfig(NerfactoModelConfig):
     """Hash grid + proposal sampling with EUGen MLP layers; no EUGen layer is the dense twin."""
 
-    _target: Type = field(default_factory=lambda: EUGenNerfactoModel)
+    _target: type = field(default_factory=lambda: EUGenNerfactoModel)
     eugen: NerfactoEUGenConfig = field(default_factory=NerfactoEUGenConfig)
     """EUGen layers: which ones, and their hyper-parameters."""
-    near_plane: Optional[float] = None
+    near_plane: float | None = None
     """Near plane; None: from the data (see eugen_nerf.scenes.framing)."""
-    far_plane: Optional[float] = None
+    far_plane: float | None = None
     """Far plane; None: from the data."""
     background_color: Literal["auto", "random", "last_sample", "black", "white"] = "auto"
     """Background; auto: from the data (the object scene's colour, else the ray's last sample)."""
-    disable_scene_contraction: Optional[bool] = None
+    disable_scene_contraction: bool | None = None
     """None: scene contraction for unbounded data only."""
     proposal_initial_sampler: Literal["auto", "piecewise", "uniform"] = "auto"
     """auto: uniform between the planes of an object scene, nerfacto's piecewise for unbounded data."""
     use_appearance_embedding: bool = False
-    average_init_density: Optional[float] = None
+    average_init_density: float | None = None
     """Density scale at initialisation; None: 1.0 on a solid (white/black) background, nerfacto's 0.01 otherwise.
     On a solid background 0.01 leaves every ray nearly empty, so the loss pushes every sample's colour
     towards the background's opposite until the sigmoid saturates (measured: a black bunny, dense and EUGen);
@@ -90,7 +90,7 @@ class EUGenNerfactoModelConfig(NerfactoModelConfig):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
 
-    def grid_args(self) -> Dict[str, object]:
+    def grid_args(self) -> dict[str, object]:
         """The NeRF field's hash-grid keyword arguments (every field built from this config takes them)."""
         return {name: getattr(self, name) for name in
                 ("num_levels", "base_res", "max_res", "log2_hashmap_size", "features_per_level", "implementation")}
@@ -148,7 +148,7 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
         self.step = 0
         extend_model(self)  # the viewer's "EUGen fused inference" (eugen_nerf.extensions)
 
-    sampler_class: Type[ProposalNetworkSampler] = ProposalNetworkSampler
+    sampler_class: type[ProposalNetworkSampler] = ProposalNetworkSampler
     """The proposal sampler (a subclass may pass whole frustums to its proposal networks)."""
 
     def initial_density(self, framing: Framing) -> float:
@@ -172,7 +172,7 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
             **config.grid_args(),
         )
 
-    def build_proposal_network(self, framing: Framing, args: Dict) -> Field:
+    def build_proposal_network(self, framing: Framing, args: dict) -> Field:
         """One proposal network: nerfstudio's ``HashMLPDensityField`` with ``args``."""
         return HashMLPDensityField(
             self.scene_box.aabb,
@@ -183,8 +183,8 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
         )
 
     def get_image_metrics_and_images(
-        self, outputs: Dict[str, Tensor], batch: Dict[str, Tensor]
-    ) -> Tuple[Dict[str, float], Dict[str, Tensor]]:
+        self, outputs: dict[str, Tensor], batch: dict[str, Tensor]
+    ) -> tuple[dict[str, float], dict[str, Tensor]]:
         image = self.renderer_rgb.blend_background(batch["image"].to(self.device))
         metrics = image_metrics(image, outputs["rgb"])
         images = {

@@ -11,8 +11,8 @@ proposal and 32 NeRF samples per ray). Scene contraction for unbounded data is m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple, Type
 
 import torch
 from nerfstudio.cameras.rays import RayBundle, RaySamples
@@ -42,12 +42,12 @@ class ZipNeRFEUGenConfig(EUGenSpec):
     map over three seeds: at 1200 steps -0.01 against -0.06 dB at full resolution and -0.13 against -0.26 dB at
     1/4, at 2400 steps +0.02 against -0.02 dB and -0.10 against -0.20 dB (EUGen minus dense;
     ``benchmarks/zipnerf_long*/zipnerf.json``, README)."""
-    density_layers: Tuple[int, ...] = ()
+    density_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: over three seeds
     a dense bottleneck (EUGen in the view MLP only) lost 0.17 dB against the dense twin where an EUGen bottleneck
     lost 0.35 dB, at the same MLP speed (2.7x): an EUGen bottleneck's 256-wide output is built anyway (its
     first channel is the density), so it saves nothing."""
-    view_layers: Tuple[int, ...] = (0, 1)
+    view_layers: tuple[int, ...] = (0, 1)
     """EUGen layers of the 3-layer view-dependent MLP (0 and 1 are 256 wide, 2 outputs RGB)."""
 
     def __post_init__(self) -> None:
@@ -56,7 +56,7 @@ class ZipNeRFEUGenConfig(EUGenSpec):
         self.view_layers = check_layer_indices("eugen.view-layers", self.view_layers, VIEW_LAYERS)
 
 
-def zipnerf_proposal_args() -> List[Dict]:
+def zipnerf_proposal_args() -> list[dict]:
     """Zip-NeRF's two proposal grids: 1 feature per level, resolution 16 up to 512 and to 2048."""
     return [
         {"hidden_dim": 64, "log2_hashmap_size": 19, "num_levels": 6, "max_res": 512, "features_per_level": 1},
@@ -74,7 +74,7 @@ PROPOSAL_ARGS = ("hidden_dim", "log2_hashmap_size", "num_levels", "max_res", "fe
 class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
     """Zip-NeRF with EUGen layers in its bottleneck and view MLP; no EUGen layer is the dense twin."""
 
-    _target: Type = field(default_factory=lambda: ZipNeRFModel)
+    _target: type = field(default_factory=lambda: ZipNeRFModel)
     eugen: ZipNeRFEUGenConfig = field(default_factory=ZipNeRFEUGenConfig)  # type: ignore[assignment]
     """EUGen layers: which ones, and their hyper-parameters."""
     hidden_dim: int = 64
@@ -88,11 +88,11 @@ class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
     max_res: int = 8192
     log2_hashmap_size: int = 21
     features_per_level: int = 4
-    proposal_net_args_list: List[Dict] = field(default_factory=zipnerf_proposal_args)
+    proposal_net_args_list: list[dict] = field(default_factory=zipnerf_proposal_args)
     """Proposal grids and MLPs (keys: hidden_dim, log2_hashmap_size, num_levels, max_res, features_per_level)."""
-    num_proposal_samples_per_ray: Tuple[int, ...] = (64, 64)
+    num_proposal_samples_per_ray: tuple[int, ...] = (64, 64)
     num_nerf_samples_per_ray: int = 32
-    interlevel_pulse_widths: Tuple[float, ...] = (0.03, 0.003)
+    interlevel_pulse_widths: tuple[float, ...] = (0.03, 0.003)
     """Half-widths of the box blur of each proposal level in the anti-aliased interlevel loss (ray distance in [0, 1])."""
     hash_decay_loss_mult: float = 0.1
     """Weight decay of the NeRF's and proposals' hash grids (Zip-NeRF's 0.1)."""
@@ -147,15 +147,15 @@ class FrustumProposalSampler(ProposalNetworkSampler):
     """
 
     def generate_ray_samples(
-        self, ray_bundle: Optional[RayBundle] = None, density_fns: Optional[List[Callable]] = None
-    ) -> Tuple[RaySamples, List, List]:
+        self, ray_bundle: RayBundle | None = None, density_fns: list[Callable] | None = None
+    ) -> tuple[RaySamples, list, list]:
         assert ray_bundle is not None and density_fns is not None
-        weights_list: List[torch.Tensor] = []
-        ray_samples_list: List[RaySamples] = []
+        weights_list: list[torch.Tensor] = []
+        ray_samples_list: list[RaySamples] = []
         levels = self.num_proposal_network_iterations
         update = self._steps_since_update > self.update_sched(self._step) or self._step < 10
-        ray_samples: Optional[RaySamples] = None
-        weights: Optional[torch.Tensor] = None
+        ray_samples: RaySamples | None = None
+        weights: torch.Tensor | None = None
         for level in range(levels + 1):
             proposal = level < levels
             count = self.num_proposal_samples_per_ray[level] if proposal else self.num_nerf_samples_per_ray
@@ -197,13 +197,13 @@ class ZipNeRFModel(EUGenNerfactoModel):
             **config.grid_args(),
         )
 
-    def build_proposal_network(self, framing: Framing, args: Dict) -> Field:
+    def build_proposal_network(self, framing: Framing, args: dict) -> Field:
         return ZipNeRFDensityField(
             self.scene_box.aabb, contraction=framing.contraction, base_res=self.config.base_res,
             implementation=self.config.implementation, **args,
         )
 
-    def get_param_groups(self) -> Dict[str, List[torch.nn.Parameter]]:
+    def get_param_groups(self) -> dict[str, list[torch.nn.Parameter]]:
         """nerfacto's groups, with the NeRF field's MLPs apart from its hash grid (``field_mlps``).
 
         Adam moves every weight by about its learning rate whatever the gradient's noise; at the rays per step
@@ -217,7 +217,7 @@ class ZipNeRFModel(EUGenNerfactoModel):
         groups[FIELD_MLPS] = mlps
         return groups
 
-    def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, torch.Tensor]:
+    def get_loss_dict(self, outputs, batch, metrics_dict=None) -> dict[str, torch.Tensor]:
         config = self.config
         pred_rgb, gt_rgb = self.renderer_rgb.blend_background_for_loss_computation(
             pred_image=outputs["rgb"], pred_accumulation=outputs["accumulation"], gt_image=batch["image"].to(self.device)

@@ -10,7 +10,6 @@ the training dataset's metadata, which nerfstudio's pipeline hands to the model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Tuple
 
 import numpy as np
 import torch
@@ -123,7 +122,7 @@ class FramingDataManager(FramingMixin, VanillaDataManager[InputDataset]):
 @dataclass
 class FramingDataManagerConfig(VanillaDataManagerConfig):
     _target: type = field(default_factory=lambda: FramingDataManager)
-    train_scales: Tuple[int, ...] = (1,)
+    train_scales: tuple[int, ...] = (1,)
     """Resolution divisors of the training rays, made from the full-resolution images (an even share of the
     rays each; see :mod:`eugen_nerf.scenes.multiscale`). ``1`` alone is nerfstudio's usual training."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import imageio.v3 as iio
 import numpy as np
@@ -61,7 +61,7 @@ def declares_its_frame(data: Path) -> bool:
     return mismatch is None
 
 
-def object_frame_scale(data: Path) -> Optional[float]:
+def object_frame_scale(data: Path) -> float | None:
     """For an object on a known background: the scale that puts its cameras at :data:`OBJECT_CAMERA_DISTANCE`
     from their focus point; ``None`` for any other dataset (or one that cannot be read)."""
     try:
@@ -88,7 +88,7 @@ class SceneDataParserConfig(NerfstudioDataParserConfig):
     """auto: none for a scene that declares its frame in scene.json, else nerfstudio's "up"."""
     center_method: Literal["auto", "poses", "focus", "none"] = "auto"
     """auto: none for a declared frame, focus for an object on a known background, else "poses"."""
-    auto_scale_poses: Optional[bool] = None
+    auto_scale_poses: bool | None = None
     """None: True (nerfstudio's unit cube) for unbounded data; objects keep or get the radius-4 frame."""
     scale_factor: float = 1.0
 

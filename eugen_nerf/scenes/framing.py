@@ -24,9 +24,10 @@ Every field can be overridden on the command line (``--pipeline.model.near-plane
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Optional, Sequence, Tuple
+from typing import Literal
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class Framing:
     contraction: bool
     source: str
     """Where the values come from, for the log line."""
-    origin: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    origin: tuple[float, float, float] = (0.0, 0.0, 0.0)
     """The object's frame: models whose fields read raw positions (NeRF, SIREN) render rays moved to
     ``(x - origin) / unit``; near, far and depths stay in the dataparser's units."""
     unit: float = 1.0
@@ -84,11 +85,11 @@ class Framing:
 
     def override(
         self,
-        near: Optional[float] = None,
-        far: Optional[float] = None,
-        background: Optional[str] = None,
-        contraction: Optional[bool] = None,
-    ) -> "Framing":
+        near: float | None = None,
+        far: float | None = None,
+        background: str | None = None,
+        contraction: bool | None = None,
+    ) -> Framing:
         """Command-line values (``None``/``"auto"``: keep the data's) replace the chosen ones."""
         changes = {
             "near": near,
@@ -109,7 +110,7 @@ OBJECT_DEFAULT = Framing("object", 2.0, 6.0, "white", False, "defaults for eugen
 """What the models used before the data decided (kept for models built without our datamanager)."""
 
 
-def scene_json_hint(data: Optional[Path]) -> Optional[dict]:
+def scene_json_hint(data: Path | None) -> dict | None:
     """``near``/``far``/``background`` of an eugen-scenes object scene (``scene.json`` beside the data)."""
     if data is None:
         return None
@@ -130,7 +131,7 @@ def scene_json_hint(data: Optional[Path]) -> Optional[dict]:
 
 def declared_frame_mismatch(
     hint: dict, camera_to_worlds: np.ndarray, dataparser_scale: float = 1.0, at_origin: bool = False
-) -> Optional[str]:
+) -> str | None:
     """Why the cameras contradict scene.json's declared frame (``None`` if they agree).
 
     The declaration holds for the cameras it was written with: they look at one point (the object,
@@ -153,7 +154,7 @@ def declared_frame_mismatch(
     return None
 
 
-def border_background(images: Sequence[np.ndarray]) -> Optional[str]:
+def border_background(images: Sequence[np.ndarray]) -> str | None:
     """``"white"``/``"black"`` when nearly all border pixels of ``images`` ((H, W, 3) in [0, 1]) are that."""
     borders = []
     for image in images:
@@ -174,7 +175,7 @@ def evenly_spread(count: int, size: int = FRAMING_IMAGES) -> list[int]:
     return sorted({int(i) for i in np.linspace(0, count - 1, min(size, count)).round()})
 
 
-def focus_point(camera_to_worlds: np.ndarray) -> Optional[np.ndarray]:
+def focus_point(camera_to_worlds: np.ndarray) -> np.ndarray | None:
     """Least-squares point closest to every optical axis (OpenGL cameras look down -z); ``None`` when the
     axes are (nearly) parallel or the point is behind a camera."""
     origins = camera_to_worlds[:, :3, 3]
@@ -194,7 +195,7 @@ def focus_point(camera_to_worlds: np.ndarray) -> Optional[np.ndarray]:
 def choose_framing(
     camera_to_worlds: np.ndarray,
     images: Sequence[np.ndarray],
-    hint: Optional[dict] = None,
+    hint: dict | None = None,
     dataparser_scale: float = 1.0,
 ) -> Framing:
     """The framing of a dataset from its training cameras (N, 3|4, 4), a few training images, scene.json."""

@@ -29,17 +29,17 @@ from eugen_nerf.scenes.cameras import (
     random_directions,
     trajectory_poses,
 )
-from eugen_nerf.scenes.environment import PlaneBackdrop, SphereEnvironment
 from eugen_nerf.scenes.depth import DEPTH_UNIT_SCALE_FACTOR
+from eugen_nerf.scenes.environment import PlaneBackdrop, SphereEnvironment
 from eugen_nerf.scenes.meshes import Normalisation, UpAxis, load_mesh, normalise, resolve_mesh, sha256
 from eugen_nerf.scenes.render import Renderer, Shading
 from eugen_nerf.scenes.writer import (
     SPLITS,
     atomic_output,
     pose_to_json,
-    write_json,
     write_capture_transforms,
     write_jpeg,
+    write_json,
     write_ply,
     write_transforms,
     write_view,

@@ -15,14 +15,14 @@ Pure torch plus nerfstudio's :class:`~nerfstudio.cameras.cameras.Cameras`; the d
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import torch
 from nerfstudio.cameras.cameras import Cameras
 from torch import Tensor
 
 
-def check_scales(scales: Sequence[int]) -> Tuple[int, ...]:
+def check_scales(scales: Sequence[int]) -> tuple[int, ...]:
     """Integer scales >= 1, without repeats, 1 first; one clear error otherwise."""
     scales = tuple(scales)
     if not scales or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in scales):
@@ -57,7 +57,7 @@ def stacked_scaled_cameras(cameras: Cameras, scales: Sequence[int]) -> Cameras:
 
 
 def block_average(
-    images: Union[Tensor, List[Tensor]], positions: Tensor, rows: Tensor, cols: Tensor, scale: int
+    images: Tensor | list[Tensor], positions: Tensor, rows: Tensor, cols: Tensor, scale: int
 ) -> Tensor:
     """Area average of the ``scale x scale`` blocks with top-left pixels ``(rows, cols)``.
 

@@ -6,8 +6,8 @@ what a radiance field can represent; the background is composited to white.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 import open3d as o3d
@@ -52,7 +52,7 @@ class Renderer:
         mesh: Mesh,
         appearance: Appearance,
         shading: Shading = Shading(),
-        environment: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None,
+        environment: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> None:
         """``environment(origins, directions)`` colours the rays that miss the mesh (default: white)."""
         self.mesh = mesh

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import tyro
 import viser
-
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from eugen_nerf.inputs.errors import one_line_errors

@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import viser.transforms as vtf
-from PIL import Image, ImageDraw, ImageFont
-from torch import Tensor
-
 from nerfstudio.cameras.cameras import Cameras, CameraType
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.models.base_model import ModelConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 from nerfstudio.viewer.utils import CameraState, get_camera
+from PIL import Image, ImageDraw, ImageFont
+from torch import Tensor
 
 from eugen_nerf.inputs.errors import InputError
 

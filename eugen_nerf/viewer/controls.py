@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from torch import Tensor, nn
-
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.data.scene_box import OrientedBox
 from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
+from torch import Tensor, nn
 
 from eugen_nerf.layers import EUGenMLP
 
