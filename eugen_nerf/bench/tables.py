@@ -131,10 +131,10 @@ class Tables:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
-    def update(self, readme: Path, check: bool = False) -> list[str]:
-        """Regenerate every marked table of ``readme``; with ``check``, write nothing and return the names of
-        the tables that differ from the JSON."""
-        text = readme.read_text()
+    def update(self, document: Path, check: bool = False) -> list[str]:
+        """Regenerate every marked table of ``document``; with ``check``, write nothing and return the names
+        of the tables that differ from the JSON."""
+        text = document.read_text()
         stale: list[str] = []
 
         def replace(match: re.Match) -> str:
@@ -145,17 +145,16 @@ class Tables:
 
         new = MARKER.sub(replace, text)
         if not check and new != text:
-            readme.write_text(new)
+            document.write_text(new)
         return stale
 
-    def names_in(self, readme: Path) -> list[str]:
-        return [m["name"] for m in MARKER.finditer(readme.read_text())]
+    def names_in(self, document: Path) -> list[str]:
+        return [m["name"] for m in MARKER.finditer(document.read_text())]
 
     def update_documents(self, paths: list[Path], check: bool = False) -> list[str]:
         """:meth:`update` for each of ``paths``; each spec'd table must sit in exactly one of them and every
         marked table must be spec'd, else one error naming them (a table moved between pages is not lost)."""
-        placed = [(name, path) for path in paths for name in self.names_in(path)]
-        names = [name for name, _ in placed]
+        names = [name for path in paths for name in self.names_in(path)]
         unknown = sorted({name for name in names if name not in self.tables})
         missing = sorted(set(self.tables) - set(names))
         twice = sorted({name for name in names if names.count(name) > 1})
