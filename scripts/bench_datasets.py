@@ -158,7 +158,7 @@ def evaluate(config_path: Path, same_truth: bool = False) -> dict[str, object]:
 
 def per_seed_psnr(scene: dict[str, object], key: str = "psnr") -> dict[int, float]:
     """Test PSNR (``key``) by training seed (a run from before --seeds is seed 0)."""
-    runs = scene["per_seed"] if "per_seed" in scene else [{"seed": 0, **scene}]
+    runs = scene.get("per_seed", [{"seed": 0, **scene}])
     return {s["seed"]: s[key] for s in runs if key in s}
 
 

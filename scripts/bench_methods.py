@@ -355,7 +355,7 @@ def plot(report: dict[str, object], path: Path) -> None:
     families = report["families"]
     fig, axes = plt.subplots(1, 3, figsize=(14, 5))
     timed_apart, index = False, 0
-    for family, data in families.items():
+    for data in families.values():
         eugen_timing = next((row.get("measured_by") for row in data["runs"].values() if row.get("kind") == "eugen"), None)
         for label, row in data["runs"].items():
             marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")

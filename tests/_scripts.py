@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import os
 import runpy
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,3 +48,10 @@ def run_main(target: str, *args: object, module: bool = False) -> Ran:
     finally:
         sys.argv, sys.path[:] = argv, path_before
     return Ran(code, out.getvalue(), err.getvalue())
+
+
+def run_command(args: list, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run a command in its own process (warnings silenced, its exit status returned, not raised)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)

@@ -10,9 +10,7 @@ nerfstudio commands print no traceback.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
+from _scripts import run_command as run
 
 REPO = Path(__file__).resolve().parents[1]
 RGBD = REPO / "scenes" / "bunny_rgbd"
@@ -355,11 +354,6 @@ def test_catalogue_covers_every_command():
     assert {case.script for case in CASES} == {
         "eugen-isdf", "eugen-scenes", "eugen-fit-image", "eugen-eval", "eugen-distill", "eugen-viewer", "ns-train"
     }
-
-
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_ns_eval_on_a_truncated_checkpoint_is_one_line(inputs: Path, tmp_path: Path):

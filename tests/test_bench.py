@@ -155,9 +155,9 @@ def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
                       "--output", tmp_path / "z.json")
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
-    assert errors == ["bench_zipnerf: error: --methods ['zipnerf-large']: choose among ['dense-zipnerf', "
-                      "'eugen-zipnerf', 'nerfacto', 'nerfacto (white background)', "
-                      "'nerfacto (white background, multiscale rays)']"]
+    assert errors == [("bench_zipnerf: error: --methods ['zipnerf-large']: choose among ['dense-zipnerf', "
+                       "'eugen-zipnerf', 'nerfacto', 'nerfacto (white background)', "
+                       "'nerfacto (white background, multiscale rays)']")]
     assert not any(tmp_path.iterdir())
 
 

@@ -698,7 +698,7 @@ def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_s
                              finetune_steps=2, finetune_rays=100, finetune_novel_views=3,
                              finetune_validation_views=1, finetune_target="fields",
                              finetune_novel_rays="fresh", finetune_camera_rays="capture"))
-    ((pool, args, kwargs),) = calls
+    ((pool, _args, kwargs),) = calls
     first, second = kwargs["fresh"](1), kwargs["fresh"](2)
     assert len(first) == len(second) and not torch.allclose(first.origins, second.origins)
     assert torch.equal(kwargs["fresh"](1).origins, first.origins)  # seeded: a rerun draws the same cameras

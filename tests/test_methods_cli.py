@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import glob
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _scripts import run_command as run
 
 REPO = Path(__file__).resolve().parents[1]
 SCENE = REPO / "scenes" / "bunny32"
@@ -39,10 +38,6 @@ TINY = {
     ],
 }
 
-
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def train_losses(run_dir: Path) -> list[float]:

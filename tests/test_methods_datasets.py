@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import random
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _scripts import run_command
 from _tiny import registered_config, set_sizes
 
 from eugen_nerf.scenes.framing import FRAMING_KEY
@@ -164,9 +164,8 @@ def test_command_line_overrides_the_data(one_thread):
     assert model.field.spatial_distortion is None and "command line" in model.framing.source
 
 
-def run(args, cwd):
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+def run(args: list, cwd: Path) -> subprocess.CompletedProcess:
+    return run_command(args, cwd, timeout=600)
 
 
 @pytest.mark.slow

@@ -9,7 +9,10 @@ from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec, NormalEquations
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-def _nerf_trunk(layer_types, spec=EUGenSpec(num_features=16, degree=2), out_dim=None, out_activation=None):
+TRUNK_SPEC = EUGenSpec(num_features=16, degree=2)
+
+
+def _nerf_trunk(layer_types, spec=TRUNK_SPEC, out_dim=None, out_activation=None):
     return EUGenMLP(
         in_dim=12, num_layers=8, layer_width=64, out_dim=out_dim, skip_connections=(4,),
         layer_types=layer_types, eugen=spec, out_activation=out_activation,

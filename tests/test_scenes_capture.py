@@ -64,7 +64,7 @@ def test_framing_from_data_is_the_same_for_both_frames():
     canonical = load_scene(CANONICAL)
     images = [frame.rgb() for frame in canonical.frames[:8]]
     poses = np.stack([frame.camera_to_world for frame in canonical.frames])
-    captured, outputs = parsed_poses(CAPTURED)
+    captured, _ = parsed_poses(CAPTURED)
     from_canonical = choose_framing(poses, images)  # as if it had no scene.json
     from_captured = choose_framing(captured, images)
     assert from_canonical.kind == from_captured.kind == "object" and not from_captured.contraction

@@ -94,7 +94,7 @@ def test_full_resolution_training_is_nerfstudios():
     config.data = SCENES / "bunny32"
     datamanager = config.setup(device="cpu")
     assert datamanager.multiscale_ray_generator is None
-    bundle, batch = datamanager.next_train(0)
+    _, batch = datamanager.next_train(0)
     image = datamanager.train_dataset.get_image_float32(int(batch["indices"][0, 0]))
     assert torch.allclose(batch["image"][0], image[int(batch["indices"][0, 1]), int(batch["indices"][0, 2])])
     assert copy.deepcopy(config).train_scales == (1,)

@@ -199,7 +199,7 @@ def test_parity_layout_learns_the_first_g_reads_out_from_the_last_a_and_merges_e
     assert len(mlp.layers) == len(hidden) + (1 if readout else 2)
     assert mlp.layers[-1].out_features == 3 and (hasattr(mlp.layers[-1], "projections") == readout)
     assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 32, 3, hidden, PARITY)
-    assert "layers.%d.projections" % first in mlp.state_dict()  # the learned G is saved with the model
+    assert f"layers.{first}.projections" in mlp.state_dict()  # the learned G is saved with the model
     x = torch.rand(64, 2) * 2 - 1
     expected = mlp(x)
     mlp.eval()

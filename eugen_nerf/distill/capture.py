@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
+from typing_extensions import Self  # typing.Self needs Python 3.11
 
 from eugen_nerf.distill.student import LayerRef
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, LowRankLinear, NormalEquations
@@ -152,7 +153,7 @@ class Capture:
         """Per ray of the batch being rendered: held out (its camera is a held-out one). Set per batch."""
         self._handles: list = []
 
-    def __enter__(self) -> Capture:
+    def __enter__(self) -> Self:
         for mlp_path in self.by_mlp:
             self._handles.append(self.mlps[mlp_path].register_forward_hook(self._hook(mlp_path)))
         return self
@@ -223,7 +224,7 @@ class PreactivationProbe:
         self.generator: torch.Generator | None = None
         self._handles: list = []
 
-    def __enter__(self) -> PreactivationProbe:
+    def __enter__(self) -> Self:
         for mlp_path in self.by_mlp:
             self._handles.append(self.mlps[mlp_path].register_forward_hook(
                 lambda module, args, output, path=mlp_path: self.record(path, args[0])))

@@ -71,7 +71,7 @@ class StateStore:
             return None
         try:
             state = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception as err:  # a state file is replaced atomically, so this is outside damage
+        except Exception as err:  # noqa: BLE001 - replaced atomically: outside damage
             if not discard_other:
                 raise DistillError(f"{self.path}: unreadable resumable state ({err}); pass --overwrite to "
                                    "start over") from None

@@ -54,7 +54,7 @@ def load_checkpoint(path: Path) -> dict:
     allow_numpy_checkpoints()
     try:
         loaded = torch.load(path, map_location="cpu")
-    except Exception as err:  # truncated zip, foreign pickle, ...: torch raises many kinds
+    except Exception as err:  # noqa: BLE001 - truncated zip, foreign pickle, ...: torch raises many kinds
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(
             f"{path}: not a readable checkpoint, truncated or corrupt ({reason})"

@@ -20,7 +20,7 @@ def read_image(path: Path | str, what: str = "image") -> np.ndarray:
         raise InputError(f"{path}: {what} is not a file")
     try:
         image = np.asarray(iio.imread(path))
-    except Exception as error:  # imageio raises many kinds for corrupt or foreign files
+    except Exception as error:  # noqa: BLE001 - imageio raises many kinds for corrupt or foreign files
         raise InputError(f"{path}: {what} file is unreadable ({type(error).__name__}: {error})") from None
     if image.ndim not in (2, 3) or image.size == 0 or min(image.shape[:2]) == 0:
         raise InputError(f"{path}: {what} has shape {image.shape}, expected (H, W) or (H, W, C)")

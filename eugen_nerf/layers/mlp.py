@@ -66,7 +66,7 @@ class EUGenMLP(nn.Module):
         layer_width: int,
         out_dim: int | None = None,
         skip_connections: Sequence[int] | None = None,
-        activation: nn.Module | None = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),  # noqa: B008 - as nerfstudio's MLP (stateless)
         out_activation: nn.Module | None = None,
         layer_types: LayerType | Sequence[LayerType] = "dense",
         eugen_layers: Sequence[int] | None = None,
@@ -183,7 +183,7 @@ class EUGenMLP(nn.Module):
             self._compiled = torch.compile(fused.__call__)
         try:
             return self._compiled(in_tensor)
-        except Exception as error:  # no C++ compiler, unsupported backend, ...: stay correct, warn once
+        except Exception as error:  # noqa: BLE001 - no compiler, backend...: warn once
             warnings.warn(f"torch.compile of the fused EUGen MLP failed ({type(error).__name__}: {error}); "
                           "using the eager fused form")
             self.compile_fused = False

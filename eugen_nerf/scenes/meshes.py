@@ -81,7 +81,7 @@ def load_mesh(path: Path) -> Mesh:
     meshset = pymeshlab.MeshSet()
     try:
         meshset.load_new_mesh(str(path))
-    except Exception as error:  # pymeshlab's own exception type, for empty, truncated or foreign files
+    except pymeshlab.PyMeshLabException as error:  # empty, truncated or foreign files
         raise SceneError(f"--mesh {path}: unreadable mesh file ({one_line(error)})") from None
     mesh = meshset.current_mesh()
     vertices = np.asarray(mesh.vertex_matrix(), dtype=np.float64)
