@@ -65,7 +65,7 @@ def sigint_as_in_a_terminal() -> None:
 def start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            preexec_fn=sigint_as_in_a_terminal)  # noqa: PLW1509 - no threads
+                            preexec_fn=sigint_as_in_a_terminal)  # noqa: PLW1509 - resets one signal
 
 
 def wait_for(condition, process: subprocess.Popen, log: Path, timeout: float = 180.0) -> None:
