@@ -31,7 +31,7 @@ import torch
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_methods import variants
+from bench_methods import variants  # the EUGen / dense / narrowed configs of each family
 
 from eugen_nerf.bench.merge import write_report
 from eugen_nerf.eval.field_speed import find_field, random_ray_samples

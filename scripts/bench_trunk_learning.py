@@ -36,9 +36,9 @@ import tyro
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stability import DEPTH, IN_DIM, OUT_DIM, WIDTH, target
+from bench_stability import DEPTH, IN_DIM, OUT_DIM, WIDTH, target  # the same task and trunk
 
-from eugen_nerf.eval.size import count_parameters
+from eugen_nerf.eval.size import count_parameters  # frozen projections are buffers: not counted
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 

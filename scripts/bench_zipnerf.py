@@ -42,8 +42,8 @@ import torch
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_datasets import method_config
-from bench_methods import small_zipnerf
+from bench_datasets import method_config  # stock nerfacto's plain-datamanager config
+from bench_methods import small_zipnerf  # the README's CPU preset
 from nerfstudio.engine.trainer import TrainerConfig
 
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap

@@ -29,7 +29,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from _browser import Browser, chromium_missing, stop_process_group
+from _browser import Browser, chromium_missing, stop_process_group  # the tests' Chromium driver
 
 BIN = Path(sys.executable).parent
 RENDER_AREA = 'canvas[data-engine^="three.js"]'

@@ -151,7 +151,7 @@ def earlier_student(scratch: Path) -> None:
 ISDF = ["--evaluation.mesh-resolution", "16"]
 
 
-def NS_ZIP(scratch: Path) -> list[str]:
+def NS_ZIP(scratch: Path) -> list[str]:  # reads as a constant prefix
     """``ns-train eugen-nerfacto`` on a shipped scene, its output folder in the case's scratch (never created)."""
     return ["eugen-nerfacto", "--data", str(SCENE), "--output-dir", str(scratch / "o")]
 

@@ -393,7 +393,7 @@ class Distillation:
                 share = round(options.finetune_rays * novel_share)
                 fresh_rays = min(max(1, share), options.finetune_rays - 1)
                 first = (seed + 1) * 1_000_003
-                fresh = lambda step: self.novel_camera_rays(count, first + step)
+                fresh = lambda step: self.novel_camera_rays(count, first + step)  # each step its own novel cameras
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 novel = self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed)
             elif options.finetune_novel_views:

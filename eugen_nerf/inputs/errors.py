@@ -47,7 +47,7 @@ def usage_error(prog: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _raise_interrupt(signum, frame) -> None:
+def _raise_interrupt(signum, frame) -> None:  # a signal handler's signature (frame unused)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
