@@ -1,0 +1,194 @@
+#!/usr/bin/env python
+"""Benchmark (not a test): ideas screened for the EUGen SIREN on the cameraman, kept with their command.
+
+Each screen changes the shipped siren-init EUGen SIREN at ``m = w`` (``bench_siren``'s ``SIREN_INIT``) in one
+way and fits it in that network's setting (256², cosine to 1%, 400 steps, lr 3e-3, one thread) at one seed.
+So its PSNR reads against that network's and the tuned dense SIREN's at the same seed
+(``benchmarks/siren_256_siren_init*`` and ``siren_256_parity*``). The screens ran at seeds 1 and 2, where the
+dense SIREN leads the shipped network. None of them is an option of the package, because none of them paid:
+
+- ``readout``: the output layer reads M = 4w frozen random sine features of the last ``h`` (the frozen ``G``
+  costs no parameters, so the output layer is the one place where more sine features cost only M outputs'
+  weights: 384 parameters more);
+- ``products``: every frozen-``G`` layer reads ``sin(G₁h) · sin(G₂h)``, the degree-2 products of the spec, under
+  the sine (2w cosine units a layer with paired weights; ``A`` starts √2 wider, since a product of two sines has
+  half a sine's variance);
+- ``products-half-frequency``: the same with both ``G`` scaled by 1/√2 (their sum and difference frequencies at
+  SIREN's scale);
+- ``norm``: the frozen-``G`` layers get the spec's norm entry, ``x⁺ = [h; ‖h‖]`` (a radial term a dense sine
+  unit cannot form; one more frozen column);
+- ``gain``: a learned gain per sine unit on the frozen-``G`` layers, ``sin(g ⊙ G(A h + c))`` (256 parameters
+  more). At ``m = w`` this network is the dense SIREN with ``W = G A``; Adam steps on the entries of ``A``, whose
+  rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it back.
+
+Every screen's network is evaluated unfused (the wrappers here have no merged form).
+
+    .venv/bin/eugen-bench siren-256-screens-seed1   # = scripts/screen_siren.py --seed 1 (all screens)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import tyro
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_siren import SIREN_INIT, BenchSiren, variants  # the shipped network this screens changes
+
+from eugen_nerf.fields.siren import SirenEUGenSpec, siren_eugen_init_, siren_mlp
+from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.layers import EUGenLinear, EUGenMLP
+from eugen_nerf.siren.fit_image import fit, save_png
+from eugen_nerf.siren.image import load_image
+
+OMEGA = 30.0
+"""ω = ω₀ of the shipped siren-init network (its frozen ``G`` is about ω times an orthogonal matrix)."""
+
+
+class ProductSine(nn.Module):
+    """``A (sin(G₁h) ⊙ sin(G₂h)) + c``: the layer's own frozen ``G₁`` and a second frozen ``G₂``, seeded apart."""
+
+    def __init__(self, layer: EUGenLinear, spec: SirenEUGenSpec, frequency: float) -> None:
+        super().__init__()
+        self.layer = layer
+        other = EUGenMLP.make_layer("eugen", layer.in_features, layer.out_features, spec)
+        other.constant_projection = False
+        other.regenerate_projections()
+        self.register_buffer("second", other.projections.detach().clone() * frequency)
+        with torch.no_grad():
+            layer.projections.mul_(frequency)
+            layer.weight.mul_(math.sqrt(2.0))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        d = self.layer.in_features
+        first = self.layer.projections_of(h)
+        second = torch.addmm(self.second[:, d], h, self.second[:, :d].T)
+        return nn.functional.linear(torch.sin(first) * torch.sin(second), self.layer.weight, self.layer.bias)
+
+
+class GainedSine(nn.Module):
+    """``A sin(g ⊙ G h) + c`` with a learned gain ``g`` per sine unit, started at 1."""
+
+    def __init__(self, layer: EUGenLinear) -> None:
+        super().__init__()
+        self.layer = layer
+        self.gain = nn.Parameter(torch.ones(layer.num_features))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        feats = torch.sin(self.layer.projections_of(h) * self.gain)
+        return nn.functional.linear(feats, self.layer.weight, self.layer.bias)
+
+
+def frozen_layers(model: EUGenMLP) -> list[int]:
+    """Indices of the layers with a frozen ``G``: every EUGen layer after the first (whose ``G`` is learned)."""
+    return [i for i, layer in enumerate(model.layers)
+            if isinstance(layer, EUGenLinear) and not layer.trainable_projections]
+
+
+def siren_layer(model: EUGenMLP, index: int, spec: SirenEUGenSpec) -> EUGenLinear:
+    """A frozen-``G`` EUGen sine layer for position ``index``, started as the shipped network starts its own."""
+    layer = EUGenMLP.make_layer("eugen", *model.layer_dims(index), spec)
+    layer.constant_projection = False  # as siren_mlp draws it: the c before it is the bias
+    layer.regenerate_projections()
+    siren_eugen_init_(layer, OMEGA, output=index == len(model.layers) - 1)
+    return layer
+
+
+def readout(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    last = len(model.layers) - 1
+    model.layers[last] = siren_layer(model, last, replace(spec.offset_seed(last), num_features=4 * spec.num_features))
+
+
+def products(frequency: float) -> Callable[[EUGenMLP, SirenEUGenSpec], None]:
+    def change(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+        for i in frozen_layers(model):
+            model.layers[i] = ProductSine(model.layers[i], spec.offset_seed(i + 500), frequency)
+    return change
+
+
+def norm_entry(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    for i in frozen_layers(model):
+        model.layers[i] = siren_layer(model, i, replace(spec.offset_seed(i), use_norm=True, init="eugen"))
+
+
+def gain(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    for i in frozen_layers(model):
+        model.layers[i] = GainedSine(model.layers[i])
+
+
+SCREENS: dict[str, Callable[[EUGenMLP, SirenEUGenSpec], None]] = {
+    "readout": readout,
+    "products": products(1.0),
+    "products-half-frequency": products(1.0 / math.sqrt(2.0)),
+    "norm": norm_entry,
+    "gain": gain,
+}
+
+
+@dataclass
+class ScreenSiren:
+    output: Path = Path("benchmarks/siren_256_screens")
+    """folder that receives screens.json and, in pictures/, each screen's fit."""
+    seed: int = 1
+    """seeds the initialisation and the EUGen projections, as bench_siren's --seed."""
+    screens: tuple[str, ...] = tuple(SCREENS)
+    """screens to run (default: all)."""
+    size: int = 256
+    """the cameraman is resized to size x size pixels."""
+    steps: int = 400
+    """Adam steps (full-image batches), the rate falling along a cosine to 1%."""
+    log_every: int = 40
+    """steps between two logged PSNRs."""
+
+
+def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenMLP, SirenEUGenSpec, float]:
+    """The shipped network as ``bench_siren --seed seed`` starts it, changed by screen ``name`` (``None``: not
+    changed), with its spec and learning rate."""
+    base = {v.name: v for v in variants(BenchSiren(seed=seed))}[SIREN_INIT]
+    torch.manual_seed(seed)
+    spec = base.eugen.offset_seed(1000 * seed)  # as bench_siren: the same start as the shipped run
+    model = siren_mlp(2, base.width, channels, ("eugen",) * 3, spec)
+    if name is not None:
+        activations = [model.applies_activation(i) for i in range(len(model.layers))]
+        SCREENS[name](model, spec)
+        model.applies_activation = activations.__getitem__  # the wrappers carry their sine, as the layers did
+        model.fuse_in_eval = False
+    return model, spec, base.lr
+
+
+def run_screen(name: str, config: ScreenSiren, target: torch.Tensor) -> dict:
+    model, spec, lr = screened_network(name, config.seed, target.shape[-1])
+    result = fit(model, target, config.steps, lr, config.log_every, spec, progress=False, lr_schedule="cosine")
+    if not math.isfinite(result.final_psnr):
+        raise SystemExit(f"screen {name}: the fit's PSNR is {result.final_psnr}")
+    (config.output / "pictures").mkdir(parents=True, exist_ok=True)
+    save_png(config.output / "pictures" / f"{name}.png", result.reconstruction)
+    return {"parameters": result.num_parameters, "history": result.history, "final_psnr": result.final_psnr,
+            "lr": lr}
+
+
+def main(config: ScreenSiren) -> None:
+    unknown = sorted(set(config.screens) - set(SCREENS))
+    if unknown:
+        usage_error("screen_siren", f"unknown screen(s) {', '.join(unknown)}; choose from {', '.join(SCREENS)}")
+    torch.set_num_threads(1)
+    target = torch.from_numpy(load_image("camera", config.size))
+    path = config.output / "screens.json"
+    results = json.loads(path.read_text())["screens"] if path.exists() else {}
+    for name in config.screens:
+        results[name] = run_screen(name, config, target)
+        print(f"{name}: {results[name]['final_psnr']:.2f} dB ({results[name]['parameters']:,} parameters)", flush=True)
+        path.parent.mkdir(parents=True, exist_ok=True)  # written after every screen: nothing lost on interruption
+        path.write_text(json.dumps({"image": "camera", "size": config.size, "steps": config.steps,
+                                    "seed": config.seed, "base": SIREN_INIT, "screens": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(ScreenSiren, description=__doc__.split("\n\n")[0]))

@@ -1,0 +1,83 @@
+"""``scripts/screen_siren.py``: each screen changes the shipped EUGen SIREN in the one way it names, and the
+screens' JSON keeps what ran before (figures in docs/siren-isdf.md come from it)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from _scripts import ROOT, run_main
+
+from eugen_nerf.layers import EUGenLinear
+from eugen_nerf.siren.image import pixel_grid
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from screen_siren import SCREENS, GainedSine, ProductSine, frozen_layers, screened_network  # scripts/ above
+
+SHIPPED_PARAMETERS = 50_049  # the dense SIREN's count at width 128, which the shipped network matches
+
+
+def parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@pytest.fixture(scope="module")
+def coords():
+    return pixel_grid(16, 16)
+
+
+def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
+    model, _, lr = screened_network(None, seed=1, channels=1)
+    assert parameters(model) == SHIPPED_PARAMETERS and lr == 3e-3
+    assert frozen_layers(model) == [2, 3]  # the first EUGen layer learns its G; the last is the readout
+
+
+@pytest.mark.parametrize("name, extra", [("readout", 3 * 128), ("products", 0), ("products-half-frequency", 0),
+                                         ("norm", 0), ("gain", 2 * 128)])
+def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
+    model, _, _ = screened_network(name, seed=1, channels=1)
+    assert parameters(model) == SHIPPED_PARAMETERS + extra
+    model.eval()  # unfused: the wrappers have no merged form
+    with torch.no_grad():
+        out = model(coords)
+    assert out.shape == (coords.shape[0], 1) and torch.isfinite(out).all()
+
+
+def test_the_gain_starts_as_the_shipped_network_and_products_do_not(coords):
+    shipped, _, _ = screened_network(None, seed=1, channels=1)
+    gained, _, _ = screened_network("gain", seed=1, channels=1)
+    product, _, _ = screened_network("products", seed=1, channels=1)
+    assert all(isinstance(gained.layers[i], GainedSine) for i in (2, 3))
+    assert all(isinstance(product.layers[i], ProductSine) for i in (2, 3))
+    shipped.train(), gained.train(), product.train()
+    with torch.no_grad():
+        torch.testing.assert_close(gained(coords), shipped(coords))
+        assert not torch.allclose(product(coords), shipped(coords))
+
+
+def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
+    model, _, _ = screened_network("norm", seed=1, channels=1)
+    uses_norm = [i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear) and layer.use_norm]
+    assert uses_norm == [2, 3]
+
+
+def test_a_run_writes_each_screen_and_keeps_the_earlier_ones(tmp_path):
+    out = tmp_path / "screens"
+    for name in ("gain", "norm"):
+        ran = run_main("screen_siren.py", "--size", "16", "--steps", "2", "--screens", name, "--output", out)
+        assert ran.returncode == 0, ran.stderr
+    data = json.loads((out / "screens.json").read_text())
+    assert set(data["screens"]) == {"gain", "norm"} and data["seed"] == 1
+    for screen in data["screens"].values():
+        assert screen["history"][-1][0] == 2 and screen["final_psnr"] > 0
+    assert (out / "pictures" / "gain.png").is_file() and (out / "pictures" / "norm.png").is_file()
+
+
+def test_an_unknown_screen_is_one_line_before_anything_is_written(tmp_path):
+    ran = run_main("screen_siren.py", "--screens", "wider", "--output", tmp_path / "x")
+    assert ran.returncode == 2
+    assert ran.stderr.strip().splitlines() == [
+        f"screen_siren: error: unknown screen(s) wider; choose from {', '.join(SCREENS)}"]
+    assert not (tmp_path / "x").exists()
