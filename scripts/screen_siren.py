@@ -181,13 +181,16 @@ def main(config: ScreenSiren) -> None:
     torch.set_num_threads(1)
     target = torch.from_numpy(load_image("camera", config.size))
     path = config.output / "screens.json"
-    results = json.loads(path.read_text())["screens"] if path.exists() else {}
+    setting = {"image": "camera", "size": config.size, "steps": config.steps, "seed": config.seed, "base": SIREN_INIT}
+    earlier = json.loads(path.read_text()) if path.exists() else {}
+    # screens run before in the same setting are kept (a run of one screen adds to the others); any other
+    # setting's are replaced, so one file never mixes seeds or sizes
+    results = earlier.get("screens", {}) if {k: earlier.get(k) for k in setting} == setting else {}
     for name in config.screens:
         results[name] = run_screen(name, config, target)
         print(f"{name}: {results[name]['final_psnr']:.2f} dB ({results[name]['parameters']:,} parameters)", flush=True)
         path.parent.mkdir(parents=True, exist_ok=True)  # written after every screen: nothing lost on interruption
-        path.write_text(json.dumps({"image": "camera", "size": config.size, "steps": config.steps,
-                                    "seed": config.seed, "base": SIREN_INIT, "screens": results}, indent=1))
+        path.write_text(json.dumps({**setting, "screens": results}, indent=1))
 
 
 if __name__ == "__main__":

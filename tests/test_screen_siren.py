@@ -63,7 +63,7 @@ def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
     assert uses_norm == [2, 3]
 
 
-def test_a_run_writes_each_screen_and_keeps_the_earlier_ones(tmp_path):
+def test_a_run_writes_each_screen_and_keeps_the_earlier_ones_of_the_same_setting(tmp_path):
     out = tmp_path / "screens"
     for name in ("gain", "norm"):
         ran = run_main("screen_siren.py", "--size", "16", "--steps", "2", "--screens", name, "--output", out)
@@ -73,6 +73,11 @@ def test_a_run_writes_each_screen_and_keeps_the_earlier_ones(tmp_path):
     for screen in data["screens"].values():
         assert screen["history"][-1][0] == 2 and screen["final_psnr"] > 0
     assert (out / "pictures" / "gain.png").is_file() and (out / "pictures" / "norm.png").is_file()
+    ran = run_main("screen_siren.py", "--size", "16", "--steps", "2", "--seed", "2", "--screens", "gain",
+                   "--output", out)
+    assert ran.returncode == 0, ran.stderr
+    data = json.loads((out / "screens.json").read_text())  # another seed's run replaces, never mixes
+    assert set(data["screens"]) == {"gain"} and data["seed"] == 2
 
 
 def test_an_unknown_screen_is_one_line_before_anything_is_written(tmp_path):
