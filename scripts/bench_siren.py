@@ -37,6 +37,7 @@ from eugen_nerf.eval.timing import benchmark
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_mlp, siren_parameters
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.inputs.outputs import file_stem
+from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.siren.fit_image import LrSchedule, fit, save_png
 from eugen_nerf.siren.image import load_image, pixel_grid
 
@@ -173,10 +174,15 @@ def variants(config: BenchSiren) -> list[Variant]:
     ]
 
 
+def seeded_network(variant: Variant, seed: int, channels: int, hidden_layers: int) -> tuple[EUGenMLP, SirenEUGenSpec]:
+    """``variant``'s network as a run at ``seed`` starts it, with its EUGen spec (what ``fit`` is given)."""
+    torch.manual_seed(seed)
+    spec = variant.eugen.offset_seed(1000 * seed)  # layer i draws seed + i: a stride keeps seeds apart
+    return siren_mlp(2, variant.width, channels, (variant.layers,) * hidden_layers, spec), spec
+
+
 def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> dict:
-    torch.manual_seed(config.seed)
-    spec = variant.eugen.offset_seed(1000 * config.seed)  # layer i draws seed + i: a stride keeps seeds apart
-    model = siren_mlp(2, variant.width, target.shape[-1], (variant.layers,) * config.hidden_layers, spec)
+    model, spec = seeded_network(variant, config.seed, target.shape[-1], config.hidden_layers)
     result = fit(model, target, config.steps, variant.lr, config.log_every, spec, progress=False,
                  lr_schedule=config.lr_schedule)
     (config.output / "pictures").mkdir(parents=True, exist_ok=True)  # to look at beside the image

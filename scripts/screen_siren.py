@@ -40,9 +40,9 @@ import tyro
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_siren import SIREN_INIT, BenchSiren, variants  # the shipped network this screens changes
+from bench_siren import SIREN_INIT, BenchSiren, seeded_network, variants  # the network screened
 
-from eugen_nerf.fields.siren import SirenEUGenSpec, siren_eugen_init_, siren_mlp
+from eugen_nerf.fields.siren import SirenEUGenSpec, siren_start_
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.siren.fit_image import fit, save_png
@@ -95,9 +95,7 @@ def frozen_layers(model: EUGenMLP) -> list[int]:
 def siren_layer(model: EUGenMLP, index: int, spec: SirenEUGenSpec) -> EUGenLinear:
     """A frozen-``G`` EUGen sine layer for position ``index``, started as the shipped network starts its own."""
     layer = EUGenMLP.make_layer("eugen", *model.layer_dims(index), spec)
-    layer.constant_projection = False  # as siren_mlp draws it: the c before it is the bias
-    layer.regenerate_projections()
-    siren_eugen_init_(layer, OMEGA, output=index == len(model.layers) - 1)
+    siren_start_(layer, OMEGA, output=index == len(model.layers) - 1)
     return layer
 
 
@@ -151,10 +149,9 @@ class ScreenSiren:
 def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenMLP, SirenEUGenSpec, float]:
     """The shipped network as ``bench_siren --seed seed`` starts it, changed by screen ``name`` (``None``: not
     changed), with its spec and learning rate."""
-    base = {v.name: v for v in variants(BenchSiren(seed=seed))}[SIREN_INIT]
-    torch.manual_seed(seed)
-    spec = base.eugen.offset_seed(1000 * seed)  # as bench_siren: the same start as the shipped run
-    model = siren_mlp(2, base.width, channels, ("eugen",) * 3, spec)
+    config = BenchSiren(seed=seed)
+    base = {v.name: v for v in variants(config)}[SIREN_INIT]
+    model, spec = seeded_network(base, seed, channels, config.hidden_layers)  # the shipped run's start
     if name is not None:
         activations = [model.applies_activation(i) for i in range(len(model.layers))]
         SCREENS[name](model, spec)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from _scripts import ROOT, run_main
 
+from eugen_nerf.eval.size import count_parameters  # frozen projections are buffers: not counted
 from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.siren.image import pixel_grid
 
@@ -19,10 +20,6 @@ from screen_siren import SCREENS, GainedSine, ProductSine, frozen_layers, screen
 SHIPPED_PARAMETERS = 50_049  # the dense SIREN's count at width 128, which the shipped network matches
 
 
-def parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 @pytest.fixture(scope="module")
 def coords():
     return pixel_grid(16, 16)
@@ -30,7 +27,7 @@ def coords():
 
 def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
     model, _, lr = screened_network(None, seed=1, channels=1)
-    assert parameters(model) == SHIPPED_PARAMETERS and lr == 3e-3
+    assert count_parameters(model) == SHIPPED_PARAMETERS and lr == 3e-3
     assert frozen_layers(model) == [2, 3]  # the first EUGen layer learns its G; the last is the readout
 
 
@@ -38,7 +35,7 @@ def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
                                          ("norm", 0), ("gain", 2 * 128)])
 def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
     model, _, _ = screened_network(name, seed=1, channels=1)
-    assert parameters(model) == SHIPPED_PARAMETERS + extra
+    assert count_parameters(model) == SHIPPED_PARAMETERS + extra
     model.eval()  # unfused: the wrappers have no merged form
     with torch.no_grad():
         out = model(coords)

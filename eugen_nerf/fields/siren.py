@@ -164,6 +164,15 @@ def siren_eugen_init_(layer: EUGenLinear, omega_0: float, output: bool) -> None:
             g[:, d].uniform_(-omega_0 / math.sqrt(d), omega_0 / math.sqrt(d))
 
 
+def siren_start_(layer: EUGenLinear, omega_0: float, output: bool) -> None:
+    """Start an EUGen layer of an ``init="siren"`` network: a frozen ``G`` is redrawn without its constant column
+    (the ``c`` before it is the bias, as SIREN's ``b``; so on load too), then :func:`siren_eugen_init_`."""
+    if not layer.trainable_projections:
+        layer.constant_projection = False
+        layer.regenerate_projections()
+    siren_eugen_init_(layer, omega_0, output=output)
+
+
 def siren_mlp(
     in_dim: int,
     width: int,
@@ -195,11 +204,8 @@ def siren_mlp(
         learned = replace(spec.offset_seed(index), trainable_projections=True, init="eugen")
         mlp.layers[index] = EUGenMLP.make_layer("eugen", *mlp.layer_dims(index), learned)
     for index, layer in enumerate(mlp.layers):
-        if isinstance(layer, EUGenLinear) and spec.init == "siren" and not layer.trainable_projections:
-            layer.constant_projection = False  # the c before it is the bias, as SIREN's b (so on load too)
-            layer.regenerate_projections()
         if isinstance(layer, EUGenLinear) and spec.init == "siren":
-            siren_eugen_init_(layer, omega_0, output=index == len(mlp.layers) - 1)
+            siren_start_(layer, omega_0, output=index == len(mlp.layers) - 1)
         elif isinstance(layer, EUGenLinear):
             eugen_sine_init_(layer)
         elif isinstance(layer, LowRankLinear):
