@@ -49,3 +49,25 @@ def small_method_config(method: str, **model_overrides):
     if family in FIELDS_LR:
         config.optimizers["fields"]["optimizer"].lr = FIELDS_LR[family]
     return config
+
+
+def train_steps(config, pipeline, steps: int, before_step=None, after_backward=None) -> list[float]:
+    """``steps`` optimisation steps of ``pipeline`` with ``config``'s optimizers, as nerfstudio's ``Trainer``
+    takes them without its callbacks; the losses. ``before_step(step)`` and ``after_backward(loss)`` let a test
+    check each step."""
+    from nerfstudio.engine.optimizers import Optimizers
+
+    optimizers = Optimizers(config.optimizers, pipeline.get_param_groups())
+    losses = []
+    for step in range(steps):
+        if before_step is not None:
+            before_step(step)
+        _, loss_dict, _ = pipeline.get_train_loss_dict(step)
+        loss = sum(loss_dict.values())
+        optimizers.zero_grad_all()
+        loss.backward()
+        if after_backward is not None:
+            after_backward(loss)
+        optimizers.optimizer_step_all()
+        losses.append(float(loss.detach()))
+    return losses

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from nerfstudio.engine.optimizers import Optimizers
+from _tiny import train_steps
 
 from eugen_nerf.methods.isdf import dense_isdf, eugen_isdf
 from eugen_nerf.models.isdf import ISDFModel
@@ -28,17 +28,12 @@ def test_isdf_method_trains_and_renders(spec) -> None:
     pipeline = config.pipeline.setup(device="cpu", test_mode="val")
     model = pipeline.model
     assert isinstance(model, ISDFModel) and model.field.mlp.has_eugen == (spec is eugen_isdf)
-    optimizers = Optimizers(config.optimizers, pipeline.get_param_groups())
-    losses = []
-    for step in range(24):
+
+    def rays_carry_depth(step: int) -> None:
         ray_bundle, batch = pipeline.datamanager.next_train(step)
         assert torch.equal(ray_bundle.metadata["depth"], batch["depth_image"])
-        _, loss_dict, _ = pipeline.get_train_loss_dict(step)
-        loss = sum(loss_dict.values())
-        optimizers.zero_grad_all()
-        loss.backward()
-        optimizers.optimizer_step_all()
-        losses.append(float(loss.detach()))
+
+    losses = train_steps(config, pipeline, 24, before_step=rays_carry_depth)
     assert sum(losses[-3:]) < 0.85 * sum(losses[:3]), losses
     pipeline.eval()
     camera = pipeline.datamanager.eval_dataset.cameras[0:1]

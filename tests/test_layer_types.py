@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from nerfstudio.engine.optimizers import Optimizers
+from _tiny import train_steps
 
 from eugen_nerf.layers import EUGenLinear, EUGenSpec, LowRankLinear
 from eugen_nerf.methods.isdf import eugen_isdf
@@ -67,16 +67,13 @@ def test_every_layer_type_builds_and_trains_for_every_head(method, layer_type):
         assert type(layer) is expected, (index, type(layer))
         if index in selected and layer_type == "snnk":
             assert (layer.degree, layer.use_norm, layer.feature_map) == (1, False, "relu")
-    optimizers = Optimizers(config.optimizers, pipeline.get_param_groups())
-    for step in range(3):
-        _, loss_dict, _ = pipeline.get_train_loss_dict(step)
-        loss = sum(loss_dict.values())
-        optimizers.zero_grad_all()
-        loss.backward()
+
+    def finite(loss) -> None:
         assert math.isfinite(loss.item())
         for name, parameter in mlp.named_parameters():
             assert parameter.grad is None or torch.isfinite(parameter.grad).all(), name
-        optimizers.optimizer_step_all()
+
+    train_steps(config, pipeline, 3, after_backward=finite)
 
 
 def test_baselines_get_eugens_parameter_count():

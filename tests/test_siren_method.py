@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from nerfstudio.engine.optimizers import Optimizers
+from _tiny import train_steps
 
 from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.layers.baselines import LowRankLinear
@@ -49,15 +49,7 @@ def test_siren_method_trains(spec, layers) -> None:
     assert len(lowrank) == (6 if kind == "lowrank" else 0)
     groups = pipeline.get_param_groups()
     assert set(groups) == ({"fields", "projections"} if kind in ("eugen", "snnk") else {"fields"})
-    optimizers = Optimizers(config.optimizers, groups)
-    losses = []
-    for step in range(30):
-        _, loss_dict, _ = pipeline.get_train_loss_dict(step)
-        loss = sum(loss_dict.values())
-        optimizers.zero_grad_all()
-        loss.backward()
-        optimizers.optimizer_step_all()
-        losses.append(float(loss.detach()))
+    losses = train_steps(config, pipeline, 30)
     assert sum(losses[-5:]) < 0.8 * sum(losses[:5]), losses
     assert config.machine.device_type == ("cuda" if torch.cuda.is_available() else "cpu")
 
