@@ -57,9 +57,26 @@ from eugen_nerf.layers import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = dict(layers=(2, 3, 5, 6), m=64, k=2, feature_map="relu", weight="none", refit=(), standardise=True,
-            refine_steps=0, joint=None, non_negative=False, projections="seeded", scaling="linear", use_norm=True,
-            refine_view="output", refine_lr=1e-3, layer_m=(), units_from="pre-activation", pair_shift=1)
+BASE = dict(
+    layers=(2, 3, 5, 6),
+    m=64,
+    k=2,
+    feature_map="relu",
+    weight="none",
+    refit=(),
+    standardise=True,
+    refine_steps=0,
+    joint=None,
+    non_negative=False,
+    projections="seeded",
+    scaling="linear",
+    use_norm=True,
+    refine_view="output",
+    refine_lr=1e-3,
+    layer_m=(),
+    units_from="pre-activation",
+    pair_shift=1,
+)
 REFINED = dict(feature_map="identity", refine_steps=300)
 VARIANTS = {
     "baseline (relu, m=64, k=2, layers 2,3,5,6)": {},
@@ -80,68 +97,112 @@ VARIANTS = {
     "identity + refine, layers 6, 7": dict(REFINED, layers=(6, 7)),
     "identity + refine, layer 7": dict(REFINED, layers=(7,)),
     "identity + refine, layers 1-7": dict(REFINED, layers=(1, 2, 3, 4, 5, 6, 7)),
-    "identity + refine, non-negative (the ReLU kept after each EUGen layer: A no longer merges)":
-        dict(REFINED, non_negative=True),
+    "identity + refine, non-negative (the ReLU kept after each EUGen layer: A no longer merges)": dict(
+        REFINED, non_negative=True
+    ),
     "identity + refine, layers 6, 7, non-negative": dict(REFINED, layers=(6, 7), non_negative=True),
-    "identity, G = the teacher's units (--projections teacher)": dict(feature_map="identity", projections="teacher"),
+    "identity, G = the teacher's units (--projections teacher)": dict(
+        feature_map="identity", projections="teacher"
+    ),
     "identity + refine, G = the teacher's units": dict(REFINED, projections="teacher"),
-    "identity, G = the teacher's units, m=128 (k*m = 256)": dict(feature_map="identity", projections="teacher", m=128),
+    "identity, G = the teacher's units, m=128 (k*m = 256)": dict(
+        feature_map="identity", projections="teacher", m=128
+    ),
     "relu, G = the teacher's units": dict(projections="teacher"),
     "relu + refine, G = the teacher's units": dict(refine_steps=300, projections="teacher"),
     "identity, G = pairs of the teacher's units": dict(feature_map="identity", projections="teacher-pairs"),
     "relu, G = pairs of the teacher's units": dict(projections="teacher-pairs"),
     "relu + refine, G = pairs of the teacher's units": dict(refine_steps=300, projections="teacher-pairs"),
     "relu + refine 1000 steps, G = the teacher's units": dict(refine_steps=1000, projections="teacher"),
-    "relu, G = the teacher's units, polynomial scaling, no norm": dict(projections="teacher", scaling="polynomial",
-                                                                       use_norm=False),
+    "relu, G = the teacher's units, polynomial scaling, no norm": dict(
+        projections="teacher", scaling="polynomial", use_norm=False
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False
+    ),
     "relu + refine, G = pairs of the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher-pairs", scaling="polynomial", use_norm=False),
+        refine_steps=300, projections="teacher-pairs", scaling="polynomial", use_norm=False
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96
+    ),
     "relu + refine on the next layer's view, G = the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_view="next"),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_view="next"
+    ),
     "relu + refine 1000 steps, G = the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=1000, projections="teacher", scaling="polynomial", use_norm=False),
+        refine_steps=1000, projections="teacher", scaling="polynomial", use_norm=False
+    ),
     "relu + refine at lr 3e-3, G = the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-3),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-3
+    ),
     "relu + refine at lr 3e-4, G = the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-4),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, refine_lr=3e-4
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, "
-    "k=3 (order 3 of the same projection)":
-        dict(refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=3),
+    "k=3 (order 3 of the same projection)": dict(
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=3
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=80": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=80),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=80
+    ),
     "relu + refine, G = pairs within the teacher's units (shift 32), polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False,
-        pair_shift=32),
+        refine_steps=300,
+        projections="teacher-pairs-within",
+        scaling="polynomial",
+        use_norm=False,
+        pair_shift=32,
+    ),
     "relu + refine, k=3, G = triples within the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False, k=3),
+        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False, k=3
+    ),
     "relu, k=1, m=128, G = the teacher's units, no norm (pruned to 128 units, refitted)": dict(
-        projections="teacher", scaling="polynomial", use_norm=False, k=1, m=128),
+        projections="teacher", scaling="polynomial", use_norm=False, k=1, m=128
+    ),
     "relu + refine, k=1, m=128, G = the teacher's units, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=1, m=128),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=1, m=128
+    ),
     "relu, k=1, m=96, G = the teacher's units, no norm (pruned to 96 units, refitted)": dict(
-        projections="teacher", scaling="polynomial", use_norm=False, k=1, m=96),
+        projections="teacher", scaling="polynomial", use_norm=False, k=1, m=96
+    ),
     "relu + refine, k=1, m=96, G = the teacher's units, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=1, m=96),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, k=1, m=96
+    ),
     "relu, G = pairs within the teacher's units, polynomial scaling, no norm": dict(
-        projections="teacher-pairs-within", scaling="polynomial", use_norm=False),
+        projections="teacher-pairs-within", scaling="polynomial", use_norm=False
+    ),
     "relu + refine, G = pairs within the teacher's units, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False),
+        refine_steps=300, projections="teacher-pairs-within", scaling="polynomial", use_norm=False
+    ),
     "relu, G = the teacher's units chosen on their activations, polynomial scaling, no norm": dict(
-        projections="teacher", scaling="polynomial", use_norm=False, units_from="output"),
+        projections="teacher", scaling="polynomial", use_norm=False, units_from="output"
+    ),
     "relu + refine, G = the teacher's units chosen on their activations, polynomial scaling, no norm": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, units_from="output"),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, units_from="output"
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96, layers 1, 2, 3, 5, 6": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, m=96, layers=(1, 2, 3, 5, 6)),
+        refine_steps=300,
+        projections="teacher",
+        scaling="polynomial",
+        use_norm=False,
+        m=96,
+        layers=(1, 2, 3, 5, 6),
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=128 at layer 2": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, layer_m=((2, 128),)),
+        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, layer_m=((2, 128),)
+    ),
     "relu + refine, G = the teacher's units, polynomial scaling, no norm, m=96 at layers 2, 3": dict(
-        refine_steps=300, projections="teacher", scaling="polynomial", use_norm=False, layer_m=((2, 96), (3, 96))),
+        refine_steps=300,
+        projections="teacher",
+        scaling="polynomial",
+        use_norm=False,
+        layer_m=((2, 96), (3, 96)),
+    ),
 }
-QUICK = ("baseline (relu, m=64, k=2, layers 2,3,5,6)", "feature map identity", "weights: teacher transmittance T")
+QUICK = (
+    "baseline (relu, m=64, k=2, layers 2,3,5,6)",
+    "feature map identity",
+    "weights: teacher transmittance T",
+)
 
 
 def capture(teacher, image_fraction: float, resolution_scale: float, seed: int) -> dict:
@@ -153,9 +214,15 @@ def capture(teacher, image_fraction: float, resolution_scale: float, seed: int) 
     with torch.no_grad(), recorded_fields(model) as calls:
         for b in range(rays.num_batches):
             model(rays.batch(b, teacher.pipeline.device))
-        kept = [dict(x=field.position_encoding(call.samples.frustums.get_positions()),
-                     d=field.direction_encoding(call.samples.frustums.directions), delta=call.samples.deltas)
-                for call in calls if call.name == "field_fine"]
+        kept = [
+            dict(
+                x=field.position_encoding(call.samples.frustums.get_positions()),
+                d=field.direction_encoding(call.samples.frustums.directions),
+                delta=call.samples.deltas,
+            )
+            for call in calls
+            if call.name == "field_fine"
+        ]
     data = {key: torch.cat([k[key] for k in kept]) for key in kept[0]}
     data["camera"] = rays.rays.camera_indices.reshape(-1)
     return data
@@ -179,14 +246,18 @@ def best_solve(train: NormalEquations, heldout: NormalEquations, standardise: bo
 
 
 def fit_rows(inputs, targets, weights, train_rows, held_rows, standardise):
-    train, held = NormalEquations(inputs.shape[-1], targets.shape[-1]), NormalEquations(inputs.shape[-1], targets.shape[-1])
+    train, held = (
+        NormalEquations(inputs.shape[-1], targets.shape[-1]),
+        NormalEquations(inputs.shape[-1], targets.shape[-1]),
+    )
     train.update(inputs[train_rows], targets[train_rows], weights[train_rows])
     held.update(inputs[held_rows], targets[held_rows], weights[held_rows])
     return best_solve(train, held, standardise)
 
 
-def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, view=None,
-           lr: float = 1e-3) -> EUGenLinear:
+def refine(
+    layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, view=None, lr: float = 1e-3
+) -> EUGenLinear:
     """The paper's refinement: ``G`` (trainable: the layer was made so) and ``A`` trained on the same weighted
     layer loss, from the closed form. With ``view = (V, offsets, relu)`` the loss compares what the next layer
     makes of the output, ``φ(y Vᵀ + offsets)``, instead of the output itself."""
@@ -211,8 +282,18 @@ def refine(layer: EUGenLinear, inputs, targets, weights, steps: int, seed: int, 
     return layer.requires_grad_(False)
 
 
-def joint_refine(student, data: dict, reference, train_rays, layers, background, target: str, steps: int,
-                 seed: int, rays_per_step: int = 256):
+def joint_refine(
+    student,
+    data: dict,
+    reference,
+    train_rays,
+    layers,
+    background,
+    target: str,
+    steps: int,
+    seed: int,
+    rays_per_step: int = 256,
+):
     """Every replaced layer's ``G``, ``A``, ``c`` trained together, from their per-layer fits, to match the
     teacher's render of the training samples (``render``) or the teacher's trunk output (``trunk``)."""
     params = [p for index in layers for p in student.trunk.layers[index].parameters()]  # G trainable: made so
@@ -227,7 +308,9 @@ def joint_refine(student, data: dict, reference, train_rays, layers, background,
         for _ in range(steps):
             pick = train_rays[torch.randint(len(train_rays), (rays_per_step,), generator=generator)]
             if target == "render":
-                out, _, _ = composite(student, {k: t[pick] for k, t in data.items() if k != "camera"}, background)
+                out, _, _ = composite(
+                    student, {k: t[pick] for k, t in data.items() if k != "camera"}, background
+                )
             else:
                 out = student.trunk(data["x"][pick])
             loss = (out - goal[pick]).square().mean()
@@ -248,16 +331,27 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     keep = torch.rand(rays, samples, generator=torch.Generator().manual_seed(seed + 1)) < pair_fraction
     train_rows, held_rows = keep & ~held_ray[:, None], keep & held_ray[:, None]
     _, render_weight, transmittance, _ = reference
-    weights = {"none": torch.ones(rays, samples), "T": transmittance[..., 0], "Talpha": render_weight[..., 0]}[v["weight"]]
+    weights = {
+        "none": torch.ones(rays, samples),
+        "T": transmittance[..., 0],
+        "Talpha": render_weight[..., 0],
+    }[v["weight"]]
     weights = weights / weights[train_rows].mean()
     student = copy.deepcopy(teacher_field)
-    spec = EUGenSpec(num_features=v["m"], degree=v["k"], feature_map=v["feature_map"], seed=seed,
-                     scaling=v["scaling"], use_norm=v["use_norm"],
-                     trainable_projections=bool(v["refine_steps"] or v["joint"]))  # refined G is a parameter
+    spec = EUGenSpec(
+        num_features=v["m"],
+        degree=v["k"],
+        feature_map=v["feature_map"],
+        seed=seed,
+        scaling=v["scaling"],
+        use_norm=v["use_norm"],
+        trainable_projections=bool(v["refine_steps"] or v["joint"]),
+    )  # refined G is a parameter
     layer_m = dict(v["layer_m"])  # (layer, m) pairs: more features where a layer fits worst
 
     def m_of(index: int) -> int:
         return layer_m.get(index, v["m"])
+
     teacher_in, teacher_out, _ = trace(teacher_field.trunk, data["x"], 7)
     trunk = teacher_field.trunk
 
@@ -289,7 +383,9 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
 
     fits = []
     for index in v["layers"]:
-        layer = make_student_layer(student.trunk, LayerRef("trunk", index), replace(spec, num_features=m_of(index)))
+        layer = make_student_layer(
+            student.trunk, LayerRef("trunk", index), replace(spec, num_features=m_of(index))
+        )
         student_in = trace(student.trunk, data["x"], index)[0]
         if v["projections"] != "seeded":  # units from the teacher's pre-activations on the training rows
             dense = teacher_field.trunk.layers[index]
@@ -298,18 +394,27 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
             shift = v["pair_shift"] if within else 0
             projections = unit_projections(layer, dense, units[: m_of(index)], shift)
             if v["projections"] == "teacher-pairs":  # order 2 multiplies two different units: z_s * z_t
-                second = unit_projections(layer, dense, units[m_of(index):]).view(v["k"], m_of(index), -1)
+                second = unit_projections(layer, dense, units[m_of(index) :]).view(v["k"], m_of(index), -1)
                 projections.view(v["k"], m_of(index), -1)[1:] = second[1:]
             layer.projections.copy_(projections)
         features = layer.features(student_in[index])
-        score, solution = fit_rows(features, teacher_out[index], weights, train_rows, held_rows, v["standardise"])
+        score, solution = fit_rows(
+            features, teacher_out[index], weights, train_rows, held_rows, v["standardise"]
+        )
         layer.weight.copy_(solution.weight)
         layer.bias.copy_(solution.bias)
         if v["refine_steps"]:
             with torch.enable_grad():
-                layer = refine(layer, student_in[index][train_rows], teacher_out[index][train_rows],
-                               weights[train_rows], v["refine_steps"], seed,
-                               next_view(index) if v["refine_view"] == "next" else None, v["refine_lr"])
+                layer = refine(
+                    layer,
+                    student_in[index][train_rows],
+                    teacher_out[index][train_rows],
+                    weights[train_rows],
+                    v["refine_steps"],
+                    seed,
+                    next_view(index) if v["refine_view"] == "next" else None,
+                    v["refine_lr"],
+                )
         # non-negative: wrapped, the layer is no longer an EUGenLinear to the MLP, which then applies its ReLU
         install_layer(student.trunk, index, torch.nn.Sequential(layer) if v["non_negative"] else layer)
         fits.append({"layer": index, "r2_heldout": score, "ridge": solution.ridge})
@@ -326,19 +431,36 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
             inputs = trace(student.trunk, data["x"], target)[0][target]
             goal = teacher_field.trunk.layers[target](teacher_in[target])
             module = student.trunk.layers[target]
-        row_weights = render_weight[..., 0] / render_weight[..., 0][train_rows].mean() if target == "colour" else weights
+        row_weights = (
+            render_weight[..., 0] / render_weight[..., 0][train_rows].mean()
+            if target == "colour"
+            else weights
+        )
         score, solution = fit_rows(inputs, goal, row_weights, train_rows, held_rows, v["standardise"])
         module.weight.copy_(solution.weight)
         module.bias.copy_(solution.bias)
         fits.append({"layer": str(target), "r2_heldout": score, "ridge": solution.ridge})
     if v["joint"]:
-        student = joint_refine(student, data, reference, torch.nonzero(~held_ray).squeeze(1), v["layers"], background,
-                               v["joint"], 300, seed)
+        student = joint_refine(
+            student,
+            data,
+            reference,
+            torch.nonzero(~held_ray).squeeze(1),
+            v["layers"],
+            background,
+            v["joint"],
+            300,
+            seed,
+        )
     student.eval()
     rgb, _, _ = composite(student, {k: t[held_ray] for k, t in data.items() if k != "camera"}, background)
     mse = (rgb - reference[0][held_ray]).square().mean()
-    return {"psnr_vs_teacher_heldout_cameras": float(-10 * torch.log10(mse)), "fits": fits,
-            "seconds": time.perf_counter() - start, "options": {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()}}
+    return {
+        "psnr_vs_teacher_heldout_cameras": float(-10 * torch.log10(mse)),
+        "fits": fits,
+        "seconds": time.perf_counter() - start,
+        "options": {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()},
+    }
 
 
 @dataclass
@@ -372,26 +494,45 @@ def main() -> None:
     colour = teacher.model.renderer_rgb.background_color
     if not isinstance(colour, torch.Tensor) and colour not in ("white", "black"):
         raise SystemExit(f"ablate_distill: needs a constant background, the teacher has {colour!r}")
-    background = float(colour.reshape(-1)[0]) if isinstance(colour, torch.Tensor) else float(colour == "white")
+    background = (
+        float(colour.reshape(-1)[0]) if isinstance(colour, torch.Tensor) else float(colour == "white")
+    )
     data = capture(teacher, args.image_fraction, args.resolution_scale, args.seed)
     with torch.no_grad():
         reference = (*composite(field, data, background), field.trunk(data["x"]))
     cameras = data["camera"].unique()
-    held_cameras = cameras[torch.randperm(len(cameras), generator=torch.Generator().manual_seed(args.seed))[
-        : max(1, len(cameras) // 5)]]
+    held_cameras = cameras[
+        torch.randperm(len(cameras), generator=torch.Generator().manual_seed(args.seed))[
+            : max(1, len(cameras) // 5)
+        ]
+    ]
     unknown = [name for name in args.only if name not in VARIANTS]
     if unknown:
         raise SystemExit(f"ablate_distill: unknown variant(s) {unknown}; the variants are {list(VARIANTS)}")
     previous = json.loads(args.output.read_text()) if args.only and args.output.is_file() else {}
     results = previous.get("variants", {})
     for name in args.only or (QUICK if args.quick else VARIANTS):
-        results[name] = run_variant(field, data, reference, held_cameras, background, args.pair_fraction, args.seed,
-                                    **{**BASE, **VARIANTS[name]})
-        print(f"{results[name]['psnr_vs_teacher_heldout_cameras']:6.2f} dB  {name}  "
-              f"({results[name]['seconds']:.0f} s)", flush=True)
-    out = {"machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads()},
-           "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-           "held_out_cameras": held_cameras.tolist(), "variants": results}
+        results[name] = run_variant(
+            field,
+            data,
+            reference,
+            held_cameras,
+            background,
+            args.pair_fraction,
+            args.seed,
+            **{**BASE, **VARIANTS[name]},
+        )
+        print(
+            f"{results[name]['psnr_vs_teacher_heldout_cameras']:6.2f} dB  {name}  "
+            f"({results[name]['seconds']:.0f} s)",
+            flush=True,
+        )
+    out = {
+        "machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads()},
+        "command": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "held_out_cameras": held_cameras.tolist(),
+        "variants": results,
+    }
     if previous:  # variants added to an earlier run: keep how that run was made, and how each addition was
         this = out["command"]
         out["command"] = previous["command"]

@@ -88,9 +88,12 @@ def method_config(name: str, datamanager: type = VanillaDataManagerConfig) -> Tr
     """One of our methods at the small sizes, or a stock method on ``datamanager`` (nerfstudio's plain one by
     default: no worker processes; a subclass such as ``FramingDataManagerConfig`` for its options)."""
     specs = {
-        "eugen-nerf": nerf_methods.eugen_nerf, "dense-nerf": nerf_methods.dense_nerf,
-        "eugen-nerfacto": nerfacto_methods.eugen_nerfacto, "dense-nerfacto": nerfacto_methods.dense_nerfacto,
-        "eugen-siren": siren_methods.eugen_siren, "dense-siren": siren_methods.dense_siren,
+        "eugen-nerf": nerf_methods.eugen_nerf,
+        "dense-nerf": nerf_methods.dense_nerf,
+        "eugen-nerfacto": nerfacto_methods.eugen_nerfacto,
+        "dense-nerfacto": nerfacto_methods.dense_nerfacto,
+        "eugen-siren": siren_methods.eugen_siren,
+        "dense-siren": siren_methods.dense_siren,
     }
     if name in specs:
         return small(specs[name].config)
@@ -137,7 +140,9 @@ def canonical_test_images():
     """The canonical scene's test split (the same cameras as the captured variant's, in the same order)."""
     from nerfstudio.data.datasets.base_dataset import InputDataset
 
-    return InputDataset(dataparser_config(SCENES["canonical"]).resolved().setup().get_dataparser_outputs("test"))
+    return InputDataset(
+        dataparser_config(SCENES["canonical"]).resolved().setup().get_dataparser_outputs("test")
+    )
 
 
 def evaluate(config_path: Path, same_truth: bool = False) -> dict[str, object]:
@@ -148,8 +153,14 @@ def evaluate(config_path: Path, same_truth: bool = False) -> dict[str, object]:
     framing = run.pipeline.datamanager.train_dataset.metadata.get(FRAMING_KEY)
     result: dict[str, object] = dict(scored.means())
     if same_truth:
-        canonical = score_test_views(run.pipeline, warmup=0, lpips=False, truth=canonical_test_images(),
-                                     pinhole=True, label=f"{run.name} on the canonical images")
+        canonical = score_test_views(
+            run.pipeline,
+            warmup=0,
+            lpips=False,
+            truth=canonical_test_images(),
+            pinhole=True,
+            label=f"{run.name} on the canonical images",
+        )
         result["psnr_same_truth"] = canonical.means()["psnr"]
     result["test_views"] = len(scored.views)
     result["framing"] = framing.describe() if framing is not None else "stock (nerfacto's own settings)"
@@ -167,9 +178,12 @@ def over_seeds(per_seed: list[dict[str, object]]) -> dict[str, object]:
     row = {k: v for k, v in per_seed[0].items() if k != "seed"}
     means, spread = mean_and_std(per_seed, ("psnr", "psnr_same_truth", "ssim", "lpips", "seconds_per_step"))
     row.update(means)
-    row.update({f"{key}_std": spread[key] for key in ("psnr", "psnr_same_truth", "ssim", "lpips") if key in spread})
-    row["per_seed"] = [{k: s[k] for k in ("seed", "psnr", "psnr_same_truth", "ssim", "lpips") if k in s}
-                       for s in per_seed]
+    row.update(
+        {f"{key}_std": spread[key] for key in ("psnr", "psnr_same_truth", "ssim", "lpips") if key in spread}
+    )
+    row["per_seed"] = [
+        {k: s[k] for k in ("seed", "psnr", "psnr_same_truth", "ssim", "lpips") if k in s} for s in per_seed
+    ]
     return row
 
 
@@ -181,14 +195,20 @@ def summarise(runs: dict[str, dict[str, dict[str, object]]]) -> dict[str, object
             own = paired_gap(per_seed_psnr(scenes["captured"]), canonical)
             if own is None:
                 continue
-            row = {"psnr_captured_minus_canonical_db": own["mean"],
-                   "psnr_captured_minus_canonical_std_db": own["std"],
-                   "per_seed_gap_db": own["per_seed"]}
+            row = {
+                "psnr_captured_minus_canonical_db": own["mean"],
+                "psnr_captured_minus_canonical_std_db": own["std"],
+                "per_seed_gap_db": own["per_seed"],
+            }
             same = paired_gap(per_seed_psnr(scenes["captured"], "psnr_same_truth"), canonical)
             if same:  # the goal: both runs against the same (canonical) test images
-                row.update({"psnr_same_truth_minus_canonical_db": same["mean"],
-                            "psnr_same_truth_minus_canonical_std_db": same["std"],
-                            "per_seed_same_truth_gap_db": same["per_seed"]})
+                row.update(
+                    {
+                        "psnr_same_truth_minus_canonical_db": same["mean"],
+                        "psnr_same_truth_minus_canonical_std_db": same["std"],
+                        "per_seed_same_truth_gap_db": same["per_seed"],
+                    }
+                )
             row["goal_frame_invariant_met"] = abs((same or own)["mean"]) <= GOAL_FRAME_PSNR_DB
             split = {}
             # what the captured variant changes, one at a time
@@ -196,8 +216,11 @@ def summarise(runs: dict[str, dict[str, dict[str, object]]]) -> dict[str, object
                 for key, label in (("psnr", scene), ("psnr_same_truth", f"{scene} (canonical images)")):
                     gap = paired_gap(per_seed_psnr(scenes[scene], key), canonical)
                     if gap:
-                        split[label] = {"minus_canonical_db": gap["mean"], "std_db": gap["std"],
-                                        "per_seed_gap_db": gap["per_seed"]}
+                        split[label] = {
+                            "minus_canonical_db": gap["mean"],
+                            "std_db": gap["std"],
+                            "per_seed_gap_db": gap["per_seed"],
+                        }
             if split:
                 row["split"] = split
             frame[method] = row
@@ -238,7 +261,11 @@ def merge_parts(paths: list[Path]) -> dict[str, object]:
     for part in parts:
         for method, scenes in part["runs"].items():
             runs.setdefault(method, {}).update(scenes)
-    commands = [c for part in parts for c in (part["command"] if isinstance(part["command"], list) else [part["command"]])]
+    commands = [
+        c
+        for part in parts
+        for c in (part["command"] if isinstance(part["command"], list) else [part["command"]])
+    ]
     return {**parts[0], "command": commands, "runs": runs, **summarise(runs)}
 
 
@@ -253,9 +280,12 @@ def main() -> None:
 
     unknown = sorted(set(args.scenes) - set(SCENES) - set(SPLIT_SCENES))
     if unknown or not args.seeds:
-        usage_error("bench_datasets", f"unknown scene(s) {unknown}: choose from {list(SCENES) + list(SPLIT_SCENES)}"
-                    if unknown
-                    else "--seeds needs at least one seed")
+        usage_error(
+            "bench_datasets",
+            f"unknown scene(s) {unknown}: choose from {list(SCENES) + list(SPLIT_SCENES)}"
+            if unknown
+            else "--seeds needs at least one seed",
+        )
     torch.set_num_threads(args.threads)
     runs: dict[str, dict[str, dict[str, object]]] = {}
     for method in args.only:
@@ -265,13 +295,27 @@ def main() -> None:
             for seed in args.seeds:
                 config = with_seed(method_config(method), seed)
                 data = SCENES[scene] if scene in SCENES else split_scene(scene, args.work_dir)
-                config_path, seconds = train_in_process(config, data, args.steps, args.work_dir / method,
-                                                        "bench" if seed == 0 else f"bench_seed{seed}", reuse=True)
-                per_seed.append({"seed": seed, **evaluate(config_path, same_truth=scene in ("captured", "recoded")),
-                                 "seconds_per_step": seconds,
-                                 "steps": args.steps})
-                print(f"{method:14s} {scene:10s} seed {seed} PSNR {per_seed[-1]['psnr']:.2f}  "
-                      f"{per_seed[-1]['framing']}", flush=True)
+                config_path, seconds = train_in_process(
+                    config,
+                    data,
+                    args.steps,
+                    args.work_dir / method,
+                    "bench" if seed == 0 else f"bench_seed{seed}",
+                    reuse=True,
+                )
+                per_seed.append(
+                    {
+                        "seed": seed,
+                        **evaluate(config_path, same_truth=scene in ("captured", "recoded")),
+                        "seconds_per_step": seconds,
+                        "steps": args.steps,
+                    }
+                )
+                print(
+                    f"{method:14s} {scene:10s} seed {seed} PSNR {per_seed[-1]['psnr']:.2f}  "
+                    f"{per_seed[-1]['framing']}",
+                    flush=True,
+                )
                 runs.setdefault(method, {})[scene] = over_seeds(per_seed)
                 write_report(args, runs)  # after every run: an interrupted benchmark keeps what it measured
     print(json.dumps(summarise(runs), indent=2))
@@ -283,8 +327,12 @@ def write_report(args: BenchDatasets, runs: dict[str, dict[str, dict[str, object
         "means over seeds); "
         "unbounded scene vs stock nerfacto. CPU, small configurations, short runs.",
         "command": " ".join(["python", "scripts/bench_datasets.py", *sys.argv[1:]]),
-        "platform": {"machine": platform.machine(), "torch": torch.__version__,
-                     "device": "cuda" if torch.cuda.is_available() else "cpu", "threads": args.threads},
+        "platform": {
+            "machine": platform.machine(),
+            "torch": torch.__version__,
+            "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "threads": args.threads,
+        },
         "seeds": args.seeds,
         "goal_frame_psnr_db": GOAL_FRAME_PSNR_DB,
         "runs": runs,

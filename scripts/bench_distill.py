@@ -39,7 +39,12 @@ from eugen_nerf.layers import EUGenSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHER = Path("teachers/bunny64/dense-nerf/shipped/config.yml")
-GOALS = {"closed_form_seconds": 60.0, "psnr_ratio_closed_form": 0.99, "psnr_ratio_finetuned": 0.998, "fps_ratio": 1.5}
+GOALS = {
+    "closed_form_seconds": 60.0,
+    "psnr_ratio_closed_form": 0.99,
+    "psnr_ratio_finetuned": 0.998,
+    "fps_ratio": 1.5,
+}
 
 
 @dataclass
@@ -134,18 +139,25 @@ def ratio(student: dict, teacher: dict, key: str) -> float:
 
 def summarise(report: dict) -> dict:
     seconds = report["seconds"]
-    closed_form = seconds["load"] + seconds.get("probe", 0.0) + seconds["capture"] + seconds["solve"] + seconds["build"]
+    closed_form = (
+        seconds["load"] + seconds.get("probe", 0.0) + seconds["capture"] + seconds["solve"] + seconds["build"]
+    )
     teacher, closed, tuned = report["teacher"], report["student_closed_form"], report["student"]
     measured = {
         "closed_form_seconds": closed_form,
         "refine_seconds": seconds.get("refine", 0.0),
         "psnr_ratio_closed_form": ratio(closed, teacher, "psnr"),
         "psnr_ratio_finetuned": ratio(tuned, teacher, "psnr"),
-        "fps_ratio": report["render_speedup"],  # the fine-tuned student beside the teacher, timed side by side
+        "fps_ratio": report[
+            "render_speedup"
+        ],  # the fine-tuned student beside the teacher, timed side by side
         "fps_ratio_sequential": ratio(tuned, teacher, "fps"),
     }
-    met = {key: (value <= GOALS[key] if key.endswith("seconds") else value >= GOALS[key])
-           for key, value in measured.items() if key in GOALS}
+    met = {
+        key: (value <= GOALS[key] if key.endswith("seconds") else value >= GOALS[key])
+        for key, value in measured.items()
+        if key in GOALS
+    }
     return {"measured": measured, "goals": GOALS, "met": met}
 
 
@@ -158,14 +170,20 @@ def plot(report: dict, summary: dict, path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     stages = {k: v for k, v in report["seconds"].items() if k != "evaluate"}
     left.barh(list(stages), list(stages.values()), color="tab:blue")
-    left.axvline(GOALS["closed_form_seconds"], color="tab:red", ls="--", label="closed-form goal (60 s, total)")
+    left.axvline(
+        GOALS["closed_form_seconds"], color="tab:red", ls="--", label="closed-form goal (60 s, total)"
+    )
     left.set_xlabel("seconds")
-    left.set_title(f"distillation time by stage (closed form {summary['measured']['closed_form_seconds']:.1f} s)")
+    left.set_title(
+        f"distillation time by stage (closed form {summary['measured']['closed_form_seconds']:.1f} s)"
+    )
     left.legend(loc="lower right", fontsize=8)
     names = ["PSNR closed form", "PSNR fine-tuned", "render FPS"]
     values = [summary["measured"][k] for k in ("psnr_ratio_closed_form", "psnr_ratio_finetuned", "fps_ratio")]
     goals = [GOALS[k] for k in ("psnr_ratio_closed_form", "psnr_ratio_finetuned", "fps_ratio")]
-    bars = right.bar(names, values, color=["tab:green" if v >= g else "tab:orange" for v, g in zip(values, goals)])
+    bars = right.bar(
+        names, values, color=["tab:green" if v >= g else "tab:orange" for v, g in zip(values, goals)]
+    )
     right.scatter(names, goals, color="tab:red", marker="_", s=600, label="goal", zorder=3)
     right.bar_label(bars, fmt="%.3f")
     right.set_ylim(0, max(values + goals) * 1.15)  # room for the labels
@@ -191,7 +209,11 @@ def front(args: BenchDistill) -> None:
     defaults = {k: v for k, v in front_command(BenchDistill()).items() if k not in FRONT_SELECTION}
     old = {k: v for k, v in previous.get("command", {}).items() if k not in FRONT_SELECTION}
     same = bool(previous) and {**{k: defaults[k] for k in settings.keys() - old.keys()}, **old} == settings
-    done = {point_key(p["layers"], p.get("layer_type", "eugen")): p for p in previous.get("points", [])} if same else {}
+    done = (
+        {point_key(p["layers"], p.get("layer_type", "eugen")): p for p in previous.get("points", [])}
+        if same
+        else {}
+    )
     teacher_scores = previous["teacher"] if same else None
     if teacher_scores is None:
         teacher = load_teacher(args.teacher, device)
@@ -204,37 +226,59 @@ def front(args: BenchDistill) -> None:
         if key in done:
             point = done[key]
             point.setdefault("layer_type", "eugen")  # a point from before the baselines
-            point.setdefault("fps_ratio_sequential", point.pop("fps_ratio", None))  # a point from before the timing
+            point.setdefault(
+                "fps_ratio_sequential", point.pop("fps_ratio", None)
+            )  # a point from before the timing
             points.append(point)
             continue
         refine_steps = 0 if layer_type == "lowrank" else args.refine_steps
         with tempfile.TemporaryDirectory(prefix="bench-distill-front-") as tmp:
             options = DistillOptions(
-                teacher=args.teacher, output_dir=Path(tmp) / "student", layers=tuple(pattern.split(",")),
-                eugen=front_spec(args, layer_type), width_fraction=None,
-                image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
-                pair_fraction=args.pair_fraction, refine_steps=refine_steps, evaluate=False,
+                teacher=args.teacher,
+                output_dir=Path(tmp) / "student",
+                layers=tuple(pattern.split(",")),
+                eugen=front_spec(args, layer_type),
+                width_fraction=None,
+                image_fraction=args.image_fraction,
+                resolution_scale=args.resolution_scale,
+                fit=args.fit,
+                pair_fraction=args.pair_fraction,
+                refine_steps=refine_steps,
+                evaluate=False,
                 projections=args.projections if layer_type == "eugen" else "seeded",
             )
             result = distill(options)
             student = evaluate(result.teacher.pipeline, None, args.fps_repeats, f"student {key}")
-        points.append({
-            "layers": pattern, "layer_type": layer_type, "refine_steps": refine_steps,
-            "replaced": [fit.path for fit in result.fits.values()], "student": student,
-            "psnr_ratio": student["psnr"] / teacher_scores["psnr"],
-            "fps_ratio_sequential": student["fps"] / teacher_scores["fps"],
-            "r2_heldout": {fit.path: fit.r2_heldout for fit in result.fits.values()},
-            "seconds": result.report.get("seconds", {}),
-        })
-        print(f"{key}: PSNR {student['psnr']:.2f} dB ({points[-1]['psnr_ratio']:.3f} of the teacher)", flush=True)
+        points.append(
+            {
+                "layers": pattern,
+                "layer_type": layer_type,
+                "refine_steps": refine_steps,
+                "replaced": [fit.path for fit in result.fits.values()],
+                "student": student,
+                "psnr_ratio": student["psnr"] / teacher_scores["psnr"],
+                "fps_ratio_sequential": student["fps"] / teacher_scores["fps"],
+                "r2_heldout": {fit.path: fit.r2_heldout for fit in result.fits.values()},
+                "seconds": result.report.get("seconds", {}),
+            }
+        )
+        print(
+            f"{key}: PSNR {student['psnr']:.2f} dB ({points[-1]['psnr_ratio']:.3f} of the teacher)",
+            flush=True,
+        )
         write_front(args, teacher_scores, points)
-    speed = render_speedups(args, device, {point_key(p["layers"], p["layer_type"]): (p["layers"].split(","),
-                                                                                    p["layer_type"])
-                                           for p in points})
+    speed = render_speedups(
+        args,
+        device,
+        {point_key(p["layers"], p["layer_type"]): (p["layers"].split(","), p["layer_type"]) for p in points},
+    )
     for point in points:
         point["fps_ratio"] = speed[point_key(point["layers"], point["layer_type"])]
-        print(f"{point_key(point['layers'], point['layer_type'])}: {point['psnr_ratio']:.3f} of the teacher's PSNR "
-              f"at {point['fps_ratio']:.2f}x its render speed", flush=True)
+        print(
+            f"{point_key(point['layers'], point['layer_type'])}: {point['psnr_ratio']:.3f} of the teacher's PSNR "
+            f"at {point['fps_ratio']:.2f}x its render speed",
+            flush=True,
+        )
     write_front(args, teacher_scores, points)
 
 
@@ -257,9 +301,15 @@ def point_key(pattern: str, layer_type: str) -> str:
 def front_spec(args: BenchDistill, layer_type: str = "eugen") -> EUGenSpec:
     # --feature-map is EUGen's: SNNK is ReLU features by definition, and a low-rank layer has none
     eugen = layer_type == "eugen"
-    return EUGenSpec(layer_type=layer_type, num_features=args.num_features, degree=args.degree, seed=args.seed,
-                     feature_map=args.feature_map if eugen else "relu", lowrank_rank=args.lowrank_rank,
-                     **(dict(scaling=args.scaling, use_norm=args.use_norm) if eugen else {}))
+    return EUGenSpec(
+        layer_type=layer_type,
+        num_features=args.num_features,
+        degree=args.degree,
+        seed=args.seed,
+        feature_map=args.feature_map if eugen else "relu",
+        lowrank_rank=args.lowrank_rank,
+        **(dict(scaling=args.scaling, use_norm=args.use_norm) if eugen else {}),
+    )
 
 
 def front_command(args: BenchDistill) -> dict:
@@ -292,34 +342,53 @@ def write_front(args: BenchDistill, teacher: dict, points: list) -> None:
     import matplotlib.pyplot as plt
 
     result = {
-        "machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads(),
-                    "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        },
         "command": front_command(args),
         "goals": {"psnr_ratio_closed_form": GOALS["psnr_ratio_closed_form"], "fps_ratio": GOALS["fps_ratio"]},
-        "teacher": teacher, "points": points,
+        "teacher": teacher,
+        "points": points,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
     fig, ax = plt.subplots(figsize=(6, 4))
     points = [p for p in points if "fps_ratio" in p]  # timed side by side once every point is fitted
-    styles = {"eugen": ("tab:blue", "o", "EUGen"), "snnk": ("tab:orange", "s", "SNNK (k = 1, ReLU)"),
-              "lowrank": ("tab:green", "^", "low-rank (reduced-rank regression)")}
+    styles = {
+        "eugen": ("tab:blue", "o", "EUGen"),
+        "snnk": ("tab:orange", "s", "SNNK (k = 1, ReLU)"),
+        "lowrank": ("tab:green", "^", "low-rank (reduced-rank regression)"),
+    }
     for layer_type, (colour, marker, label) in styles.items():
         mine = [p for p in points if p.get("layer_type", "eugen") == layer_type]
         if mine:
-            ax.scatter([p["fps_ratio"] for p in mine], [p["psnr_ratio"] for p in mine], color=colour, marker=marker,
-                       label=label)
+            ax.scatter(
+                [p["fps_ratio"] for p in mine],
+                [p["psnr_ratio"] for p in mine],
+                color=colour,
+                marker=marker,
+                label=label,
+            )
     for p in points:
-        ax.annotate(p["layers"].replace("field_*.", "").replace("trunk.layers.", "trunk "),
-                    (p["fps_ratio"], p["psnr_ratio"]), fontsize=6,
-                    xytext=(4, 4), textcoords="offset points")
+        ax.annotate(
+            p["layers"].replace("field_*.", "").replace("trunk.layers.", "trunk "),
+            (p["fps_ratio"], p["psnr_ratio"]),
+            fontsize=6,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
     ax.axhline(GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="PSNR goal (99%)")
     ax.axvline(GOALS["fps_ratio"], color="tab:red", ls=":", lw=1, label="speed goal (1.5x)")
     ax.set_xlabel("student / teacher render FPS (fused, side by side)")
     ax.set_ylabel("student / teacher test PSNR")
-    ax.set_title(f"EUGen: closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, "
-                 f"k = {args.degree}, {args.feature_map} feature map\nbaselines at EUGen's feature width / parameters "
-                 f"(low-rank: closed form only)", fontsize=9)
+    ax.set_title(
+        f"EUGen: closed form{' + refinement' if args.refine_steps else ''}, m = {args.num_features}, "
+        f"k = {args.degree}, {args.feature_map} feature map\nbaselines at EUGen's feature width / parameters "
+        f"(low-rank: closed form only)",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.output.with_suffix(".png"), dpi=120)
@@ -333,14 +402,26 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
-            teacher=args.teacher, output_dir=args.student_dir or Path(tmp) / "student",
-            layers=tuple(args.layers), eugen=front_spec(args, args.layer_type), width_fraction=None,
-            image_fraction=args.image_fraction, resolution_scale=args.resolution_scale, fit=args.fit,
-            pair_fraction=args.pair_fraction, finetune_steps=args.finetune_steps, fps_repeats=args.fps_repeats,
-            finetune_rays=args.finetune_rays, finetune_novel_views=args.finetune_novel_views, finetune_lr=args.finetune_lr,
-            finetune_parameters=args.finetune_parameters, finetune_validation_views=args.finetune_validation_views,
-            finetune_target=args.finetune_target, finetune_novel_rays=args.finetune_novel_rays,
-            finetune_camera_rays=args.finetune_camera_rays, finetune_average=args.finetune_average,
+            teacher=args.teacher,
+            output_dir=args.student_dir or Path(tmp) / "student",
+            layers=tuple(args.layers),
+            eugen=front_spec(args, args.layer_type),
+            width_fraction=None,
+            image_fraction=args.image_fraction,
+            resolution_scale=args.resolution_scale,
+            fit=args.fit,
+            pair_fraction=args.pair_fraction,
+            finetune_steps=args.finetune_steps,
+            fps_repeats=args.fps_repeats,
+            finetune_rays=args.finetune_rays,
+            finetune_novel_views=args.finetune_novel_views,
+            finetune_lr=args.finetune_lr,
+            finetune_parameters=args.finetune_parameters,
+            finetune_validation_views=args.finetune_validation_views,
+            finetune_target=args.finetune_target,
+            finetune_novel_rays=args.finetune_novel_rays,
+            finetune_camera_rays=args.finetune_camera_rays,
+            finetune_average=args.finetune_average,
             refine_steps=0 if args.layer_type == "lowrank" else args.refine_steps,
             projections=args.projections if args.layer_type == "eugen" else "seeded",
             overwrite=args.student_dir is not None,
@@ -348,8 +429,11 @@ def main() -> None:
         report = distill(options).report
     summary = summarise(report)
     result = {
-        "machine": {"platform": platform.platform(), "cpu_threads": torch.get_num_threads(),
-                    "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        },
         "command": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         **summary,
         "report": {k: v for k, v in report.items() if k != "finetune_losses"},
@@ -361,8 +445,10 @@ def main() -> None:
         if key not in GOALS:
             print(f"{key:>24}: {value:8.4f}")
             continue
-        print(f"{key:>24}: {value:8.4f}  goal {'<=' if key.endswith('seconds') else '>='} {GOALS[key]}  "
-              f"{'met' if summary['met'][key] else 'NOT met'}")
+        print(
+            f"{key:>24}: {value:8.4f}  goal {'<=' if key.endswith('seconds') else '>='} {GOALS[key]}  "
+            f"{'met' if summary['met'][key] else 'NOT met'}"
+        )
     print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
 
 

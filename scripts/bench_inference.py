@@ -58,7 +58,9 @@ def eugen_mlps(model: torch.nn.Module) -> list[EUGenMLP]:
 def mlp_macs(model: torch.nn.Module, fused: bool) -> int:
     """MACs per field point of the field's MLPs (encodings and hash grids excluded)."""
     _, field = find_field(model)
-    return sum(m.fused().macs_per_point() if fused and m.has_eugen else m.macs_per_point() for m in eugen_mlps(field))
+    return sum(
+        m.fused().macs_per_point() if fused and m.has_eugen else m.macs_per_point() for m in eugen_mlps(field)
+    )
 
 
 class Variant:
@@ -91,15 +93,22 @@ def family_configs(family: str, full_size: bool) -> dict[str, object]:
                 config.pipeline.model.num_coarse_samples = config.pipeline.model.num_importance_samples = 32
         return configs
     configs = variants(family, full_size)
-    return {"eugen": configs["eugen"][1], "dense": configs["dense"][1], "narrowed_dense": configs["narrowed"][1]}
+    return {
+        "eugen": configs["eugen"][1],
+        "dense": configs["dense"][1],
+        "narrowed_dense": configs["narrowed"][1],
+    }
 
 
 def bench_family(family: str, scene: Path, device: str, args) -> dict[str, object]:
     configs = family_configs(family, args.full_size)
     torch.manual_seed(0)
     eugen_model, cameras = build(configs["eugen"], scene, device)
-    models = {"dense": build(configs["dense"], scene, device)[0], "eugen_unfused": eugen_model,
-              "eugen_fused": eugen_model}
+    models = {
+        "dense": build(configs["dense"], scene, device)[0],
+        "eugen_unfused": eugen_model,
+        "eugen_fused": eugen_model,
+    }
     runners = {
         "dense": Variant(models["dense"], fused=True),
         "eugen_unfused": Variant(eugen_model, fused=False),
@@ -116,11 +125,18 @@ def bench_family(family: str, scene: Path, device: str, args) -> dict[str, objec
     samples = random_ray_samples(eugen_model.scene_box.aabb, args.points, torch.device(device))
     views = cameras[: args.views]
     with torch.no_grad():
-        field_t = benchmark_interleaved({k: (lambda r=r: r.field(samples)) for k, r in runners.items()},
-                                        device, args.warmup, args.repeats)
+        field_t = benchmark_interleaved(
+            {k: (lambda r=r: r.field(samples)) for k, r in runners.items()}, device, args.warmup, args.repeats
+        )
         render_t = benchmark_interleaved(
-            {k: (lambda r=r: [r.render(views[i : i + 1]) for i in range(len(views))]) for k, r in runners.items()},
-            device, args.warmup, args.repeats)
+            {
+                k: (lambda r=r: [r.render(views[i : i + 1]) for i in range(len(views))])
+                for k, r in runners.items()
+            },
+            device,
+            args.warmup,
+            args.repeats,
+        )
         fused_rgb = runners["eugen_fused"].render(views[0:1])
         unfused_rgb = runners["eugen_unfused"].render(views[0:1])
 
@@ -139,8 +155,11 @@ def bench_family(family: str, scene: Path, device: str, args) -> dict[str, objec
             "field_speedup_over_mac_ratio": field_speedup / (dense_macs / macs),
             "parameters": count_parameters(runner.model),
         }
-        print(f"[{family}/{device}] {name:22s} field {rows[name]['field_speedup']:5.2f}x  "
-              f"render {rows[name]['render_speedup']:5.2f}x  MAC ratio {rows[name]['mac_ratio']:5.2f}x", flush=True)
+        print(
+            f"[{family}/{device}] {name:22s} field {rows[name]['field_speedup']:5.2f}x  "
+            f"render {rows[name]['render_speedup']:5.2f}x  MAC ratio {rows[name]['mac_ratio']:5.2f}x",
+            flush=True,
+        )
     fused = rows["eugen_fused"]
     return {
         "methods": {name: config.method_name for name, config in configs.items()},
@@ -149,13 +168,21 @@ def bench_family(family: str, scene: Path, device: str, args) -> dict[str, objec
         "max_abs_rgb_diff_fused": (fused_rgb - unfused_rgb).abs().max().item(),
         "variants": rows,
         "goals": {
-            "field_speedup": {"goal": GOALS["field_speedup"], "measured": fused["field_speedup"],
-                              "met": fused["field_speedup"] >= GOALS["field_speedup"]},
-            "render_speedup": {"goal": GOALS["render_speedup"], "measured": fused["render_speedup"],
-                               "met": fused["render_speedup"] >= GOALS["render_speedup"]},
-            "speedup_over_mac_ratio": {"goal": GOALS["speedup_over_mac_ratio"],
-                                       "measured": fused["field_speedup_over_mac_ratio"],
-                                       "met": fused["field_speedup_over_mac_ratio"] >= GOALS["speedup_over_mac_ratio"]},
+            "field_speedup": {
+                "goal": GOALS["field_speedup"],
+                "measured": fused["field_speedup"],
+                "met": fused["field_speedup"] >= GOALS["field_speedup"],
+            },
+            "render_speedup": {
+                "goal": GOALS["render_speedup"],
+                "measured": fused["render_speedup"],
+                "met": fused["render_speedup"] >= GOALS["render_speedup"],
+            },
+            "speedup_over_mac_ratio": {
+                "goal": GOALS["speedup_over_mac_ratio"],
+                "measured": fused["field_speedup_over_mac_ratio"],
+                "met": fused["field_speedup_over_mac_ratio"] >= GOALS["speedup_over_mac_ratio"],
+            },
         },
     }
 
@@ -166,15 +193,23 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    entries = [(f"{fam}\n{dev}", data) for dev, fams in report["devices"].items() for fam, data in fams.items()]
+    entries = [
+        (f"{fam}\n{dev}", data) for dev, fams in report["devices"].items() for fam, data in fams.items()
+    ]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     names = list(dict.fromkeys(name for _, data in entries for name in data["variants"]))
     width = 0.8 / len(names)
-    for ax, key, title in [(axes[0], "field_speedup", "field points/s vs dense"),
-                           (axes[1], "render_speedup", "render FPS vs dense")]:
+    for ax, key, title in [
+        (axes[0], "field_speedup", "field points/s vs dense"),
+        (axes[1], "render_speedup", "render FPS vs dense"),
+    ]:
         for j, name in enumerate(names):
-            ax.bar([i + (j - (len(names) - 1) / 2) * width for i in range(len(entries))],
-                   [data["variants"].get(name, {}).get(key, 0.0) for _, data in entries], width=width, label=name)
+            ax.bar(
+                [i + (j - (len(names) - 1) / 2) * width for i in range(len(entries))],
+                [data["variants"].get(name, {}).get(key, 0.0) for _, data in entries],
+                width=width,
+                label=name,
+            )
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(entries)), [label for label, _ in entries])
         ax.set_title(title)
@@ -189,7 +224,8 @@ class BenchInference:
     scene: Path = Path("scenes/bunny64")
     """the scene whose test cameras are rendered."""
     families: list[Literal["nerf", "nerfacto", "zipnerf", "siren"]] = field(
-        default_factory=lambda: ["nerf", "nerfacto", "siren"])
+        default_factory=lambda: ["nerf", "nerfacto", "siren"]
+    )
     """method families (heads) to measure."""
     points: int = 16384
     """field points per timed forward"""
@@ -222,8 +258,10 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "machine": platform.processor() or platform.machine(),
         "goals": GOALS,
-        "devices": {d: {f: {"command": command, **bench_family(f, args.scene, d, args)} for f in args.families}
-                    for d in devices},
+        "devices": {
+            d: {f: {"command": command, **bench_family(f, args.scene, d, args)} for f in args.families}
+            for d in devices
+        },
     }
     # heads not run here stay as measured before, each with the command that measured it
     report = write_report(args.out, report, [("devices", d) for d in ("cpu", "cuda")])

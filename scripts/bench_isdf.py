@@ -50,8 +50,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 INFERENCE_POINTS = 65536
-QUALITY_KEYS = ("sdf_error", "sdf_error_surface", "sdf_error_free_space", "free_space_sign_accuracy", "chamfer",
-                "f_score@0.02", "f_score@0.05")
+QUALITY_KEYS = (
+    "sdf_error",
+    "sdf_error_surface",
+    "sdf_error_free_space",
+    "free_space_sign_accuracy",
+    "chamfer",
+    "f_score@0.02",
+    "f_score@0.05",
+)
 FRONT_WIDTHS = (64, 96, 128, 192)
 FRONT_FEATURES = (16, 32, 64, 128)
 FRONT_HIGHER_DEGREE = (32, 64)
@@ -113,9 +120,13 @@ def narrowed_to_speed(eugen: ISDFFieldConfig, repeats: int) -> ISDFFieldConfig:
     torch.manual_seed(0)
     points = torch.rand(INFERENCE_POINTS, 3) * 2.0 - 1.0
     widths = list(range(16, 257, 16))
-    width, _ = closest_in_time(inference_fn(ISDFField(eugen), points),
-                               {str(w): inference_fn(ISDFField(dense_isdf_config(w)), points) for w in widths},
-                               "cpu", warmup=1, repeats=repeats)
+    width, _ = closest_in_time(
+        inference_fn(ISDFField(eugen), points),
+        {str(w): inference_fn(ISDFField(dense_isdf_config(w)), points) for w in widths},
+        "cpu",
+        warmup=1,
+        repeats=repeats,
+    )
     return dense_isdf_config(int(width))
 
 
@@ -173,25 +184,42 @@ def step_seconds(trainer: StreamingTrainer, repeats: int) -> float:
     return seconds
 
 
-def train(name: str, sdf: ISDFFieldConfig, seed: int, config: BenchISDF, stream_data) -> tuple[StreamingTrainer, dict]:
+def train(
+    name: str, sdf: ISDFFieldConfig, seed: int, config: BenchISDF, stream_data
+) -> tuple[StreamingTrainer, dict]:
     """Stream the scene (``load_stream``'s scene and frames) into a fresh field at ``seed``; evaluate it (meshes
     exported for the first seed, named after the variant)."""
     device = torch.device("cpu")
     scene, frames = stream_data
     sdf = replace(sdf, eugen=replace(sdf.eugen, seed=seed))
-    stream = StreamingConfig(sdf=sdf, frame_stride=config.frame_stride, steps_per_frame=config.steps_per_frame,
-                             seed=seed)
+    stream = StreamingConfig(
+        sdf=sdf, frame_stride=config.frame_stride, steps_per_frame=config.steps_per_frame, seed=seed
+    )
     trainer = StreamingTrainer(stream, scene, frames, device)
     log = trainer.run(progress=False)
     field_ = trainer.field.eval()
     export = None
     if seed == config.seeds[0]:  # meshes of the first seed (the timed one)
         export = config.mesh_dir / (file_stem(name) + ".ply")
-    metrics = evaluate_field(lambda points: field_(points), scene.mesh_path, frames, scene.intrinsics,
-                             scene.height, scene.width, config.evaluation, device, export_to=export)
-    return trainer, {"seed": seed, "stream_train_seconds": log.train_seconds, "steps": log.steps,
-                     "keyframes": len(log.keyframes), "final_loss": statistics.fmean(log.losses[-8:]),
-                     **{k: metrics[k] for k in QUALITY_KEYS}}
+    metrics = evaluate_field(
+        lambda points: field_(points),
+        scene.mesh_path,
+        frames,
+        scene.intrinsics,
+        scene.height,
+        scene.width,
+        config.evaluation,
+        device,
+        export_to=export,
+    )
+    return trainer, {
+        "seed": seed,
+        "stream_train_seconds": log.train_seconds,
+        "steps": log.steps,
+        "keyframes": len(log.keyframes),
+        "final_loss": statistics.fmean(log.losses[-8:]),
+        **{k: metrics[k] for k in QUALITY_KEYS},
+    }
 
 
 def plot(results: list[dict], path: Path, title: str) -> None:
@@ -199,17 +227,27 @@ def plot(results: list[dict], path: Path, title: str) -> None:
     for index, r in enumerate(results):
         kind = r["name"].split(" ")[0]
         marker = {"dense": "s", "eugen": "o", "lowrank": "^", "snnk": "v"}.get(kind, "x")
-        front.errorbar(r["inference_points_per_second"] / 1e6, r["mean"]["sdf_error"], yerr=r["std"]["sdf_error"],
-                       marker=marker, capsize=3, linestyle="none", color=plt.cm.tab20(index % 20),
-                       label=f"{r['name']} [seeds {', '.join(map(str, r['seeds']))}]")
+        front.errorbar(
+            r["inference_points_per_second"] / 1e6,
+            r["mean"]["sdf_error"],
+            yerr=r["std"]["sdf_error"],
+            marker=marker,
+            capsize=3,
+            linestyle="none",
+            color=plt.cm.tab20(index % 20),
+            label=f"{r['name']} [seeds {', '.join(map(str, r['seeds']))}]",
+        )
     front.set_xscale("log")
     front.set_xlabel("inference (million points / s, fused, 1 thread; log scale)")
     front.set_ylabel("SDF error (mean |error|, mean ± std over seeds)")
     fig.legend(*front.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=3, frameon=False)
     front.set_title("quality / speed front (lower right is better)")
     names = [r["name"] for r in results]
-    bars.barh(range(len(results)), [r["mean"]["sdf_error"] for r in results],
-              xerr=[r["std"]["sdf_error"] for r in results])
+    bars.barh(
+        range(len(results)),
+        [r["mean"]["sdf_error"] for r in results],
+        xerr=[r["std"]["sdf_error"] for r in results],
+    )
     bars.set_yticks(range(len(results)), names, fontsize=7)
     bars.set_xlabel("SDF error")
     fig.suptitle(title)
@@ -234,21 +272,36 @@ def main(config: BenchISDF) -> None:
             runs.append(run)
             if seed == seeds[0]:
                 first_trainers[name] = trainer
-            print(f"{name:52s} seed {seed}  SDF err {run['sdf_error']:.4f}  Chamfer {run['chamfer']:.4f}  "
-                  f"F@0.02 {run['f_score@0.02']:.3f}", flush=True)
+            print(
+                f"{name:52s} seed {seed}  SDF err {run['sdf_error']:.4f}  Chamfer {run['chamfer']:.4f}  "
+                f"F@0.02 {run['f_score@0.02']:.3f}",
+                flush=True,
+            )
         means, spread = mean_and_std(runs, QUALITY_KEYS + ("final_loss",))
         field_ = first_trainers[name].field
-        results.append({
-            "name": name, "width": sdf.width, "eugen_layers": list(sdf.eugen.layers), "eugen": asdict(sdf.eugen),
-            "parameters": sum(p.numel() for p in field_.parameters()),
-            "inference_macs_per_point": macs_per_point(field_),
-            "seeds": seeds, "runs": runs, "mean": means, "std": spread,
-        })
+        results.append(
+            {
+                "name": name,
+                "width": sdf.width,
+                "eugen_layers": list(sdf.eugen.layers),
+                "eugen": asdict(sdf.eugen),
+                "parameters": sum(p.numel() for p in field_.parameters()),
+                "inference_macs_per_point": macs_per_point(field_),
+                "seeds": seeds,
+                "runs": runs,
+                "mean": means,
+                "std": spread,
+            }
+        )
     print("[bench_isdf] timing inference side by side", flush=True)
     torch.manual_seed(0)
     points = torch.rand(INFERENCE_POINTS, 3) * 2.0 - 1.0
-    timings = benchmark_interleaved({n: inference_fn(t.field, points) for n, t in first_trainers.items()}, "cpu",
-                                    warmup=1, repeats=config.repeats)
+    timings = benchmark_interleaved(
+        {n: inference_fn(t.field, points) for n, t in first_trainers.items()},
+        "cpu",
+        warmup=1,
+        repeats=config.repeats,
+    )
     for r in results:
         r["inference_seconds_64k"] = timings[r["name"]].median
         r["inference_points_per_second"] = INFERENCE_POINTS / timings[r["name"]].median
@@ -272,14 +325,21 @@ def main(config: BenchISDF) -> None:
     config.output.mkdir(parents=True, exist_ok=True)
     payload = {
         "command": "python scripts/bench_isdf.py " + " ".join(sys.argv[1:]),
-        "config": json.loads(json.dumps(asdict(config), default=str)), "device": "cpu",
-        "threads": config.threads, "seeds": config.seeds, "goal": goal, "results": results,
+        "config": json.loads(json.dumps(asdict(config), default=str)),
+        "device": "cpu",
+        "threads": config.threads,
+        "seeds": config.seeds,
+        "goal": goal,
+        "results": results,
     }
     (config.output / "isdf.json").write_text(json.dumps(payload, indent=2) + "\n")
-    plot(results, config.output / "isdf.png",
-         f"streaming iSDF on {config.data.name}, {len(config.seeds)} seeds"
-         f"{' (front: seed ' + ', '.join(map(str, config.front_seeds)) + ')' if config.front else ''}, "
-         f"{eugen['runs'][0]['steps']} steps (CPU)")
+    plot(
+        results,
+        config.output / "isdf.png",
+        f"streaming iSDF on {config.data.name}, {len(config.seeds)} seeds"
+        f"{' (front: seed ' + ', '.join(map(str, config.front_seeds)) + ')' if config.front else ''}, "
+        f"{eugen['runs'][0]['steps']} steps (CPU)",
+    )
     print(json.dumps(goal, indent=2))
 
 

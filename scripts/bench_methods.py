@@ -86,8 +86,9 @@ def _model_params(config: TrainerConfig) -> int:
     """Trainable parameters of the model ``config`` builds (frozen projections are buffers, not counted)."""
     from nerfstudio.data.scene_box import SceneBox
 
-    model = config.pipeline.model.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])),
-                                        num_train_data=1, metadata={})
+    model = config.pipeline.model.setup(
+        scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}
+    )
     return count_parameters(model)
 
 
@@ -122,8 +123,13 @@ def baseline_label(method_name: str, kind: str) -> str:
     return f"{method_name} (layer-type={kind})"
 
 
-def variants(family: str, full_size: bool, baselines: bool = False, feature_map: FeatureMap | None = None,
-             speed_from: tuple[Path, Path] | None = None) -> dict[str, tuple[str, TrainerConfig]]:
+def variants(
+    family: str,
+    full_size: bool,
+    baselines: bool = False,
+    feature_map: FeatureMap | None = None,
+    speed_from: tuple[Path, Path] | None = None,
+) -> dict[str, tuple[str, TrainerConfig]]:
     """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
     EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
     SNNK layers; with ``speed_from = (scene, cache)``, the dense twin narrowed to EUGen's render speed on that
@@ -152,8 +158,11 @@ def variants(family: str, full_size: bool, baselines: bool = False, feature_map:
     narrow = narrowed(dense, width_field, eugen_params)
     narrow.method_name = dense.method_name
     width = getattr(narrow.pipeline.model, width_field)
-    out = {"eugen": (eugen_label, eugen), "dense": (dense.method_name, dense),
-           "narrowed": (f"{dense.method_name} ({width_field}={width})", narrow)}
+    out = {
+        "eugen": (eugen_label, eugen),
+        "dense": (dense.method_name, dense),
+        "narrowed": (f"{dense.method_name} ({width_field}={width})", narrow),
+    }
     if baselines:
         for kind in BASELINE_KINDS:
             baseline = copy.deepcopy(eugen)
@@ -166,8 +175,15 @@ def variants(family: str, full_size: bool, baselines: bool = False, feature_map:
     return out
 
 
-def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: str, eugen_params: int, scene: Path,
-                      cache: Path, repeats: int = 3) -> tuple[str, TrainerConfig]:
+def narrowed_to_speed(
+    eugen: TrainerConfig,
+    dense: TrainerConfig,
+    width_field: str,
+    eugen_params: int,
+    scene: Path,
+    cache: Path,
+    repeats: int = 3,
+) -> tuple[str, TrainerConfig]:
     """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
     fused render time, the untrained models timed side by side (the cost is the shapes, not the weights).
     The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
@@ -187,16 +203,29 @@ def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: s
 
         def renderer(config: TrainerConfig):
             torch.manual_seed(0)
-            model = config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={}).eval()
+            model = config.pipeline.model.setup(
+                scene_box=outputs.scene_box, num_train_data=8, metadata={}
+            ).eval()
             return lambda: model.get_outputs_for_camera(view)["rgb"]
 
-        print(f"[bench_methods] timing {len(widths)} dense widths against {eugen.method_name}'s render", flush=True)
+        print(
+            f"[bench_methods] timing {len(widths)} dense widths against {eugen.method_name}'s render",
+            flush=True,
+        )
         with torch.no_grad():
-            width, timings = closest_in_time(renderer(eugen),
-                                             {str(w): renderer(at_width(dense, width_field, w)) for w in widths},
-                                             "cpu", warmup=1, repeats=repeats)
-        found[key] = {"width": int(width), "render_seconds_median": {name: t.median for name, t in timings.items()},
-                      "view": "first test view at half resolution", "threads": torch.get_num_threads()}
+            width, timings = closest_in_time(
+                renderer(eugen),
+                {str(w): renderer(at_width(dense, width_field, w)) for w in widths},
+                "cpu",
+                warmup=1,
+                repeats=repeats,
+            )
+        found[key] = {
+            "width": int(width),
+            "render_seconds_median": {name: t.median for name, t in timings.items()},
+            "view": "first test view at half resolution",
+            "threads": torch.get_num_threads(),
+        }
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(found, indent=1) + "\n")
     width = found[key]["width"]
@@ -207,13 +236,21 @@ def narrowed_to_speed(eugen: TrainerConfig, dense: TrainerConfig, width_field: s
 def timestamp(label: str, seed: int = 0) -> str:
     """The run folder of a variant: its label without spaces, brackets, commas and apostrophes (seeds other
     than 0 suffixed)."""
-    name = label.replace(" ", "_").replace("(", "").replace(")", "").replace("=", "").replace(",", "").replace("'", "")
+    name = (
+        label.replace(" ", "_")
+        .replace("(", "")
+        .replace(")", "")
+        .replace("=", "")
+        .replace(",", "")
+        .replace("'", "")
+    )
     return name if seed == 0 else f"{name}_seed{seed}"
 
 
 def quality(config_path: Path) -> dict[str, float]:
     """Test-view quality only (no timing): the runs of the seeds after the first (kept beside the run's
     checkpoint, so a rerun that adds seeds or variants does not score the finished runs again)."""
+
     def score() -> dict[str, float]:
         run = load_run(config_path)
         return score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name).means()
@@ -256,8 +293,14 @@ def kind_by_label(configs: dict[str, tuple[str, TrainerConfig]]) -> dict[str, st
     return known
 
 
-def keep_earlier_rows(earlier: dict[str, object] | None, rows: dict[str, dict[str, object]],
-                      labels: dict[str, str], steps: int, scene: str, kinds: dict[str, str]) -> list[str]:
+def keep_earlier_rows(
+    earlier: dict[str, object] | None,
+    rows: dict[str, dict[str, object]],
+    labels: dict[str, str],
+    steps: int,
+    scene: str,
+    kinds: dict[str, str],
+) -> list[str]:
     """Add to ``rows``/``labels`` the rows an earlier run of the same family, steps and scene measured and this
     run did not, so variants trained later (a narrowed twin) are judged against the EUGen rows measured before.
     Quality is comparable across runs (the same seeds train the same runs); each row names the command that
@@ -318,13 +361,15 @@ def goals(rows: dict[str, dict[str, object]], labels: dict[str, str]) -> dict[st
     if "dense" in row:
         d = row["dense"]
         speedup, psnr_loss = e["fps"] / d["fps"], d["psnr"] - e["psnr"]
-        out.update({
-            "fps_speedup_vs_dense": speedup,
-            "eugen_and_dense_timed_together": e.get("measured_by") == d.get("measured_by"),
-            "psnr_loss_vs_dense_db": psnr_loss,
-            "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
-            "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
-        })
+        out.update(
+            {
+                "fps_speedup_vs_dense": speedup,
+                "eugen_and_dense_timed_together": e.get("measured_by") == d.get("measured_by"),
+                "psnr_loss_vs_dense_db": psnr_loss,
+                "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+                "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+            }
+        )
     if "narrowed" in row:
         out["psnr_gain_vs_narrowed_dense_db"] = e["psnr"] - row["narrowed"]["psnr"]
         out["goal_equal_parameters_met"] = e["psnr"] >= row["narrowed"]["psnr"]
@@ -332,14 +377,20 @@ def goals(rows: dict[str, dict[str, object]], labels: dict[str, str]) -> dict[st
         out["psnr_gain_vs_speed_matched_dense_db"] = e["psnr"] - row["narrowed-speed"]["psnr"]
         out["goal_equal_speed_met"] = e["psnr"] >= row["narrowed-speed"]["psnr"]
     eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
-    gaps = {labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
-            for kind in row if kind != "eugen"}
+    gaps = {
+        labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
+        for kind in row
+        if kind != "eugen"
+    }
     baselines = [kind for kind in (*BASELINE_KINDS, "narrowed-speed") if kind in row]
     if baselines:
         # over the seeds EUGen shares with each baseline (the same as the means' difference when the seeds
         # agree; baselines trained at fewer seeds, --baseline-seeds, are compared on those seeds only)
-        gain = {kind: (gaps[labels[kind]] or {"mean": e["psnr"] - row[kind]["psnr"]})["mean"]
-                for kind in ("narrowed", *baselines) if kind in row}
+        gain = {
+            kind: (gaps[labels[kind]] or {"mean": e["psnr"] - row[kind]["psnr"]})["mean"]
+            for kind in ("narrowed", *baselines)
+            if kind in row
+        }
         out["psnr_gain_vs_baselines_db"] = {labels[b]: gain[b] for b in baselines}
         out["goal_ahead_of_every_baseline_met"] = all(value >= 0 for value in gain.values())
     out["eugen_minus_variant_per_seed_db"] = {label: gap for label, gap in gaps.items() if gap is not None}
@@ -356,15 +407,25 @@ def plot(report: dict[str, object], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(14, 5))
     timed_apart, index = False, 0
     for data in families.values():
-        eugen_timing = next((row.get("measured_by") for row in data["runs"].values() if row.get("kind") == "eugen"), None)
+        eugen_timing = next(
+            (row.get("measured_by") for row in data["runs"].values() if row.get("kind") == "eugen"), None
+        )
         for label, row in data["runs"].items():
             marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")
-            apart = row.get("measured_by", eugen_timing) != eugen_timing  # timed by another command than EUGen
+            apart = (
+                row.get("measured_by", eugen_timing) != eugen_timing
+            )  # timed by another command than EUGen
             timed_apart |= apart
             colour, index = f"C{index % 10}", index + 1
             # hollow: its FPS was not timed beside EUGen's, so its x position is only indicative
-            axes[0].scatter(row["fps"], row["psnr"], marker=marker, edgecolors=colour,
-                            facecolors="none" if apart else colour, label=label + (" (timed apart)" if apart else ""))
+            axes[0].scatter(
+                row["fps"],
+                row["psnr"],
+                marker=marker,
+                edgecolors=colour,
+                facecolors="none" if apart else colour,
+                label=label + (" (timed apart)" if apart else ""),
+            )
             axes[1].scatter(row["parameters"], row["psnr"], marker=marker, color=colour, label=label)
             axes[2].bar(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
     rows = [row for data in families.values() for row in data["runs"].values()]
@@ -374,18 +435,36 @@ def plot(report: dict[str, object], path: Path) -> None:
         values = [row[key] for row in rows]
         return "log" if max(values) >= 10 * min(values) else "linear"
 
-    axes[0].set(xlabel="render FPS (test views)", ylabel="test PSNR (dB)", xscale=scale("fps"), title="quality vs speed")
-    axes[1].set(xlabel="trainable parameters", ylabel="test PSNR (dB)", xscale=scale("parameters"),
-                title="quality vs size")
+    axes[0].set(
+        xlabel="render FPS (test views)",
+        ylabel="test PSNR (dB)",
+        xscale=scale("fps"),
+        title="quality vs speed",
+    )
+    axes[1].set(
+        xlabel="trainable parameters",
+        ylabel="test PSNR (dB)",
+        xscale=scale("parameters"),
+        title="quality vs size",
+    )
     axes[2].set(ylabel="rays / s", yscale=scale("rays_per_sec"), title="render throughput")
     axes[2].tick_params(axis="x", rotation=60, labelsize=7)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=5, frameon=False)
-    runs = sorted({f"{data.get('scene', report['scene'])} {data.get('steps', report['steps'])} steps"
-                   for data in families.values()})
-    fig.suptitle(f"{', '.join(runs)}; {report['device']}" + (
-        "\nhollow markers and hatched bars: timed by another command than EUGen (speed comparable only roughly)"
-        if timed_apart else ""))
+    runs = sorted(
+        {
+            f"{data.get('scene', report['scene'])} {data.get('steps', report['steps'])} steps"
+            for data in families.values()
+        }
+    )
+    fig.suptitle(
+        f"{', '.join(runs)}; {report['device']}"
+        + (
+            "\nhollow markers and hatched bars: timed by another command than EUGen (speed comparable only roughly)"
+            if timed_apart
+            else ""
+        )
+    )
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=120)
 
@@ -396,7 +475,9 @@ class BenchMethods:
     """the scene every run trains on and is evaluated on."""
     steps: int = 100
     """training steps of every run"""
-    families: list[Literal["nerf", "nerfacto", "zipnerf"]] = field(default_factory=lambda: ["nerf", "nerfacto"])
+    families: list[Literal["nerf", "nerfacto", "zipnerf"]] = field(
+        default_factory=lambda: ["nerf", "nerfacto"]
+    )
     """method families to train and measure."""
     repeats: int = 3
     """timed renders per test view"""
@@ -432,7 +513,9 @@ def main() -> None:
         usage_error("bench_methods", "--steps and --repeats must be >= 1")
     unknown = [name for name in args.variants if name not in VARIANT_KINDS]
     if unknown:
-        usage_error("bench_methods", f"unknown --variants {' '.join(unknown)} (known: {' '.join(VARIANT_KINDS)})")
+        usage_error(
+            "bench_methods", f"unknown --variants {' '.join(unknown)} (known: {' '.join(VARIANT_KINDS)})"
+        )
     if not args.baselines and any(name in BASELINE_KINDS for name in args.variants):
         usage_error("bench_methods", "--variants lowrank and snnk need --baselines")
 
@@ -445,25 +528,38 @@ def main() -> None:
         "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
         "host": platform.node(),
         "torch": torch.__version__,
-        "lpips": "computed" if lpips_unavailable_reason() is None else f"omitted: {lpips_unavailable_reason()}",
+        "lpips": "computed"
+        if lpips_unavailable_reason() is None
+        else f"omitted: {lpips_unavailable_reason()}",
         "goal": f"EUGen >= {GOAL_SPEEDUP}x render FPS of its dense twin at <= {GOAL_MAX_PSNR_LOSS_DB} dB PSNR loss; "
         "PSNR >= the dense twin narrowed to the EUGen parameter count",
         "families": {},
     }
     for family in args.families:
         wanted = args.variants or ("eugen", "dense", "narrowed") + (
-            (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ())
-        speed_from = (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+            (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ()
+        )
+        speed_from = (
+            (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+        )
         configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
         rows: dict[str, dict[str, object]] = {}
         labels: dict[str, str] = {}
         for kind in wanted:
             label, config = configs[kind]
             per_seed = []
-            seeds = args.seeds if kind in ("eugen", "dense") or args.baseline_seeds is None else args.baseline_seeds
+            seeds = (
+                args.seeds
+                if kind in ("eugen", "dense") or args.baseline_seeds is None
+                else args.baseline_seeds
+            )
             for seed in seeds:
                 config_path, sec_per_iter = train_in_process(
-                    with_seed(config, seed), args.scene, args.steps, args.output_dir, timestamp(label, seed),
+                    with_seed(config, seed),
+                    args.scene,
+                    args.steps,
+                    args.output_dir,
+                    timestamp(label, seed),
                     reuse=not args.retrain,
                 )
                 if seed == seeds[0]:
@@ -477,10 +573,22 @@ def main() -> None:
             labels[kind] = label
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
         # read now, not at the start: another run writing this report meanwhile keeps its rows
-        kept = keep_earlier_rows(earlier_families(args.out).get(family), rows, labels, args.steps, str(args.scene),
-                                 kind_by_label(configs))
-        report["families"][family] = {"command": report["command"], "scene": str(args.scene), "steps": args.steps,
-                                      "seeds": args.seeds, "runs": rows, "goals": goals(rows, labels)}
+        kept = keep_earlier_rows(
+            earlier_families(args.out).get(family),
+            rows,
+            labels,
+            args.steps,
+            str(args.scene),
+            kind_by_label(configs),
+        )
+        report["families"][family] = {
+            "command": report["command"],
+            "scene": str(args.scene),
+            "steps": args.steps,
+            "seeds": args.seeds,
+            "runs": rows,
+            "goals": goals(rows, labels),
+        }
         if kept:
             report["families"][family]["rows_kept_from_earlier_runs"] = kept
     report["wall_seconds"] = time.time() - started

@@ -126,10 +126,17 @@ def variants(config: BenchSiren) -> list[Variant]:
     small_params = siren_parameters(2, w, 1, ("eugen",) * config.hidden_layers, small)
     # Every sine unit kept at the dense parameter count: frozen G_{l+1} merges with A_l into a w x w matrix,
     # the first G (after the dense input layer) is learned, and the last A is the output layer.
-    parity = replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal",
-                     learn_first_projections=True, readout=True)
-    started = replace(parity, init="siren", projection_scale=30.0, projection_lr_scale=30.0,
-                      weight_lr_scale=1.0)
+    parity = replace(
+        chosen,
+        num_features=w,
+        trainable_projections=False,
+        projection="orthogonal",
+        learn_first_projections=True,
+        readout=True,
+    )
+    started = replace(
+        parity, init="siren", projection_scale=30.0, projection_lr_scale=30.0, weight_lr_scale=1.0
+    )
     halved = replace(started, num_features=half)  # w/2 sine units after the input layer: fewer MACs
     half_params = siren_parameters(2, w, 1, ("eugen",) * config.hidden_layers, halved)
     half_macs = siren_mlp(2, w, 1, ("eugen",) * config.hidden_layers, halved).fused().macs_per_point()
@@ -141,40 +148,98 @@ def variants(config: BenchSiren) -> list[Variant]:
         Variant("eugen G lr x1", "eugen", w, 1e-3, replace(chosen, projection_lr_scale=1.0)),
         Variant("eugen w1", "eugen", w, 1e-3, replace(chosen, projection_scale=1.0)),
         Variant("eugen k2 sin", "eugen", w, 1e-3, replace(chosen, degree=2, num_features=half // 2)),
-        Variant("eugen k2 identity (polynomial)", "eugen", w, 1e-3,
-                replace(chosen, degree=2, num_features=half // 2, feature_map="identity")),
-        Variant("eugen frozen G (m=w)", "eugen", w, 1e-3, replace(chosen, num_features=w, trainable_projections=False)),
-        *(Variant(f"eugen frozen orthogonal G (m=w) lr{name}", "eugen", w, float(name),
-                  replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal"))
-          for name in ("3e-3", "5e-3")),
-        *(Variant(f"eugen parity (m=w: first G learned x{g}, frozen orthogonal G, readout, A lr x{a}) lr3e-3",
-                  "eugen", w, 3e-3, replace(parity, projection_lr_scale=float(g), weight_lr_scale=float(a)))
-          for g, a in PARITY_RATES),
-        *(Variant(SIREN_INIT.replace("lr3e-3", f"lr{name}"), "eugen", w, float(name), started)
-          for name in SIREN_INIT_RATES),
+        Variant(
+            "eugen k2 identity (polynomial)",
+            "eugen",
+            w,
+            1e-3,
+            replace(chosen, degree=2, num_features=half // 2, feature_map="identity"),
+        ),
+        Variant(
+            "eugen frozen G (m=w)",
+            "eugen",
+            w,
+            1e-3,
+            replace(chosen, num_features=w, trainable_projections=False),
+        ),
+        *(
+            Variant(
+                f"eugen frozen orthogonal G (m=w) lr{name}",
+                "eugen",
+                w,
+                float(name),
+                replace(chosen, num_features=w, trainable_projections=False, projection="orthogonal"),
+            )
+            for name in ("3e-3", "5e-3")
+        ),
+        *(
+            Variant(
+                f"eugen parity (m=w: first G learned x{g}, frozen orthogonal G, readout, A lr x{a}) lr3e-3",
+                "eugen",
+                w,
+                3e-3,
+                replace(parity, projection_lr_scale=float(g), weight_lr_scale=float(a)),
+            )
+            for g, a in PARITY_RATES
+        ),
+        *(
+            Variant(SIREN_INIT.replace("lr3e-3", f"lr{name}"), "eugen", w, float(name), started)
+            for name in SIREN_INIT_RATES
+        ),
         Variant(SIREN_HALF, "eugen", w, 3e-3, halved),
         Variant(SIREN_WIDE, "eugen", half, 3e-3, replace(started, num_features=2 * w)),
-        Variant(SIREN_WIDE_SCALED, "eugen", half, 3e-3,
-                replace(started, num_features=2 * w, weight_lr_scale=0.5)),
-        Variant("dense narrowed to the half siren-init's parameters lr3e-3", "dense",
-                narrowed_width(half_params, config.hidden_layers), 3e-3),
-        Variant("dense narrowed to the half siren-init's MACs lr3e-3", "dense",
-                narrowed_width(half_macs, config.hidden_layers), 3e-3),
-        Variant("eugen parity, siren init (m=w, w3: G lr x30, A lr x10) lr3e-3", "eugen", w, 3e-3,
-                replace(parity, init="siren", projection_scale=3.0, projection_lr_scale=30.0,
-                        weight_lr_scale=10.0)),
+        Variant(
+            SIREN_WIDE_SCALED, "eugen", half, 3e-3, replace(started, num_features=2 * w, weight_lr_scale=0.5)
+        ),
+        Variant(
+            "dense narrowed to the half siren-init's parameters lr3e-3",
+            "dense",
+            narrowed_width(half_params, config.hidden_layers),
+            3e-3,
+        ),
+        Variant(
+            "dense narrowed to the half siren-init's MACs lr3e-3",
+            "dense",
+            narrowed_width(half_macs, config.hidden_layers),
+            3e-3,
+        ),
+        Variant(
+            "eugen parity, siren init (m=w, w3: G lr x30, A lr x10) lr3e-3",
+            "eugen",
+            w,
+            3e-3,
+            replace(
+                parity, init="siren", projection_scale=3.0, projection_lr_scale=30.0, weight_lr_scale=10.0
+            ),
+        ),
         Variant("eugen half size (m=w/4)", "eugen", w, 1e-3, small),
-        Variant("narrowed dense (= half size) lr1e-3", "dense", narrowed_width(small_params, config.hidden_layers), 1e-3),
+        Variant(
+            "narrowed dense (= half size) lr1e-3",
+            "dense",
+            narrowed_width(small_params, config.hidden_layers),
+            1e-3,
+        ),
         # the reviewers' baselines at the dense (and parity EUGen) parameter count
-        *(Variant(f"{LOWRANK} lr{name}", "lowrank", w, float(name), replace(chosen, lowrank_rank=half))
-          for name in BASELINE_RATES),
-        *(Variant(f"{SNNK} lr{name}", "snnk", w, float(name), replace(chosen, num_features=w,
-                                                                        trainable_projections=False))
-          for name in BASELINE_RATES),
+        *(
+            Variant(f"{LOWRANK} lr{name}", "lowrank", w, float(name), replace(chosen, lowrank_rank=half))
+            for name in BASELINE_RATES
+        ),
+        *(
+            Variant(
+                f"{SNNK} lr{name}",
+                "snnk",
+                w,
+                float(name),
+                replace(chosen, num_features=w, trainable_projections=False),
+            )
+            for name in BASELINE_RATES
+        ),
     ]
 
 
-def seeded_network(variant: Variant, seed: int, channels: int, hidden_layers: int) -> tuple[EUGenMLP, SirenEUGenSpec]:
+def seeded_network(
+    variant: Variant, seed: int, channels: int, hidden_layers: int
+) -> tuple[EUGenMLP, SirenEUGenSpec]:
     """``variant``'s network as a run at ``seed`` starts it, with its EUGen spec (what ``fit`` is given)."""
     torch.manual_seed(seed)
     spec = variant.eugen.offset_seed(1000 * seed)  # layer i draws seed + i: a stride keeps seeds apart
@@ -183,8 +248,16 @@ def seeded_network(variant: Variant, seed: int, channels: int, hidden_layers: in
 
 def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> dict:
     model, spec = seeded_network(variant, config.seed, target.shape[-1], config.hidden_layers)
-    result = fit(model, target, config.steps, variant.lr, config.log_every, spec, progress=False,
-                 lr_schedule=config.lr_schedule)
+    result = fit(
+        model,
+        target,
+        config.steps,
+        variant.lr,
+        config.log_every,
+        spec,
+        progress=False,
+        lr_schedule=config.lr_schedule,
+    )
     (config.output / "pictures").mkdir(parents=True, exist_ok=True)  # to look at beside the image
     save_png(config.output / "pictures" / (file_stem(variant.name) + ".png"), result.reconstruction)
     coords = pixel_grid(*target.shape[:2])
@@ -208,8 +281,10 @@ def run_variant(variant: Variant, target: torch.Tensor, config: BenchSiren) -> d
 
 def plot(results: list[dict], path: Path, config: BenchSiren) -> None:
     """PSNR against steps and throughput; a variant whose hidden width is not ``--width`` names its own."""
-    title = (f"SIREN fit, {config.image} {config.size}², width {config.width} unless labelled,\n"
-             f"{config.hidden_layers} hidden layers, {config.steps} steps")
+    title = (
+        f"SIREN fit, {config.image} {config.size}², width {config.width} unless labelled,\n"
+        f"{config.hidden_layers} hidden layers, {config.steps} steps"
+    )
     fig, (curves, bars) = plt.subplots(1, 2, figsize=(15, 6))
     for result in results:
         steps, psnrs = zip(*result["history"])
@@ -221,7 +296,12 @@ def plot(results: list[dict], path: Path, config: BenchSiren) -> None:
     names = [r["name"] for r in results]
     y = range(len(results))
     bars.barh([i + 0.2 for i in y], [r["train_pixels_per_second"] / 1e3 for r in results], 0.4, label="train")
-    bars.barh([i - 0.2 for i in y], [r["inference_pixels_per_second"] / 1e3 for r in results], 0.4, label="inference")
+    bars.barh(
+        [i - 0.2 for i in y],
+        [r["inference_pixels_per_second"] / 1e3 for r in results],
+        0.4,
+        label="inference",
+    )
     bars.set_yticks(list(y), names, fontsize=7)
     bars.set(xlabel="k pixels / s (CPU, 1 thread)", title="throughput")
     bars.legend()
@@ -256,15 +336,22 @@ def main(config: BenchSiren) -> None:
     results = []
     for variant in selected:
         results.append(run_variant(variant, target, config))
-        print(f"{variant.name:55s} {results[-1]['parameters']:7d} params  PSNR {results[-1]['final_psnr']:6.2f} dB  "
-              f"train {results[-1]['train_pixels_per_second']:9.0f} px/s  "
-              f"infer {results[-1]['inference_pixels_per_second']:9.0f} px/s", flush=True)
+        print(
+            f"{variant.name:55s} {results[-1]['parameters']:7d} params  PSNR {results[-1]['final_psnr']:6.2f} dB  "
+            f"train {results[-1]['train_pixels_per_second']:9.0f} px/s  "
+            f"infer {results[-1]['inference_pixels_per_second']:9.0f} px/s",
+            flush=True,
+        )
     dense = [r for r in results if r["layers"] == "dense" and r["width"] == config.width]
     chosen = next((r for r in results if r["name"] == CHOSEN), None)
     goal = None if not dense or chosen is None else judge(dense, chosen)
     config.output.mkdir(parents=True, exist_ok=True)
-    payload = {"config": json.loads(json.dumps(asdict(config), default=str)), "device": "cpu", "goal": goal,
-               "results": results}
+    payload = {
+        "config": json.loads(json.dumps(asdict(config), default=str)),
+        "device": "cpu",
+        "goal": goal,
+        "results": results,
+    }
     (config.output / "siren.json").write_text(json.dumps(payload, indent=2))
     plot(results, config.output / "siren.png", config)
     print(json.dumps(goal, indent=2))
@@ -282,7 +369,8 @@ def judge(dense: list[dict], chosen: dict) -> dict:
         "parameter_ratio": chosen["parameters"] / dense_best["parameters"],
         "met": chosen["final_psnr"] >= dense_best["final_psnr"],
         "train_speed_ratio": chosen["train_pixels_per_second"] / dense_best["train_pixels_per_second"],
-        "inference_speed_ratio": chosen["inference_pixels_per_second"] / dense_best["inference_pixels_per_second"],
+        "inference_speed_ratio": chosen["inference_pixels_per_second"]
+        / dense_best["inference_pixels_per_second"],
     }
 
 

@@ -34,9 +34,15 @@ IN_DIM, WIDTH, DEPTH, OUT_DIM = 63, 256, 8, 4
 
 
 def trunk(kind: str, m: int, k: int, scaling: str) -> EUGenMLP:
-    return EUGenMLP(IN_DIM, DEPTH, WIDTH, OUT_DIM, layer_types=[kind] * (DEPTH - 1) + ["dense"],
-                    eugen=EUGenSpec(num_features=m, degree=k, feature_map="relu", scaling=scaling),
-                    fuse_in_eval=False)
+    return EUGenMLP(
+        IN_DIM,
+        DEPTH,
+        WIDTH,
+        OUT_DIM,
+        layer_types=[kind] * (DEPTH - 1) + ["dense"],
+        eugen=EUGenSpec(num_features=m, degree=k, feature_map="relu", scaling=scaling),
+        fuse_in_eval=False,
+    )
 
 
 def hidden_rms(mlp: EUGenMLP, x: torch.Tensor) -> list:
@@ -53,8 +59,11 @@ def hidden_rms(mlp: EUGenMLP, x: torch.Tensor) -> list:
 def run(kind, m, k, scaling, precision, device, steps, data, generator_seed=0):
     torch.manual_seed(generator_seed)
     mlp = trunk(kind, m, k, scaling).to(device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16 if device.type == "cpu" else torch.float16,
-                              enabled=precision == "autocast")
+    autocast = torch.autocast(
+        device.type,
+        dtype=torch.bfloat16 if device.type == "cpu" else torch.float16,
+        enabled=precision == "autocast",
+    )
     init = {}
     with torch.no_grad(), autocast:
         for scale in (1.0, 1.5, 10.0):
@@ -79,9 +88,16 @@ def run(kind, m, k, scaling, precision, device, steps, data, generator_seed=0):
     with torch.no_grad(), autocast:
         final_rms = max(hidden_rms(mlp, x_train[:1024]))
     return {
-        "kind": kind, "m": m, "k": k, "scaling": scaling, "precision": precision,
-        "init_max_hidden_rms": init, "finite_at_init": all(math.isfinite(v) for v in init.values()),
-        "finite_through_training": finite, "first_non_finite_step": first_bad, "steps": steps,
+        "kind": kind,
+        "m": m,
+        "k": k,
+        "scaling": scaling,
+        "precision": precision,
+        "init_max_hidden_rms": init,
+        "finite_at_init": all(math.isfinite(v) for v in init.values()),
+        "finite_through_training": finite,
+        "first_non_finite_step": first_bad,
+        "steps": steps,
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])) if finite else None,
         "final_max_hidden_rms": final_rms,
     }
@@ -107,17 +123,27 @@ def plot(rows, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     labels = sorted({(r["scaling"], r["precision"]) for r in rows if r["kind"] == "eugen"})
-    for (scaling, precision) in labels:
-        sel = [r for r in rows if r["kind"] == "eugen" and r["scaling"] == scaling and r["precision"] == precision]
+    for scaling, precision in labels:
+        sel = [
+            r
+            for r in rows
+            if r["kind"] == "eugen" and r["scaling"] == scaling and r["precision"] == precision
+        ]
         names = [f"m{r['m']} k{r['k']}" for r in sel]
-        rms = [min(r["init_max_hidden_rms"]["1.5"], 1e30) if math.isfinite(r["init_max_hidden_rms"]["1.5"])
-               else 1e30 for r in sel]
+        rms = [
+            min(r["init_max_hidden_rms"]["1.5"], 1e30)
+            if math.isfinite(r["init_max_hidden_rms"]["1.5"])
+            else 1e30
+            for r in sel
+        ]
         loss = [r["final_loss"] if r["final_loss"] is not None else float("nan") for r in sel]
         axes[0].semilogy(names, rms, "o-", label=f"{scaling}, {precision}")
         axes[1].semilogy(names, loss, "o-", label=f"{scaling}, {precision}")
     for r in rows:
         if r["kind"] == "dense":
-            axes[1].axhline(r["final_loss"], ls="--", color="k", alpha=0.5, label=f"dense ReLU, {r['precision']}")
+            axes[1].axhline(
+                r["final_loss"], ls="--", color="k", alpha=0.5, label=f"dense ReLU, {r['precision']}"
+            )
     axes[0].set_title("largest hidden RMS at init, input RMS 1.5 (1e30 = inf/NaN)")
     axes[1].set_title("training loss after the run (missing = not finite)")
     for ax in axes:
@@ -146,24 +172,40 @@ def main() -> None:
     device = torch.device(args.device)
     data = target(device)
     configs = [("dense", 0, 0, "linear", prec) for prec in ("fp32", "autocast")]
-    configs += [("eugen", m, k, s, prec) for s in args.scalings for prec in ("fp32", "autocast")
-                for k in (1, 2, 3) for m in (16, 32, 64)]
+    configs += [
+        ("eugen", m, k, s, prec)
+        for s in args.scalings
+        for prec in ("fp32", "autocast")
+        for k in (1, 2, 3)
+        for m in (16, 32, 64)
+    ]
     rows = []
     for kind, m, k, scaling, precision in tqdm(configs, desc="trunks"):
         rows.append(run(kind, max(m, 1), max(k, 1), scaling, precision, device, args.steps, data))
     stable = [r for r in rows if r["kind"] == "eugen" and r["scaling"] in ("linear", "unit")]
     summary = {
         "goal": "all-EUGen 8x256 trunks, k<=3, m in {16,32,64}: finite at init and through training, fp32 and autocast",
-        "default_scalings_all_finite": all(r["finite_at_init"] and r["finite_through_training"] for r in stable),
-        "polynomial_non_finite": sum(not (r["finite_at_init"] and r["finite_through_training"])
-                                     for r in rows if r["scaling"] == "polynomial" and r["kind"] == "eugen"),
+        "default_scalings_all_finite": all(
+            r["finite_at_init"] and r["finite_through_training"] for r in stable
+        ),
+        "polynomial_non_finite": sum(
+            not (r["finite_at_init"] and r["finite_through_training"])
+            for r in rows
+            if r["scaling"] == "polynomial" and r["kind"] == "eugen"
+        ),
     }
     command = "python scripts/bench_stability.py" + (f" --steps {args.steps}" if args.steps != 500 else "")
     if args.scalings != ["linear", "unit", "polynomial"]:
         command += " --scalings " + " ".join(args.scalings)
-    result = {"command": command,
-              "device": str(device), "host": platform.node(), "torch": torch.__version__, "steps": args.steps,
-              "summary": summary, "rows": rows}
+    result = {
+        "command": command,
+        "device": str(device),
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "steps": args.steps,
+        "summary": summary,
+        "rows": rows,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1, allow_nan=True))
     plot(rows, args.output.with_suffix(".png"))

@@ -47,15 +47,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def trunk(first: str, rest: str, width: int = WIDTH, **spec) -> EUGenMLP:
     """An 8-layer trunk: layer 0 of type ``first``, layers 1-6 of type ``rest``, a dense output layer."""
-    return EUGenMLP(IN_DIM, DEPTH, width, OUT_DIM, layer_types=[first] + [rest] * (DEPTH - 2) + ["dense"],
-                    eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "relu", **spec}),
-                    fuse_in_eval=False)
+    return EUGenMLP(
+        IN_DIM,
+        DEPTH,
+        width,
+        OUT_DIM,
+        layer_types=[first] + [rest] * (DEPTH - 2) + ["dense"],
+        eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "relu", **spec}),
+        fuse_in_eval=False,
+    )
 
 
 def narrowed_width(target_parameters: int) -> int:
     """The dense trunk's width whose parameter count is closest to ``target_parameters``."""
-    return min(range(8, WIDTH + 1, 4),
-               key=lambda w: abs(count_parameters(trunk("dense", "dense", w)) - target_parameters))
+    return min(
+        range(8, WIDTH + 1, 4),
+        key=lambda w: abs(count_parameters(trunk("dense", "dense", w)) - target_parameters),
+    )
 
 
 def variants(m: int, k: int) -> dict[str, Callable[[], EUGenMLP]]:
@@ -66,7 +74,9 @@ def variants(m: int, k: int) -> dict[str, Callable[[], EUGenMLP]]:
         f"dense narrowed to {width} (EUGen's parameters)": lambda: trunk("dense", "dense", width),
         "all EUGen, relu": lambda: trunk("eugen", "eugen", **spec),
         "all EUGen, identity": lambda: trunk("eugen", "eugen", feature_map="identity", **spec),
-        "all EUGen, relu, trainable projections": lambda: trunk("eugen", "eugen", trainable_projections=True, **spec),
+        "all EUGen, relu, trainable projections": lambda: trunk(
+            "eugen", "eugen", trainable_projections=True, **spec
+        ),
         "first layer dense, EUGen relu": lambda: trunk("dense", "eugen", **spec),
         "first layer dense, EUGen identity": lambda: trunk("dense", "eugen", feature_map="identity", **spec),
         "first layer dense, low-rank": lambda: trunk("dense", "lowrank", **spec),
@@ -102,9 +112,13 @@ def summarise(rows: dict[str, dict]) -> dict[str, object]:
     narrowed = next(name for name in rows if name.startswith("dense narrowed"))
     ratios = {name: row["mse"] / rows[narrowed]["mse"] for name, row in rows.items() if is_eugen(name)}
     best = min(ratios, key=ratios.get)
-    return {"narrowed_dense": narrowed, "mse_over_narrowed_dense": ratios, "best_eugen": best,
-            "best_eugen_mse_over_narrowed_dense": ratios[best],
-            "best_eugen_learns_like_narrowed_dense": ratios[best] <= 1.05}
+    return {
+        "narrowed_dense": narrowed,
+        "mse_over_narrowed_dense": ratios,
+        "best_eugen": best,
+        "best_eugen_mse_over_narrowed_dense": ratios[best],
+        "best_eugen_learns_like_narrowed_dense": ratios[best] <= 1.05,
+    }
 
 
 def plot(report: dict, path: Path) -> None:
@@ -163,14 +177,29 @@ def main() -> None:
             mlp = make()
             per_seed.append({"seed": seed, **train(mlp, data, args.steps, seed)})
         values = [s["mse"] for s in per_seed]
-        rows[name] = {"parameters": count_parameters(mlp), "mse": statistics.fmean(values),
-                      "mse_std": statistics.pstdev(values), "per_seed": per_seed}
-        tqdm.write(f"{name:50s} {rows[name]['parameters']:>9,d} parameters  MSE {rows[name]['mse']:.4f} "
-                   f"± {rows[name]['mse_std']:.4f}")
+        rows[name] = {
+            "parameters": count_parameters(mlp),
+            "mse": statistics.fmean(values),
+            "mse_std": statistics.pstdev(values),
+            "per_seed": per_seed,
+        }
+        tqdm.write(
+            f"{name:50s} {rows[name]['parameters']:>9,d} parameters  MSE {rows[name]['mse']:.4f} "
+            f"± {rows[name]['mse_std']:.4f}"
+        )
     command = " ".join(["python", "scripts/bench_trunk_learning.py", *sys.argv[1:]])
-    report = {"command": command, "host": platform.node(), "torch": torch.__version__, "threads": 1,
-              "steps": args.steps, "seeds": args.seeds, "m": args.num_features, "k": args.degree, "rows": rows,
-              "summary": summarise(rows)}
+    report = {
+        "command": command,
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "threads": 1,
+        "steps": args.steps,
+        "seeds": args.seeds,
+        "m": args.num_features,
+        "k": args.degree,
+        "rows": rows,
+        "summary": summarise(rows),
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=1))
     plot(report, args.output.with_suffix(".png"))

@@ -61,8 +61,13 @@ REPO = Path(__file__).resolve().parents[1]
 SCALES = (1, 2, 4)
 GOAL_SPEEDUP = 1.25
 GOAL_PSNR_DB = 0.1
-METHODS = ("dense-zipnerf", "eugen-zipnerf", "nerfacto", "nerfacto (white background)",
-           "nerfacto (white background, multiscale rays)")
+METHODS = (
+    "dense-zipnerf",
+    "eugen-zipnerf",
+    "nerfacto",
+    "nerfacto (white background)",
+    "nerfacto (white background, multiscale rays)",
+)
 
 
 def configs(rays: int, seed: int, feature_map: FeatureMap | None = None) -> dict[str, TrainerConfig]:
@@ -97,8 +102,9 @@ def configs(rays: int, seed: int, feature_map: FeatureMap | None = None) -> dict
 
 def multiscale_quality(config_path: Path) -> dict[str, dict[str, float]]:
     """Mean test metrics per downscale factor (kept beside the run's checkpoint, read back on a rerun)."""
-    return cached_for_checkpoint(config_path, "bench_multiscale.json", lambda: render_multiscale(config_path),
-                                 scales=list(SCALES))
+    return cached_for_checkpoint(
+        config_path, "bench_multiscale.json", lambda: render_multiscale(config_path), scales=list(SCALES)
+    )
 
 
 def render_multiscale(config_path: Path) -> dict[str, dict[str, float]]:
@@ -128,7 +134,9 @@ def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> d
     with torch.no_grad():
         model = runs["dense"].pipeline.model
         samples, _, _ = model.proposal_sampler(model.collider(bundle), density_fns=model.density_fns)
-        features = model.field.grid(*model.field.unit_gaussians(samples)[:2]).reshape(-1, model.field.grid.get_out_dim())
+        features = model.field.grid(*model.field.unit_gaussians(samples)[:2]).reshape(
+            -1, model.field.grid.get_out_dim()
+        )
         directions = torch.randn(features.shape[0], 27)
     num_samples = features.shape[0]
 
@@ -143,14 +151,18 @@ def speed(dense_path: Path, eugen_path: Path, repeats: int, views: int = 0) -> d
                 **{f"field_{k}": (lambda f=r.pipeline.model.field: f(samples)) for k, r in runs.items()},
                 **{f"mlp_{k}": (lambda f=r.pipeline.model.field: mlps(f)) for k, r in runs.items()},
             },
-            runs["dense"].pipeline.device, warmup=1, repeats=repeats,
+            runs["dense"].pipeline.device,
+            warmup=1,
+            repeats=repeats,
         )
     out: dict[str, object] = {
         "test_pixels": pixels,
         "field_samples": num_samples,
         "repeats": repeats,
         "render_views": len(cameras),
-        "fused": all(m.fuse_in_eval for m in runs["eugen"].pipeline.model.modules() if isinstance(m, EUGenMLP)),
+        "fused": all(
+            m.fuse_in_eval for m in runs["eugen"].pipeline.model.modules() if isinstance(m, EUGenMLP)
+        ),
     }
     for kind, count in (("render", pixels), ("field", num_samples), ("mlp", num_samples)):
         dense, eugen = timings[f"{kind}_dense"].median, timings[f"{kind}_eugen"].median
@@ -169,10 +181,18 @@ def plot(report: dict[str, object], path: Path) -> None:
     width = 0.8 / len(means)
     for offset, method in enumerate(means):
         values = [means[method][f"1/{s}"]["psnr"] for s in SCALES]
-        spread = [report.get("std_over_seeds", {}).get(method, {}).get(f"1/{s}", {}).get("psnr", 0.0) for s in SCALES]
-        left.bar([i + width * (offset - (len(means) - 1) / 2) for i in range(len(SCALES))], values, width=width,
-                 label=method,
-                 yerr=spread, capsize=3)
+        spread = [
+            report.get("std_over_seeds", {}).get(method, {}).get(f"1/{s}", {}).get("psnr", 0.0)
+            for s in SCALES
+        ]
+        left.bar(
+            [i + width * (offset - (len(means) - 1) / 2) for i in range(len(SCALES))],
+            values,
+            width=width,
+            label=method,
+            yerr=spread,
+            capsize=3,
+        )
     left.set_xticks(range(len(SCALES)), [f"1/{s}" for s in SCALES])
     left.set_ylabel("test PSNR (dB)")
     left.set_xlabel("test resolution (Zip-NeRF: trained on 1/1, 1/2, 1/4 rays from the images)", fontsize=8)
@@ -191,9 +211,11 @@ def plot(report: dict[str, object], path: Path) -> None:
         right.set_axis_off()
         right.text(0.5, 0.5, "speed not timed (one Zip-NeRF twin only)", ha="center", va="center")
     seeds = len(report["seeds"])
-    fig.suptitle(f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, "
-                 f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± std), EUGen {report.get('eugen_feature_map', 'relu')} map, "
-                 f"{report['device']}")
+    fig.suptitle(
+        f"Zip-NeRF on {Path(report['scene']).name}, {report['steps']} steps, "
+        f"{seeds} seed{'s' if seeds > 1 else ''} (mean ± std), EUGen {report.get('eugen_feature_map', 'relu')} map, "
+        f"{report['device']}"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -255,7 +277,11 @@ def main() -> None:
         for name, config in configs(args.rays, seed, args.feature_map).items():
             if name not in args.methods:
                 continue
-            folder = name if args.feature_map is None or name != "eugen-zipnerf" else f"{name}_feature-map{args.feature_map}"
+            folder = (
+                name
+                if args.feature_map is None or name != "eugen-zipnerf"
+                else f"{name}_feature-map{args.feature_map}"
+            )
             print(f"[bench_zipnerf] seed {seed}: {folder}, {args.steps} steps", flush=True)
             path, seconds_per_step = train_in_process(
                 config, args.scene, args.steps, args.work_dir / f"seed{seed}" / folder, reuse=not args.retrain
@@ -277,19 +303,28 @@ def main() -> None:
     dz = means.get("dense-zipnerf")
     if dz and any(n.startswith("nerfacto") for n in means):
         # the bar is the better stock nerfacto at each scale
-        bar = {key: max((n for n in means if n.startswith("nerfacto")), key=lambda n: means[n][key]["psnr"]) for key in dz}
+        bar = {
+            key: max((n for n in means if n.startswith("nerfacto")), key=lambda n: means[n][key]["psnr"])
+            for key in dz
+        }
         nf = {key: means[name][key] for key, name in bar.items()}
         goals["dense_zipnerf_ge_nerfacto_full_res"] = dz["1/1"]["psnr"] >= nf["1/1"]["psnr"]
-        goals["dense_zipnerf_ahead_at_1/2_and_1/4"] = all(dz[k]["psnr"] > nf[k]["psnr"] for k in ("1/2", "1/4"))
+        goals["dense_zipnerf_ahead_at_1/2_and_1/4"] = all(
+            dz[k]["psnr"] > nf[k]["psnr"] for k in ("1/2", "1/4")
+        )
     speeds = None
     gaps: dict[str, dict[str, object]] = {}  # EUGen minus dense: mean and std of the per-seed gaps, per scale
     if {"dense-zipnerf", "eugen-zipnerf"} <= set(args.methods):
         first = args.seeds[0]
         print("[bench_zipnerf] timing dense-zipnerf and eugen-zipnerf side by side", flush=True)
-        speeds = speed(paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats, args.speed_views)
+        speeds = speed(
+            paths[first]["dense-zipnerf"], paths[first]["eugen-zipnerf"], args.repeats, args.speed_views
+        )
         for key in (f"1/{scale}" for scale in SCALES):
-            psnr = {name: {seed: run["multiscale"][key]["psnr"] for seed, run in runs[name].items()}
-                    for name in ("eugen-zipnerf", "dense-zipnerf")}
+            psnr = {
+                name: {seed: run["multiscale"][key]["psnr"] for seed, run in runs[name].items()}
+                for name in ("eugen-zipnerf", "dense-zipnerf")
+            }
             gap = paired_gap(psnr["eugen-zipnerf"], psnr["dense-zipnerf"])
             gaps[key] = {"mean_db": gap["mean"], "std_db": gap["std"], "per_seed_db": gap["per_seed"]}
         goals.update(twin_goals(gaps, speeds))
@@ -298,8 +333,11 @@ def main() -> None:
         "steps": args.steps,
         "rays_per_step": args.rays,
         "seeds": args.seeds,
-        "eugen_feature_map": args.feature_map or zipnerf_methods.eugen_zipnerf.config.pipeline.model.eugen.feature_map,
-        "device": "cuda" if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()})",
+        "eugen_feature_map": args.feature_map
+        or zipnerf_methods.eugen_zipnerf.config.pipeline.model.eugen.feature_map,
+        "device": "cuda"
+        if torch.cuda.is_available()
+        else f"cpu ({platform.processor() or platform.machine()})",
         "torch_threads": torch.get_num_threads(),
         "command": "python scripts/bench_zipnerf.py " + " ".join(sys.argv[1:]),
         "runs": runs,

@@ -88,8 +88,11 @@ class GainedSine(nn.Module):
 
 def frozen_layers(model: EUGenMLP) -> list[int]:
     """Indices of the layers with a frozen ``G``: every EUGen layer after the first (whose ``G`` is learned)."""
-    return [i for i, layer in enumerate(model.layers)
-            if isinstance(layer, EUGenLinear) and not layer.trainable_projections]
+    return [
+        i
+        for i, layer in enumerate(model.layers)
+        if isinstance(layer, EUGenLinear) and not layer.trainable_projections
+    ]
 
 
 def siren_layer(model: EUGenMLP, index: int, spec: SirenEUGenSpec) -> EUGenLinear:
@@ -101,13 +104,16 @@ def siren_layer(model: EUGenMLP, index: int, spec: SirenEUGenSpec) -> EUGenLinea
 
 def readout(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
     last = len(model.layers) - 1
-    model.layers[last] = siren_layer(model, last, replace(spec.offset_seed(last), num_features=4 * spec.num_features))
+    model.layers[last] = siren_layer(
+        model, last, replace(spec.offset_seed(last), num_features=4 * spec.num_features)
+    )
 
 
 def products(frequency: float) -> Callable[[EUGenMLP, SirenEUGenSpec], None]:
     def change(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
         for i in frozen_layers(model):
             model.layers[i] = ProductSine(model.layers[i], spec.offset_seed(i + 500), frequency)
+
     return change
 
 
@@ -162,31 +168,50 @@ def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenM
 
 def run_screen(name: str, config: ScreenSiren, target: torch.Tensor) -> dict:
     model, spec, lr = screened_network(name, config.seed, target.shape[-1])
-    result = fit(model, target, config.steps, lr, config.log_every, spec, progress=False, lr_schedule="cosine")
+    result = fit(
+        model, target, config.steps, lr, config.log_every, spec, progress=False, lr_schedule="cosine"
+    )
     if not math.isfinite(result.final_psnr):
         raise SystemExit(f"screen {name}: the fit's PSNR is {result.final_psnr}")
     (config.output / "pictures").mkdir(parents=True, exist_ok=True)
     save_png(config.output / "pictures" / f"{name}.png", result.reconstruction)
-    return {"parameters": result.num_parameters, "history": result.history, "final_psnr": result.final_psnr,
-            "lr": lr}
+    return {
+        "parameters": result.num_parameters,
+        "history": result.history,
+        "final_psnr": result.final_psnr,
+        "lr": lr,
+    }
 
 
 def main(config: ScreenSiren) -> None:
     unknown = sorted(set(config.screens) - set(SCREENS))
     if unknown:
-        usage_error("screen_siren", f"unknown screen(s) {', '.join(unknown)}; choose from {', '.join(SCREENS)}")
+        usage_error(
+            "screen_siren", f"unknown screen(s) {', '.join(unknown)}; choose from {', '.join(SCREENS)}"
+        )
     torch.set_num_threads(1)
     target = torch.from_numpy(load_image("camera", config.size))
     path = config.output / "screens.json"
-    setting = {"image": "camera", "size": config.size, "steps": config.steps, "seed": config.seed, "base": SIREN_INIT}
+    setting = {
+        "image": "camera",
+        "size": config.size,
+        "steps": config.steps,
+        "seed": config.seed,
+        "base": SIREN_INIT,
+    }
     earlier = json.loads(path.read_text()) if path.exists() else {}
     # screens run before in the same setting are kept (a run of one screen adds to the others); any other
     # setting's are replaced, so one file never mixes seeds or sizes
     results = earlier.get("screens", {}) if {k: earlier.get(k) for k in setting} == setting else {}
     for name in config.screens:
         results[name] = run_screen(name, config, target)
-        print(f"{name}: {results[name]['final_psnr']:.2f} dB ({results[name]['parameters']:,} parameters)", flush=True)
-        path.parent.mkdir(parents=True, exist_ok=True)  # written after every screen: nothing lost on interruption
+        print(
+            f"{name}: {results[name]['final_psnr']:.2f} dB ({results[name]['parameters']:,} parameters)",
+            flush=True,
+        )
+        path.parent.mkdir(
+            parents=True, exist_ok=True
+        )  # written after every screen: nothing lost on interruption
         path.write_text(json.dumps({**setting, "screens": results}, indent=1))
 
 

@@ -44,7 +44,9 @@ def free_port() -> int:
 def start(args: list, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     with log.open("w") as out:
-        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def wait_for_port(process: subprocess.Popen, port: int, timeout: float = 180.0) -> None:
@@ -126,13 +128,39 @@ def main() -> None:
         raise SystemExit(f"{args.run}: no such run config (run `make demo` first, or pass --run)")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    shoot([str(BIN / "ns-viewer"), "--load-config", str(args.run), "--viewer.websocket-host", "127.0.0.1",
-           "--viewer.websocket-port", str(port)], args.out_dir / "ns-viewer.png",
-          ("Render Options", "EUGen fused inference"), port, args.out_dir / "ns-viewer.log",
-          zoom=args.zoom, show="EUGen fused inference")
+    shoot(
+        [
+            str(BIN / "ns-viewer"),
+            "--load-config",
+            str(args.run),
+            "--viewer.websocket-host",
+            "127.0.0.1",
+            "--viewer.websocket-port",
+            str(port),
+        ],
+        args.out_dir / "ns-viewer.png",
+        ("Render Options", "EUGen fused inference"),
+        port,
+        args.out_dir / "ns-viewer.log",
+        zoom=args.zoom,
+        show="EUGen fused inference",
+    )
     port = free_port()
-    shoot([str(BIN / "eugen-viewer"), "--left", str(args.teacher), "--right", str(args.run), "--port", str(port)],
-          args.out_dir / "eugen-viewer.png", ("EUGen fused inference",), port, args.out_dir / "eugen-viewer.log")
+    shoot(
+        [
+            str(BIN / "eugen-viewer"),
+            "--left",
+            str(args.teacher),
+            "--right",
+            str(args.run),
+            "--port",
+            str(port),
+        ],
+        args.out_dir / "eugen-viewer.png",
+        ("EUGen fused inference",),
+        port,
+        args.out_dir / "eugen-viewer.log",
+    )
     for log in args.out_dir.glob("*.log"):
         log.unlink()
 

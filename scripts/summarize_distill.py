@@ -63,9 +63,16 @@ def summarize(runs: list[dict]) -> dict:
     goals = runs[0]["goals"]
     measured = [run["measured"] for run in runs]
     mean, std = mean_and_std(measured)
-    psnr = mean_and_std([{"teacher": run["report"]["teacher"]["psnr"],
-                          "closed_form": run["report"]["student_closed_form"]["psnr"],
-                          "finetuned": run["report"]["student"]["psnr"]} for run in runs])
+    psnr = mean_and_std(
+        [
+            {
+                "teacher": run["report"]["teacher"]["psnr"],
+                "closed_form": run["report"]["student_closed_form"]["psnr"],
+                "finetuned": run["report"]["student"]["psnr"],
+            }
+            for run in runs
+        ]
+    )
     return {
         "recipe": recipe,
         "seeds": seeds,
@@ -75,8 +82,9 @@ def summarize(runs: list[dict]) -> dict:
         "psnr_db": {"mean": psnr[0], "std": psnr[1]},
         "goals": goals,
         "met_on_mean": {goal: met(goal, mean[goal], target) for goal, target in goals.items()},
-        "met_at_every_seed": {goal: all(met(goal, m[goal], target) for m in measured)
-                              for goal, target in goals.items()},
+        "met_at_every_seed": {
+            goal: all(met(goal, m[goal], target) for m in measured) for goal, target in goals.items()
+        },
     }
 
 
@@ -88,14 +96,19 @@ def main(config: SummarizeDistill) -> None:
         summary = summarize(runs)
     except ValueError as error:
         usage_error("summarize_distill", str(error))
-    summary = {"command": shlex.join(["python", "scripts/summarize_distill.py", *sys.argv[1:]]),
-               "runs": [str(path) for path in config.runs], **summary}
+    summary = {
+        "command": shlex.join(["python", "scripts/summarize_distill.py", *sys.argv[1:]]),
+        "runs": [str(path) for path in config.runs],
+        **summary,
+    }
     config.output.parent.mkdir(parents=True, exist_ok=True)
     config.output.write_text(json.dumps(summary, indent=2) + "\n")
     for goal, target in summary["goals"].items():
         mean, std = summary["mean"][goal], summary["std"][goal]
-        print(f"{goal}: {mean:.4g} ± {std:.2g} (goal {target:g}; met on the mean: "
-              f"{summary['met_on_mean'][goal]}, at every seed: {summary['met_at_every_seed'][goal]})")
+        print(
+            f"{goal}: {mean:.4g} ± {std:.2g} (goal {target:g}; met on the mean: "
+            f"{summary['met_on_mean'][goal]}, at every seed: {summary['met_at_every_seed'][goal]})"
+        )
 
 
 if __name__ == "__main__":

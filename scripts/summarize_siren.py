@@ -49,8 +49,11 @@ def read_runs(path: Path) -> dict:
         usage_error("summarize_siren", f"{path} does not exist (run its eugen-bench suite first)")
     payload = json.loads(path.read_text())
     setting = {key: payload["config"].get(key) for key in SETTING}
-    return {"seed": payload["config"].get("seed", 0), "setting": setting,
-            "results": {r["name"]: r for r in payload["results"]}}
+    return {
+        "seed": payload["config"].get("seed", 0),
+        "setting": setting,
+        "results": {r["name"]: r for r in payload["results"]},
+    }
 
 
 SETTING = ("image", "size", "width", "steps", "hidden_layers", "lr_schedule")
@@ -67,41 +70,67 @@ def main(config: SummarizeSiren) -> None:
     eugen_runs = [(path, read_runs(path)) for path in config.eugen]
     seeds = [run["seed"] for _, run in eugen_runs]
     if len(set(seeds)) != len(seeds) or set(seeds) != set(dense_by_seed):
-        usage_error("summarize_siren", f"--eugen needs one file per seed and --dense files of the same seeds "
-                    f"(EUGen seeds {seeds}, dense seeds {sorted(dense_by_seed)})")
+        usage_error(
+            "summarize_siren",
+            f"--eugen needs one file per seed and --dense files of the same seeds "
+            f"(EUGen seeds {seeds}, dense seeds {sorted(dense_by_seed)})",
+        )
     pairs = []
     for eugen_path, eugen in eugen_runs:
         tuned = []
         for dense_path, dense in dense_by_seed[eugen["seed"]]:
             if eugen["setting"] != dense["setting"]:
-                usage_error("summarize_siren", f"{eugen_path} and {dense_path} fit different settings "
-                            f"({eugen['setting']} against {dense['setting']})")
+                usage_error(
+                    "summarize_siren",
+                    f"{eugen_path} and {dense_path} fit different settings "
+                    f"({eugen['setting']} against {dense['setting']})",
+                )
             tuned += [dense["results"][name] for name in config.dense_variants if name in dense["results"]]
         if config.eugen_variant not in eugen["results"]:
             usage_error("summarize_siren", f"{eugen_path} has no variant {config.eugen_variant!r}")
         if not tuned:
-            usage_error("summarize_siren", f"the dense files of seed {eugen['seed']} have none of the dense "
-                        f"variants {config.dense_variants}")
+            usage_error(
+                "summarize_siren",
+                f"the dense files of seed {eugen['seed']} have none of the dense "
+                f"variants {config.dense_variants}",
+            )
         best = max(tuned, key=lambda r: r["final_psnr"])
         ours = eugen["results"][config.eugen_variant]
         if not best["parameters"] * (1 - PARAMETER_TOLERANCE) <= ours["parameters"] <= best["parameters"]:
-            usage_error("summarize_siren", f"{config.eugen_variant!r} has {ours['parameters']} parameters, "
-                        f"{best['name']!r} {best['parameters']}: the goal compares equal parameters (EUGen's "
-                        f"at most the dense count, within {PARAMETER_TOLERANCE:.0%})")
-        pairs.append({"seed": eugen["seed"], "image": eugen["setting"]["image"],
-                      "eugen_psnr": ours["final_psnr"],
-                      "eugen_parameters": ours["parameters"], "dense_best": best["name"],
-                      "dense_psnr": best["final_psnr"],
-                      "dense_parameters": best["parameters"], "dense_tried": [r["name"] for r in tuned],
-                      "gap": ours["final_psnr"] - best["final_psnr"]})
+            usage_error(
+                "summarize_siren",
+                f"{config.eugen_variant!r} has {ours['parameters']} parameters, "
+                f"{best['name']!r} {best['parameters']}: the goal compares equal parameters (EUGen's "
+                f"at most the dense count, within {PARAMETER_TOLERANCE:.0%})",
+            )
+        pairs.append(
+            {
+                "seed": eugen["seed"],
+                "image": eugen["setting"]["image"],
+                "eugen_psnr": ours["final_psnr"],
+                "eugen_parameters": ours["parameters"],
+                "dense_best": best["name"],
+                "dense_psnr": best["final_psnr"],
+                "dense_parameters": best["parameters"],
+                "dense_tried": [r["name"] for r in tuned],
+                "gap": ours["final_psnr"] - best["final_psnr"],
+            }
+        )
     mean, std = mean_and_std(pairs, ("eugen_psnr", "dense_psnr", "gap"))
     summary = {
         "command": shlex.join(["python", "scripts/summarize_siren.py", *sys.argv[1:]]),
         "goal": "EUGen SIREN PSNR >= the tuned dense SIREN's (mean over seeds)",
-        "eugen_variant": config.eugen_variant, "seeds": [p["seed"] for p in pairs], "pairs": pairs,
-        "eugen_mean": mean["eugen_psnr"], "eugen_std": std["eugen_psnr"], "dense_mean": mean["dense_psnr"],
-        "dense_std": std["dense_psnr"], "gap_mean": mean["gap"], "gap_std": std["gap"],
-        "every_seed_met": all(p["gap"] >= 0 for p in pairs), "met": mean["eugen_psnr"] >= mean["dense_psnr"],
+        "eugen_variant": config.eugen_variant,
+        "seeds": [p["seed"] for p in pairs],
+        "pairs": pairs,
+        "eugen_mean": mean["eugen_psnr"],
+        "eugen_std": std["eugen_psnr"],
+        "dense_mean": mean["dense_psnr"],
+        "dense_std": std["dense_psnr"],
+        "gap_mean": mean["gap"],
+        "gap_std": std["gap"],
+        "every_seed_met": all(p["gap"] >= 0 for p in pairs),
+        "met": mean["eugen_psnr"] >= mean["dense_psnr"],
     }
     config.output.parent.mkdir(parents=True, exist_ok=True)
     config.output.write_text(json.dumps(summary, indent=2) + "\n")

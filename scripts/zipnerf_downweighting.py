@@ -37,15 +37,21 @@ def main() -> None:
     args = tyro.cli(Args, description=__doc__)
     run = load_run(args.run)
     views = list(range(min(args.views, len(run.pipeline.datamanager.eval_dataset))))
-    trained = score_test_views(run.pipeline, views, warmup=0, downscale=args.downscale, label="as trained").means()
+    trained = score_test_views(
+        run.pipeline, views, warmup=0, downscale=args.downscale, label="as trained"
+    ).means()
     original = zipnerf_field.level_weights
     zipnerf_field.level_weights = lambda stds, resolutions: torch.ones_like(original(stds, resolutions))
     try:
-        flat = score_test_views(run.pipeline, views, warmup=0, downscale=args.downscale, label="full weights").means()
+        flat = score_test_views(
+            run.pipeline, views, warmup=0, downscale=args.downscale, label="full weights"
+        ).means()
     finally:
         zipnerf_field.level_weights = original
-    print(f"1/{args.downscale}, test views {views}: PSNR {trained['psnr']:.2f} dB as trained, "
-          f"{flat['psnr']:.2f} dB with every hash level at full weight")
+    print(
+        f"1/{args.downscale}, test views {views}: PSNR {trained['psnr']:.2f} dB as trained, "
+        f"{flat['psnr']:.2f} dB with every hash level at full weight"
+    )
 
 
 if __name__ == "__main__":

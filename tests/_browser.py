@@ -60,9 +60,19 @@ class Browser:
             raise RuntimeError(missing)
         self.profile = Path(tempfile.mkdtemp(prefix="eugen-chromium-"))
         self.process = subprocess.Popen(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
-             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self._ids = itertools.count(1)
         self._connection = contextlib.ExitStack()
@@ -74,8 +84,13 @@ class Browser:
                 connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout)
             )
             # --window-size includes the (invisible) browser frame: pin the page's viewport instead
-            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                      mobile=False)
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=height,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
         except BaseException:
             self.close()
             raise
@@ -131,8 +146,10 @@ class Browser:
 
     def rect(self, selector: str) -> tuple[int, int, int, int]:
         """``(left, top, right, bottom)`` in viewport pixels of the first element matching ``selector``."""
-        box = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-                            ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()")
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()"
+        )
         return tuple(round(v) for v in box)
 
     def scroll_to_text(self, text: str) -> None:

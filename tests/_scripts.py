@@ -53,5 +53,6 @@ def run_main(target: str, *args: object, module: bool = False) -> Ran:
 def run_command(args: list, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run a command in its own process (warnings silenced, its exit status returned, not raised)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )

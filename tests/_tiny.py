@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import copy
 
-_NERF_MODEL = {"train_num_rays_per_batch": 256, "num_coarse_samples": 16, "num_importance_samples": 16,
-               "trunk_width": 64, "head_width": 32}
+_NERF_MODEL = {
+    "train_num_rays_per_batch": 256,
+    "num_coarse_samples": 16,
+    "num_importance_samples": 16,
+    "trunk_width": 64,
+    "head_width": 32,
+}
 SMALL = {
-    "nerfacto": {"train_num_rays_per_batch": 256, "num_proposal_samples_per_ray": (32, 16),
-                 "num_nerf_samples_per_ray": 16, "log2_hashmap_size": 14, "max_res": 128},
+    "nerfacto": {
+        "train_num_rays_per_batch": 256,
+        "num_proposal_samples_per_ray": (32, 16),
+        "num_nerf_samples_per_ray": 16,
+        "log2_hashmap_size": 14,
+        "max_res": 128,
+    },
     "nerf": _NERF_MODEL,
     "siren": _NERF_MODEL,  # NeRF's model with a SIREN field: the same sizes
 }

@@ -17,8 +17,13 @@ if _workers > 1:
 # The end-to-end files take most of the suite's time (stock ns-* start-ups, browsers, distillation). They are
 # handed out first (`make test` passes --no-loadscope-reorder), so no worker is left with one at the end while
 # the other idles; the order of the tests inside a file is unchanged.
-LONGEST_FILES_FIRST = ("test_methods_cli.py", "test_viewer_browser.py", "test_bad_input.py", "test_distill.py",
-                       "test_colour.py")
+LONGEST_FILES_FIRST = (
+    "test_methods_cli.py",
+    "test_viewer_browser.py",
+    "test_bad_input.py",
+    "test_distill.py",
+    "test_colour.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):

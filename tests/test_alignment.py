@@ -44,7 +44,9 @@ def test_each_order_carries_the_chosen_units_pre_activation_to_its_power():
     z = dense(x)[:, units] / norms  # unit rows: each factor is the unit's pre-activation over its row norm
     features = layer.features(x).detach()
     for order in range(1, 4):
-        torch.testing.assert_close(features[:, (order - 1) * 4: order * 4], z.detach() ** order, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            features[:, (order - 1) * 4 : order * 4], z.detach() ** order, rtol=1e-4, atol=1e-5
+        )
 
 
 def test_rows_beyond_the_units_keep_the_seeded_draw():
@@ -71,24 +73,39 @@ def _unit_trunk(scaling: str, use_norm: bool, degree: int = 2, pairs: bool = Fal
     """A trunk whose layers 1, 2 (a merged chain) and 4 (after the skip) have the teacher's units in every
     order, as ``eugen-distill --projections teacher`` (``teacher-pairs`` with ``pairs``) builds them."""
     torch.manual_seed(0)
-    spec = EUGenSpec(num_features=8, degree=degree, feature_map="relu", scaling=scaling, use_norm=use_norm,
-                     trainable_projections=True)
-    mlp = EUGenMLP(in_dim=12, num_layers=6, layer_width=32, out_dim=4, skip_connections=(4,),
-                   layer_types=["dense", "eugen", "eugen", "dense", "eugen", "dense"], eugen=spec)
+    spec = EUGenSpec(
+        num_features=8,
+        degree=degree,
+        feature_map="relu",
+        scaling=scaling,
+        use_norm=use_norm,
+        trainable_projections=True,
+    )
+    mlp = EUGenMLP(
+        in_dim=12,
+        num_layers=6,
+        layer_width=32,
+        out_dim=4,
+        skip_connections=(4,),
+        layer_types=["dense", "eugen", "eugen", "dense", "eugen", "dense"],
+        eugen=spec,
+    )
     with torch.no_grad():
         for index in (1, 2, 4):
             layer = mlp.layers[index]
             dense = nn.Linear(layer.in_features, 32)
-            layer.projections.copy_(unit_projections(layer, dense, torch.arange(3, 11),
-                                                     pair_shift=int(pairs)))
+            layer.projections.copy_(
+                unit_projections(layer, dense, torch.arange(3, 11), pair_shift=int(pairs))
+            )
     return mlp.double().eval()
 
 
 @pytest.mark.parametrize("scaling, use_norm", [("linear", True), ("polynomial", False), ("unit", True)])
 @pytest.mark.parametrize("degree", [2, 3])
 @pytest.mark.parametrize("pairs", [False, True])
-def test_fused_form_projects_repeated_orders_once_and_equals_the_unfused_form(scaling, use_norm, degree,
-                                                                             pairs):
+def test_fused_form_projects_repeated_orders_once_and_equals_the_unfused_form(
+    scaling, use_norm, degree, pairs
+):
     mlp = _unit_trunk(scaling, use_norm, degree, pairs)
     for i in (1, 2, 4):  # powers: every order is order 1's rows; pairs: order i is them i - 1 places down
         rows = order_rows(mlp.layers[i])

@@ -135,7 +135,11 @@ def entry(script: str) -> Callable[[], None]:
 
 def earlier_isdf_run(scratch: Path) -> None:
     (scratch / "out").mkdir()
-    for name, data in (("field.pt", b"weights"), ("metrics.json", b'{"sdf_error": 0.07}'), ("mesh.ply", b"ply")):
+    for name, data in (
+        ("field.pt", b"weights"),
+        ("metrics.json", b'{"sdf_error": 0.07}'),
+        ("mesh.ply", b"ply"),
+    ):
         (scratch / "out" / name).write_bytes(data)
 
 
@@ -158,161 +162,488 @@ def NS_ZIP(scratch: Path) -> list[str]:  # reads as a constant prefix
 
 CASES = [
     # ---------------------------------------------------------------- eugen-isdf
-    Case("isdf-missing-scene", lambda i, s: ["--data", str(s / "nowhere"), "--output", str(s / "out")],
-         "eugen-isdf", lambda i, s: str(s / "nowhere")),
-    Case("isdf-deleted-depth-png", lambda i, s: ["--data", str(i / "no_depth_png"), "--output", str(s / "out")],
-         "eugen-isdf", lambda i, s: "depth/frame_0003.png"),
-    Case("isdf-frame-without-depth", lambda i, s: ["--data", str(i / "no_depth_key"), "--output", str(s / "out")],
-         "eugen-isdf", lambda i, s: "frame 5"),
-    Case("isdf-8bit-depth", lambda i, s: ["--data", str(i / "depth_8bit"), "--output", str(s / "out")],
-         "eugen-isdf", lambda i, s: "depth/frame_0000.png: depth PNG must be single-channel 16-bit"),
-    Case("isdf-bad-json", lambda i, s: ["--data", str(i / "bad_json"), "--output", str(s / "out")],
-         "eugen-isdf", lambda i, s: str(i / "bad_json" / "transforms.json")),
-    Case("isdf-frame-stride-0", lambda i, s: ["--output", str(s / "out"), "--train.frame-stride", "0"],
-         "eugen-isdf", lambda i, s: "--train.frame-stride must be an integer >= 1"),
-    Case("isdf-negative-lr", lambda i, s: ["--output", str(s / "out"), "--train.lr", "-1"],
-         "eugen-isdf", lambda i, s: "--train.lr must be > 0"),
-    Case("isdf-mesh-resolution-2", lambda i, s: ["--output", str(s / "out"), "--evaluation.mesh-resolution", "2"],
-         "eugen-isdf", lambda i, s: "--evaluation.mesh-resolution"),
-    Case("isdf-far-before-near", lambda i, s: ["--output", str(s / "out"), "--train.sampling.far", "1"],
-         "eugen-isdf", lambda i, s: "--train.sampling.far"),
-    Case("isdf-output-holds-a-run", lambda i, s: ["--output", str(s / "out"), *ISDF],
-         "eugen-isdf", lambda i, s: f"--output {s / 'out'} already holds an eugen-isdf run", prepare=earlier_isdf_run),
+    Case(
+        "isdf-missing-scene",
+        lambda i, s: ["--data", str(s / "nowhere"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: str(s / "nowhere"),
+    ),
+    Case(
+        "isdf-deleted-depth-png",
+        lambda i, s: ["--data", str(i / "no_depth_png"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: "depth/frame_0003.png",
+    ),
+    Case(
+        "isdf-frame-without-depth",
+        lambda i, s: ["--data", str(i / "no_depth_key"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: "frame 5",
+    ),
+    Case(
+        "isdf-8bit-depth",
+        lambda i, s: ["--data", str(i / "depth_8bit"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: "depth/frame_0000.png: depth PNG must be single-channel 16-bit",
+    ),
+    Case(
+        "isdf-bad-json",
+        lambda i, s: ["--data", str(i / "bad_json"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: str(i / "bad_json" / "transforms.json"),
+    ),
+    Case(
+        "isdf-frame-stride-0",
+        lambda i, s: ["--output", str(s / "out"), "--train.frame-stride", "0"],
+        "eugen-isdf",
+        lambda i, s: "--train.frame-stride must be an integer >= 1",
+    ),
+    Case(
+        "isdf-negative-lr",
+        lambda i, s: ["--output", str(s / "out"), "--train.lr", "-1"],
+        "eugen-isdf",
+        lambda i, s: "--train.lr must be > 0",
+    ),
+    Case(
+        "isdf-mesh-resolution-2",
+        lambda i, s: ["--output", str(s / "out"), "--evaluation.mesh-resolution", "2"],
+        "eugen-isdf",
+        lambda i, s: "--evaluation.mesh-resolution",
+    ),
+    Case(
+        "isdf-far-before-near",
+        lambda i, s: ["--output", str(s / "out"), "--train.sampling.far", "1"],
+        "eugen-isdf",
+        lambda i, s: "--train.sampling.far",
+    ),
+    Case(
+        "isdf-output-holds-a-run",
+        lambda i, s: ["--output", str(s / "out"), *ISDF],
+        "eugen-isdf",
+        lambda i, s: f"--output {s / 'out'} already holds an eugen-isdf run",
+        prepare=earlier_isdf_run,
+    ),
     # ---------------------------------------------------------------- eugen-scenes
-    Case("scenes-mesh-without-vertices", lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(i / "empty.ply")],
-         "eugen-scenes", lambda i, s: f"--mesh {i / 'empty.ply'}", code=1),
-    Case("scenes-missing-mesh", lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(s / "no.obj")],
-         "eugen-scenes", lambda i, s: str(s / "no.obj"), code=1),
-    Case("scenes-output-exists", lambda i, s: ["render", "--output", str(s / "out"), "--width", "8", "--height", "8"],
-         "eugen-scenes", lambda i, s: f"--output {s / 'out'} already exists", code=1, prepare=earlier_scene),
-    Case("scenes-width-0", lambda i, s: ["render", "--output", str(s / "out"), "--width", "0"],
-         "eugen-scenes", lambda i, s: "--width must be at least 1", code=1),
-    Case("scenes-check-8bit-depth", lambda i, s: ["check", str(i / "depth_8bit")],
-         "eugen-scenes", lambda i, s: "depth_8bit/depth/frame_0000.png", code=1),
-    Case("scenes-check-missing", lambda i, s: ["check", str(s / "nowhere")],
-         "eugen-scenes", lambda i, s: f"{s / 'nowhere'}: scene does not exist", code=1),
-    Case("scenes-check-bad-json", lambda i, s: ["check", str(i / "bad_json")],
-         "eugen-scenes", lambda i, s: f"{i / 'bad_json' / 'transforms.json'}: unreadable JSON", code=1),
-    Case("scenes-check-deleted-depth-png", lambda i, s: ["check", str(i / "no_depth_png")],
-         "eugen-scenes", lambda i, s: "depth/frame_0003.png is missing", code=1),
-    Case("scenes-check-degenerate-poses", lambda i, s: ["check", str(i / "one_point")],
-         "eugen-scenes", lambda i, s: "all 28 cameras are at one point", code=1),
-    Case("scenes-trajectory-for-captured", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured",
-                                                         "--layout", "trajectory"],
-         "eugen-scenes", lambda i, s: "--layout trajectory is for --kind object", code=1),
-    Case("scenes-jpeg-quality-0", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "unbounded",
-                                                "--jpeg-quality", "0"],
-         "eugen-scenes", lambda i, s: "--jpeg-quality must be between 1 and 100", code=1),
-    Case("scenes-frame-scale-0", lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured",
-                                               "--frame-scale", "0"],
-         "eugen-scenes", lambda i, s: "--frame-scale must be positive", code=1),
+    Case(
+        "scenes-mesh-without-vertices",
+        lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(i / "empty.ply")],
+        "eugen-scenes",
+        lambda i, s: f"--mesh {i / 'empty.ply'}",
+        code=1,
+    ),
+    Case(
+        "scenes-missing-mesh",
+        lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(s / "no.obj")],
+        "eugen-scenes",
+        lambda i, s: str(s / "no.obj"),
+        code=1,
+    ),
+    Case(
+        "scenes-output-exists",
+        lambda i, s: ["render", "--output", str(s / "out"), "--width", "8", "--height", "8"],
+        "eugen-scenes",
+        lambda i, s: f"--output {s / 'out'} already exists",
+        code=1,
+        prepare=earlier_scene,
+    ),
+    Case(
+        "scenes-width-0",
+        lambda i, s: ["render", "--output", str(s / "out"), "--width", "0"],
+        "eugen-scenes",
+        lambda i, s: "--width must be at least 1",
+        code=1,
+    ),
+    Case(
+        "scenes-check-8bit-depth",
+        lambda i, s: ["check", str(i / "depth_8bit")],
+        "eugen-scenes",
+        lambda i, s: "depth_8bit/depth/frame_0000.png",
+        code=1,
+    ),
+    Case(
+        "scenes-check-missing",
+        lambda i, s: ["check", str(s / "nowhere")],
+        "eugen-scenes",
+        lambda i, s: f"{s / 'nowhere'}: scene does not exist",
+        code=1,
+    ),
+    Case(
+        "scenes-check-bad-json",
+        lambda i, s: ["check", str(i / "bad_json")],
+        "eugen-scenes",
+        lambda i, s: f"{i / 'bad_json' / 'transforms.json'}: unreadable JSON",
+        code=1,
+    ),
+    Case(
+        "scenes-check-deleted-depth-png",
+        lambda i, s: ["check", str(i / "no_depth_png")],
+        "eugen-scenes",
+        lambda i, s: "depth/frame_0003.png is missing",
+        code=1,
+    ),
+    Case(
+        "scenes-check-degenerate-poses",
+        lambda i, s: ["check", str(i / "one_point")],
+        "eugen-scenes",
+        lambda i, s: "all 28 cameras are at one point",
+        code=1,
+    ),
+    Case(
+        "scenes-trajectory-for-captured",
+        lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured", "--layout", "trajectory"],
+        "eugen-scenes",
+        lambda i, s: "--layout trajectory is for --kind object",
+        code=1,
+    ),
+    Case(
+        "scenes-jpeg-quality-0",
+        lambda i, s: ["render", "--output", str(s / "out"), "--kind", "unbounded", "--jpeg-quality", "0"],
+        "eugen-scenes",
+        lambda i, s: "--jpeg-quality must be between 1 and 100",
+        code=1,
+    ),
+    Case(
+        "scenes-frame-scale-0",
+        lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured", "--frame-scale", "0"],
+        "eugen-scenes",
+        lambda i, s: "--frame-scale must be positive",
+        code=1,
+    ),
     # ---------------------------------------------------------------- eugen-fit-image
-    Case("fit-image-missing-file", lambda i, s: ["--image", str(s / "missing.png"), "--output", str(s / "out")],
-         "eugen-fit-image", lambda i, s: f"{s / 'missing.png'}: --image file is missing"),
-    Case("fit-image-text-file", lambda i, s: ["--image", str(i / "text.png"), "--output", str(s / "out")],
-         "eugen-fit-image", lambda i, s: f"{i / 'text.png'}: --image file is unreadable"),
-    Case("fit-image-unknown-name", lambda i, s: ["--image", "cameraman", "--output", str(s / "out")],
-         "eugen-fit-image", lambda i, s: "--image 'cameraman'"),
-    Case("fit-image-size-0", lambda i, s: ["--size", "0", "--output", str(s / "out")],
-         "eugen-fit-image", lambda i, s: "--size must be an integer >= 1"),
-    Case("fit-image-steps-0", lambda i, s: ["--steps", "0", "--output", str(s / "out")],
-         "eugen-fit-image", lambda i, s: "--steps must be an integer >= 1"),
-    Case("fit-image-nan-lr", lambda i, s: ["--lr", "nan", "--output", str(s / "out")],
-         "eugen-fit-image", lambda i, s: "--lr must be a finite number"),
+    Case(
+        "fit-image-missing-file",
+        lambda i, s: ["--image", str(s / "missing.png"), "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: f"{s / 'missing.png'}: --image file is missing",
+    ),
+    Case(
+        "fit-image-text-file",
+        lambda i, s: ["--image", str(i / "text.png"), "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: f"{i / 'text.png'}: --image file is unreadable",
+    ),
+    Case(
+        "fit-image-unknown-name",
+        lambda i, s: ["--image", "cameraman", "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: "--image 'cameraman'",
+    ),
+    Case(
+        "fit-image-size-0",
+        lambda i, s: ["--size", "0", "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: "--size must be an integer >= 1",
+    ),
+    Case(
+        "fit-image-steps-0",
+        lambda i, s: ["--steps", "0", "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: "--steps must be an integer >= 1",
+    ),
+    Case(
+        "fit-image-nan-lr",
+        lambda i, s: ["--lr", "nan", "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: "--lr must be a finite number",
+    ),
     # ---------------------------------------------------------------- eugen-eval
-    Case("eval-missing-config", lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: f"{s / 'none.yml'}: not a nerfstudio run directory (no config.yml)", code=1),
-    Case("eval-garbage-config", lambda i, s: ["--load-config", str(i / "run_garbage" / "config.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a nerfstudio TrainerConfig", code=1),
-    Case("eval-no-checkpoints", lambda i, s: ["--load-config", str(run_dir(i, "run_no_ckpt") / "config.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: "shipped/config.yml: no checkpoints", code=1),
-    Case("eval-truncated-checkpoint",
-         lambda i, s: ["--load-config", str(run_dir(i, "run_truncated") / "config.yml"), "--output", str(s / "r.json")],
-         "eugen-eval", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint", code=1),
-    Case("eval-lpips-text-image", lambda i, s: ["lpips", str(i / "a.png"), str(i / "text.png")],
-         "eugen-eval", lambda i, s: f"{i / 'text.png'}: image file is unreadable", code=1),
+    Case(
+        "eval-missing-config",
+        lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
+        "eugen-eval",
+        lambda i, s: f"{s / 'none.yml'}: not a nerfstudio run directory (no config.yml)",
+        code=1,
+    ),
+    Case(
+        "eval-garbage-config",
+        lambda i, s: ["--load-config", str(i / "run_garbage" / "config.yml"), "--output", str(s / "r.json")],
+        "eugen-eval",
+        lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a nerfstudio TrainerConfig",
+        code=1,
+    ),
+    Case(
+        "eval-no-checkpoints",
+        lambda i, s: [
+            "--load-config",
+            str(run_dir(i, "run_no_ckpt") / "config.yml"),
+            "--output",
+            str(s / "r.json"),
+        ],
+        "eugen-eval",
+        lambda i, s: "shipped/config.yml: no checkpoints",
+        code=1,
+    ),
+    Case(
+        "eval-truncated-checkpoint",
+        lambda i, s: [
+            "--load-config",
+            str(run_dir(i, "run_truncated") / "config.yml"),
+            "--output",
+            str(s / "r.json"),
+        ],
+        "eugen-eval",
+        lambda i, s: (
+            f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"
+        ),
+        code=1,
+    ),
+    Case(
+        "eval-lpips-text-image",
+        lambda i, s: ["lpips", str(i / "a.png"), str(i / "text.png")],
+        "eugen-eval",
+        lambda i, s: f"{i / 'text.png'}: image file is unreadable",
+        code=1,
+    ),
     # ---------------------------------------------------------------- eugen-distill
-    Case("distill-missing-teacher", lambda i, s: ["--teacher", str(s / "none"), "--output-dir", str(s / "out")],
-         "eugen-distill", lambda i, s: f"{s / 'none'}: not a nerfstudio run directory"),
-    Case("distill-truncated-checkpoint",
-         lambda i, s: ["--teacher", str(run_dir(i, "run_truncated")), "--output-dir", str(s / "out")],
-         "eugen-distill", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
-    Case("distill-output-holds-a-run", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out")],
-         "eugen-distill", lambda i, s: f"--output-dir {s / 'out'} already holds a run", prepare=earlier_student),
-    Case("distill-num-features-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.num-features", "0"],
-         "eugen-distill", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0", parsed_by_tyro=True),
-    Case("distill-width-fraction-above-1",
-         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--width-fraction", "3/2"],
-         "eugen-distill", lambda i, s: "width-fraction must be in (0, 1] or None, got 1.5",
-         parsed_by_tyro=True),
-    Case("distill-num-features-with-width-fraction",
-         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
-                       "--eugen.num-features", "32"],
-         "eugen-distill",
-         lambda i, s: "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per layer: "
-                      "add --width-fraction None", parsed_by_tyro=True),
-    Case("distill-default-num-features-with-width-fraction",  # the default m, typed: not ignored silently
-         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
-                       "--eugen.num-features", "64"],
-         "eugen-distill",
-         lambda i, s: "eugen.num-features 64 sets one m for every layer, width-fraction 7/16 one per layer: "
-                      "add --width-fraction None"),
-    Case("distill-ridge-not-a-number", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--ridge", "abc"],
-         "eugen-distill", lambda i, s: "Error parsing --ridge: no type matching FLOAT|{auto} could be instantiated from "
-         "['abc']", parsed_by_tyro=True),
-    Case("distill-degree-0", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.degree", "0"],
-         "eugen-distill", lambda i, s: "eugen.degree must be an integer in 1..4, got 0", parsed_by_tyro=True),
-    Case("distill-scaling-unknown", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
-                                                  "--eugen.scaling", "log"],
-         "eugen-distill", lambda i, s: "invalid choice 'log' for argument '--eugen.scaling'", parsed_by_tyro=True),
-    Case("distill-unknown-layer", lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"),
-                                                "--layers", "field_coarse.trunk.layers.99"],
-         "eugen-distill", lambda i, s: "field_coarse.trunk.layers.99"),
+    Case(
+        "distill-missing-teacher",
+        lambda i, s: ["--teacher", str(s / "none"), "--output-dir", str(s / "out")],
+        "eugen-distill",
+        lambda i, s: f"{s / 'none'}: not a nerfstudio run directory",
+    ),
+    Case(
+        "distill-truncated-checkpoint",
+        lambda i, s: ["--teacher", str(run_dir(i, "run_truncated")), "--output-dir", str(s / "out")],
+        "eugen-distill",
+        lambda i, s: (
+            f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"
+        ),
+    ),
+    Case(
+        "distill-output-holds-a-run",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out")],
+        "eugen-distill",
+        lambda i, s: f"--output-dir {s / 'out'} already holds a run",
+        prepare=earlier_student,
+    ),
+    Case(
+        "distill-num-features-0",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.num-features", "0"],
+        "eugen-distill",
+        lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0",
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-width-fraction-above-1",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--width-fraction", "3/2"],
+        "eugen-distill",
+        lambda i, s: "width-fraction must be in (0, 1] or None, got 1.5",
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-num-features-with-width-fraction",
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--eugen.num-features",
+            "32",
+        ],
+        "eugen-distill",
+        lambda i, s: (
+            "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per layer: "
+            "add --width-fraction None"
+        ),
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-default-num-features-with-width-fraction",  # the default m, typed: not ignored silently
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--eugen.num-features",
+            "64",
+        ],
+        "eugen-distill",
+        lambda i, s: (
+            "eugen.num-features 64 sets one m for every layer, width-fraction 7/16 one per layer: "
+            "add --width-fraction None"
+        ),
+    ),
+    Case(
+        "distill-ridge-not-a-number",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--ridge", "abc"],
+        "eugen-distill",
+        lambda i, s: (
+            "Error parsing --ridge: no type matching FLOAT|{auto} could be instantiated from ['abc']"
+        ),
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-degree-0",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.degree", "0"],
+        "eugen-distill",
+        lambda i, s: "eugen.degree must be an integer in 1..4, got 0",
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-scaling-unknown",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eugen.scaling", "log"],
+        "eugen-distill",
+        lambda i, s: "invalid choice 'log' for argument '--eugen.scaling'",
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-unknown-layer",
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--layers",
+            "field_coarse.trunk.layers.99",
+        ],
+        "eugen-distill",
+        lambda i, s: "field_coarse.trunk.layers.99",
+    ),
     # ---------------------------------------------------------------- eugen-viewer
-    Case("viewer-missing-left", lambda i, s: ["--left", str(s / "none.yml"), "--right", str(TEACHER / "config.yml")],
-         "eugen-viewer", lambda i, s: f"--left: {s / 'none.yml'}: not a nerfstudio run directory"),
-    Case("viewer-right-without-checkpoints",
-         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(run_dir(i, "run_no_ckpt") / "config.yml")],
-         "eugen-viewer", lambda i, s: "--right: " + str(run_dir(i, "run_no_ckpt"))),
-    Case("viewer-truncated-checkpoint",
-         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(run_dir(i, "run_truncated") / "config.yml"),
-                       "--port", "0"],
-         "eugen-viewer", lambda i, s: f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"),
-    Case("viewer-render-height-0",
-         lambda i, s: ["--left", str(TEACHER / "config.yml"), "--right", str(TEACHER / "config.yml"), "--render-height", "0"],
-         "eugen-viewer", lambda i, s: "--render-height must be an integer >= 1"),
+    Case(
+        "viewer-missing-left",
+        lambda i, s: ["--left", str(s / "none.yml"), "--right", str(TEACHER / "config.yml")],
+        "eugen-viewer",
+        lambda i, s: f"--left: {s / 'none.yml'}: not a nerfstudio run directory",
+    ),
+    Case(
+        "viewer-right-without-checkpoints",
+        lambda i, s: [
+            "--left",
+            str(TEACHER / "config.yml"),
+            "--right",
+            str(run_dir(i, "run_no_ckpt") / "config.yml"),
+        ],
+        "eugen-viewer",
+        lambda i, s: "--right: " + str(run_dir(i, "run_no_ckpt")),
+    ),
+    Case(
+        "viewer-truncated-checkpoint",
+        lambda i, s: [
+            "--left",
+            str(TEACHER / "config.yml"),
+            "--right",
+            str(run_dir(i, "run_truncated") / "config.yml"),
+            "--port",
+            "0",
+        ],
+        "eugen-viewer",
+        lambda i, s: (
+            f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"
+        ),
+    ),
+    Case(
+        "viewer-render-height-0",
+        lambda i, s: [
+            "--left",
+            str(TEACHER / "config.yml"),
+            "--right",
+            str(TEACHER / "config.yml"),
+            "--render-height",
+            "0",
+        ],
+        "eugen-viewer",
+        lambda i, s: "--render-height must be an integer >= 1",
+    ),
     # ---------------------------------------------------------------- ns-train, parsed in-process (tyro)
-    Case("ns-train-missing-scene", lambda i, s: ["dense-nerf", "--data", str(s / "nowhere"), "--output-dir", str(s / "o")],
-         "ns-train", lambda i, s: f"{s / 'nowhere'}: scene does not exist"),
-    Case("ns-train-isdf-8bit-depth", lambda i, s: ["eugen-isdf", "--data", str(i / "depth_8bit"), "--output-dir", str(s / "o")],
-         "ns-train", lambda i, s: "depth PNG must be single-channel 16-bit"),
-    Case("ns-train-degenerate-poses", lambda i, s: ["eugen-nerf", "--data", str(i / "one_point"), "--output-dir", str(s / "o")],
-         "ns-train", lambda i, s: "all 28 cameras are at one point"),
-    Case("ns-train-blender-missing", lambda i, s: ["dense-nerf", "--output-dir", str(s / "o"), "blender-data",
-                                                   "--data", str(s / "nowhere")],
-         "ns-train", lambda i, s: f"{s / 'nowhere'}: dataset folder does not exist"),
-    Case("ns-train-non-finite-choice", lambda i, s: [*NS_ZIP(s), "--on-non-finite", "ignore"],
-         "ns-train", lambda i, s: "invalid choice 'ignore' for argument '--on-non-finite'"),
+    Case(
+        "ns-train-missing-scene",
+        lambda i, s: ["dense-nerf", "--data", str(s / "nowhere"), "--output-dir", str(s / "o")],
+        "ns-train",
+        lambda i, s: f"{s / 'nowhere'}: scene does not exist",
+    ),
+    Case(
+        "ns-train-isdf-8bit-depth",
+        lambda i, s: ["eugen-isdf", "--data", str(i / "depth_8bit"), "--output-dir", str(s / "o")],
+        "ns-train",
+        lambda i, s: "depth PNG must be single-channel 16-bit",
+    ),
+    Case(
+        "ns-train-degenerate-poses",
+        lambda i, s: ["eugen-nerf", "--data", str(i / "one_point"), "--output-dir", str(s / "o")],
+        "ns-train",
+        lambda i, s: "all 28 cameras are at one point",
+    ),
+    Case(
+        "ns-train-blender-missing",
+        lambda i, s: [
+            "dense-nerf",
+            "--output-dir",
+            str(s / "o"),
+            "blender-data",
+            "--data",
+            str(s / "nowhere"),
+        ],
+        "ns-train",
+        lambda i, s: f"{s / 'nowhere'}: dataset folder does not exist",
+    ),
+    Case(
+        "ns-train-non-finite-choice",
+        lambda i, s: [*NS_ZIP(s), "--on-non-finite", "ignore"],
+        "ns-train",
+        lambda i, s: "invalid choice 'ignore' for argument '--on-non-finite'",
+    ),
     # ---------------------------------------------------------------- ns-train: EUGen layer options (EUGenConfig)
-    Case("ns-train-layer-type-unknown", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "conv"],
-         "ns-train", lambda i, s: "invalid choice 'conv' for argument '--pipeline.model.eugen.layer-type'"),
-    Case("ns-train-snnk-with-sin", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "snnk",
-                                                 "--pipeline.model.eugen.feature-map", "sin"],
-         "ns-train", lambda i, s: "eugen.feature-map 'sin' is not supported by layer-type snnk"),
-    Case("ns-train-scaling-unknown", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.scaling", "log"],
-         "ns-train", lambda i, s: "invalid choice 'log' for argument '--pipeline.model.eugen.scaling'"),
-    Case("ns-train-degree-0", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "0"],
-         "ns-train", lambda i, s: "eugen.degree must be an integer in 1..4, got 0"),
-    Case("ns-train-degree-5", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "5"],
-         "ns-train", lambda i, s: "eugen.degree must be an integer in 1..4, got 5"),
-    Case("ns-train-num-features-0", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "0"],
-         "ns-train", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0"),
-    Case("ns-train-num-features-4097", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "4097"],
-         "ns-train", lambda i, s: "eugen.num-features must be an integer in 1..4096, got 4097"),
-    Case("ns-train-num-features-not-int", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "many"],
-         "ns-train", lambda i, s: "--pipeline.model.eugen.num-features"),
-    Case("ns-train-eugen-layer-index", lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.color-layers", "7"],
-         "ns-train", lambda i, s: "eugen.color-layers: layer index 7 does not exist"),
+    Case(
+        "ns-train-layer-type-unknown",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.layer-type", "conv"],
+        "ns-train",
+        lambda i, s: "invalid choice 'conv' for argument '--pipeline.model.eugen.layer-type'",
+    ),
+    Case(
+        "ns-train-snnk-with-sin",
+        lambda i, s: [
+            *NS_ZIP(s),
+            "--pipeline.model.eugen.layer-type",
+            "snnk",
+            "--pipeline.model.eugen.feature-map",
+            "sin",
+        ],
+        "ns-train",
+        lambda i, s: "eugen.feature-map 'sin' is not supported by layer-type snnk",
+    ),
+    Case(
+        "ns-train-scaling-unknown",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.scaling", "log"],
+        "ns-train",
+        lambda i, s: "invalid choice 'log' for argument '--pipeline.model.eugen.scaling'",
+    ),
+    Case(
+        "ns-train-degree-0",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "0"],
+        "ns-train",
+        lambda i, s: "eugen.degree must be an integer in 1..4, got 0",
+    ),
+    Case(
+        "ns-train-degree-5",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.degree", "5"],
+        "ns-train",
+        lambda i, s: "eugen.degree must be an integer in 1..4, got 5",
+    ),
+    Case(
+        "ns-train-num-features-0",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "0"],
+        "ns-train",
+        lambda i, s: "eugen.num-features must be an integer in 1..4096, got 0",
+    ),
+    Case(
+        "ns-train-num-features-4097",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "4097"],
+        "ns-train",
+        lambda i, s: "eugen.num-features must be an integer in 1..4096, got 4097",
+    ),
+    Case(
+        "ns-train-num-features-not-int",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.num-features", "many"],
+        "ns-train",
+        lambda i, s: "--pipeline.model.eugen.num-features",
+    ),
+    Case(
+        "ns-train-eugen-layer-index",
+        lambda i, s: [*NS_ZIP(s), "--pipeline.model.eugen.color-layers", "7"],
+        "ns-train",
+        lambda i, s: "eugen.color-layers: layer index 7 does not exist",
+    ),
 ]
 
 
@@ -321,7 +652,9 @@ def _no_server(*args, **kwargs):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: Path, scratch: Path, monkeypatch, capsys):
+def test_bad_input_gives_one_clear_line_and_writes_nothing(
+    case: Case, inputs: Path, scratch: Path, monkeypatch, capsys
+):
     if case.prepare is not None:
         case.prepare(scratch)
     before_scratch, before_inputs = read_tree(scratch), read_tree(inputs)
@@ -341,7 +674,9 @@ def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: P
         assert "Value error" in text or "Invalid choice" in text, text
     elif case.script.startswith("eugen-"):  # ours: one error line, the last, starting with the command's name
         lines = [line for line in text.splitlines() if line.strip()]
-        assert lines[-1].startswith(f"{case.script}: error: ") and case.names(inputs, scratch) in lines[-1], text
+        assert lines[-1].startswith(f"{case.script}: error: ") and case.names(inputs, scratch) in lines[-1], (
+            text
+        )
         assert sum("error" in line.lower() for line in lines) == 1, text
     if case.script == "ns-train":
         assert not (scratch / "o").exists(), "ns-train created its --output-dir despite bad input"
@@ -352,15 +687,29 @@ def test_bad_input_gives_one_clear_line_and_writes_nothing(case: Case, inputs: P
 def test_catalogue_covers_every_command():
     assert len(CASES) >= 30
     assert {case.script for case in CASES} == {
-        "eugen-isdf", "eugen-scenes", "eugen-fit-image", "eugen-eval", "eugen-distill", "eugen-viewer", "ns-train"
+        "eugen-isdf",
+        "eugen-scenes",
+        "eugen-fit-image",
+        "eugen-eval",
+        "eugen-distill",
+        "eugen-viewer",
+        "ns-train",
     }
 
 
 def test_ns_eval_on_a_truncated_checkpoint_is_one_line(inputs: Path, tmp_path: Path):
     """Stock ``ns-eval`` (a subprocess: its own exception handling) on our run with a truncated checkpoint."""
     before = read_tree(inputs)
-    result = run([str(BIN / "ns-eval"), "--load-config", str(run_dir(inputs, "run_truncated") / "config.yml"),
-                  "--output-path", str(tmp_path / "eval.json")], cwd=REPO)
+    result = run(
+        [
+            str(BIN / "ns-eval"),
+            "--load-config",
+            str(run_dir(inputs, "run_truncated") / "config.yml"),
+            "--output-path",
+            str(tmp_path / "eval.json"),
+        ],
+        cwd=REPO,
+    )
     text = result.stdout + result.stderr
     assert result.returncode == 1, text
     assert "Traceback" not in text
@@ -371,11 +720,33 @@ def test_ns_eval_on_a_truncated_checkpoint_is_one_line(inputs: Path, tmp_path: P
 
 def test_ns_train_non_finite_loss_stops_naming_the_step(tmp_path: Path):
     """A learning rate that overflows the weights: ns-train stops at the step, before the optimiser uses a NaN."""
-    result = run([str(BIN / "ns-train"), "dense-nerf", "--data", str(SCENE), "--output-dir", str(tmp_path / "out"),
-                  "--max-num-iterations", "30", "--vis", "tensorboard", "--optimizers.fields.optimizer.lr", "1e30",
-                  "--pipeline.datamanager.train-num-rays-per-batch", "64", "--pipeline.model.num-coarse-samples", "8",
-                  "--pipeline.model.num-importance-samples", "8", "--pipeline.model.trunk-width", "16",
-                  "--pipeline.model.head-width", "8"], cwd=tmp_path)
+    result = run(
+        [
+            str(BIN / "ns-train"),
+            "dense-nerf",
+            "--data",
+            str(SCENE),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--max-num-iterations",
+            "30",
+            "--vis",
+            "tensorboard",
+            "--optimizers.fields.optimizer.lr",
+            "1e30",
+            "--pipeline.datamanager.train-num-rays-per-batch",
+            "64",
+            "--pipeline.model.num-coarse-samples",
+            "8",
+            "--pipeline.model.num-importance-samples",
+            "8",
+            "--pipeline.model.trunk-width",
+            "16",
+            "--pipeline.model.head-width",
+            "8",
+        ],
+        cwd=tmp_path,
+    )
     text = result.stdout + result.stderr
     assert result.returncode == 1, text[-3000:]
     assert "Traceback" not in text

@@ -65,15 +65,23 @@ def test_both_protocols_load_and_name_existing_scripts_and_paths():
         assert protocol.device == device and protocol.suites
         for suite in protocol.suites.values():
             assert suite.script.is_file() and suite.outputs
-            assert any("{quick_dir}" in a for a in suite.quick_args), f"{suite.name}: --quick must not write benchmarks/"
+            assert any("{quick_dir}" in a for a in suite.quick_args), (
+                f"{suite.name}: --quick must not write benchmarks/"
+            )
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda s: s["suites"]["layers"].pop("args"), "missing the key(s) args"),
-    (lambda s: s["suites"]["inference"].update(needs=["scenes/no-such-scene"]), "needs scenes/no-such-scene"),
-    (lambda s: s["suites"]["layers"].update(script="scripts/no_such.py"), "does not exist"),
-    (lambda s: s.update(device="tpu"), "device must be"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s["suites"]["layers"].pop("args"), "missing the key(s) args"),
+        (
+            lambda s: s["suites"]["inference"].update(needs=["scenes/no-such-scene"]),
+            "needs scenes/no-such-scene",
+        ),
+        (lambda s: s["suites"]["layers"].update(script="scripts/no_such.py"), "does not exist"),
+        (lambda s: s.update(device="tpu"), "device must be"),
+    ],
+)
 def test_bad_protocol_is_one_clear_error(tmp_path, edit, message):
     protocol = yaml.safe_load((ROOT / "configs/bench/cpu.yaml").read_text())
     edit(protocol)
@@ -85,11 +93,22 @@ def test_bad_protocol_is_one_clear_error(tmp_path, edit, message):
 
 def test_seeds_define_one_suite_per_seed_with_the_seed_and_its_suffix_filled_in(tmp_path):
     path = tmp_path / "seeded.yaml"
-    path.write_text(yaml.safe_dump({"suites": {"fit": {
-        "description": "a fit at seed {seed}", "seeds": [0, 2], "script": "scripts/bench_siren.py",
-        "args": ["--seed", "{seed}", "--output", "benchmarks/fit{seed_suffix}"],
-        "quick_args": ["--seed", "{seed}", "--output", "{quick_dir}"],
-        "outputs": ["benchmarks/fit{seed_suffix}/siren.json"]}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "suites": {
+                    "fit": {
+                        "description": "a fit at seed {seed}",
+                        "seeds": [0, 2],
+                        "script": "scripts/bench_siren.py",
+                        "args": ["--seed", "{seed}", "--output", "benchmarks/fit{seed_suffix}"],
+                        "quick_args": ["--seed", "{seed}", "--output", "{quick_dir}"],
+                        "outputs": ["benchmarks/fit{seed_suffix}/siren.json"],
+                    }
+                }
+            }
+        )
+    )
     suites = load_protocol(path, ROOT).suites
     assert list(suites) == ["fit", "fit-seed2"]
     assert suites["fit"].args == ("--seed", "0", "--output", "benchmarks/fit")
@@ -101,12 +120,19 @@ def test_seeds_define_one_suite_per_seed_with_the_seed_and_its_suffix_filled_in(
 
 def test_a_name_holding_the_seed_names_the_repeats_of_a_richer_first_run(tmp_path):
     """``fit`` measured several rates at seed 0; ``fit-seed{seed}`` repeats the best one at seeds 1 and 2."""
-    repeat = {"description": "the best rate at seed {seed}", "seeds": [1, 2],
-              "script": "scripts/bench_siren.py",
-              "args": ["--seed", "{seed}", "--output", "benchmarks/fit{seed_suffix}"],
-              "quick_args": ["{quick_dir}"], "outputs": ["benchmarks/fit{seed_suffix}/siren.json"]}
-    first = {**{k: v for k, v in repeat.items() if k != "seeds"}, "args": ["--rates", "2"],
-             "outputs": ["benchmarks/fit/siren.json"]}
+    repeat = {
+        "description": "the best rate at seed {seed}",
+        "seeds": [1, 2],
+        "script": "scripts/bench_siren.py",
+        "args": ["--seed", "{seed}", "--output", "benchmarks/fit{seed_suffix}"],
+        "quick_args": ["{quick_dir}"],
+        "outputs": ["benchmarks/fit{seed_suffix}/siren.json"],
+    }
+    first = {
+        **{k: v for k, v in repeat.items() if k != "seeds"},
+        "args": ["--rates", "2"],
+        "outputs": ["benchmarks/fit/siren.json"],
+    }
     path = tmp_path / "seeded.yaml"
     path.write_text(yaml.safe_dump({"suites": {"fit": first, "fit-seed{seed}": repeat}}))
     suites = load_protocol(path, ROOT).suites
@@ -116,15 +142,23 @@ def test_a_name_holding_the_seed_names_the_repeats_of_a_richer_first_run(tmp_pat
     assert suites["fit-seed2"].description == "the best rate at seed 2"
 
 
-@pytest.mark.parametrize("seeds, extra, message", [
-    ([1, 1], {}, "seeds lists a seed twice"),
-    ([-1], {}, "seeds must be a list of integers >= 0"),
-    ("0", {}, "seeds must be a list of integers >= 0"),
-    ([0, 1], {"fit-seed1": None}, "the suite 'fit-seed1' is defined twice"),
-])
+@pytest.mark.parametrize(
+    "seeds, extra, message",
+    [
+        ([1, 1], {}, "seeds lists a seed twice"),
+        ([-1], {}, "seeds must be a list of integers >= 0"),
+        ("0", {}, "seeds must be a list of integers >= 0"),
+        ([0, 1], {"fit-seed1": None}, "the suite 'fit-seed1' is defined twice"),
+    ],
+)
 def test_bad_seeds_are_one_clear_error(tmp_path, seeds, extra, message):
-    entry = {"seeds": seeds, "script": "scripts/bench_siren.py", "args": [], "quick_args": ["{quick_dir}"],
-             "outputs": ["benchmarks/fit{seed_suffix}.json"]}
+    entry = {
+        "seeds": seeds,
+        "script": "scripts/bench_siren.py",
+        "args": [],
+        "quick_args": ["{quick_dir}"],
+        "outputs": ["benchmarks/fit{seed_suffix}.json"],
+    }
     suites = {"fit": entry, **{name: {**entry, "seeds": [0]} for name in extra}}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"suites": suites}))
@@ -141,7 +175,8 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
     assert result.returncode == 2
     assert result.stdout.strip().splitlines() == [
         f"eugen-bench: error: unknown suite(s) 'no-such-suite' in {ROOT / 'configs/bench/cpu.yaml'}; known: "
-        + ", ".join(load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT).suites)]
+        + ", ".join(load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT).suites)
+    ]
     assert not (tmp_path / "q").exists()
     import torch
 
@@ -151,18 +186,32 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
 
 
 def test_bench_zipnerf_unknown_method_is_one_line_and_writes_nothing(tmp_path):
-    result = run_main("bench_zipnerf.py", "--methods", "dense-zipnerf", "zipnerf-large", "--work-dir", tmp_path / "w",
-                      "--output", tmp_path / "z.json")
+    result = run_main(
+        "bench_zipnerf.py",
+        "--methods",
+        "dense-zipnerf",
+        "zipnerf-large",
+        "--work-dir",
+        tmp_path / "w",
+        "--output",
+        tmp_path / "z.json",
+    )
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
-    assert errors == [("bench_zipnerf: error: --methods ['zipnerf-large']: choose among ['dense-zipnerf', "
-                       "'eugen-zipnerf', 'nerfacto', 'nerfacto (white background)', "
-                       "'nerfacto (white background, multiscale rays)']")]
+    assert errors == [
+        (
+            "bench_zipnerf: error: --methods ['zipnerf-large']: choose among ['dense-zipnerf', "
+            "'eugen-zipnerf', 'nerfacto', 'nerfacto (white background)', "
+            "'nerfacto (white background, multiscale rays)']"
+        )
+    ]
     assert not any(tmp_path.iterdir())
 
 
 def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
-    result = run_main("bench_siren.py", "--variants", "dense lr1e-3", "dense lr9e-9", "--output", tmp_path / "out")
+    result = run_main(
+        "bench_siren.py", "--variants", "dense lr1e-3", "dense lr9e-9", "--output", tmp_path / "out"
+    )
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
     expected = "bench_siren: error: unknown variant(s) ['dense lr9e-9']"
@@ -172,8 +221,21 @@ def test_bench_siren_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
 
 def test_bench_siren_replot_redraws_from_the_json_alone(tmp_path):
     out = tmp_path / "out"
-    fit = run_main("bench_siren.py", "--size", "8", "--width", "8", "--steps", "2", "--log-every", "1",
-                   "--variants", "dense lr1e-3", "--output", out)
+    fit = run_main(
+        "bench_siren.py",
+        "--size",
+        "8",
+        "--width",
+        "8",
+        "--steps",
+        "2",
+        "--log-every",
+        "1",
+        "--variants",
+        "dense lr1e-3",
+        "--output",
+        out,
+    )
     assert fit.returncode == 0, fit.stdout + fit.stderr
     (out / "siren.png").unlink()
     json_before = (out / "siren.json").read_text()
@@ -198,8 +260,18 @@ def test_bench_zipnerf_goal_bounds_eugens_loss_not_its_lead():
 
 
 def test_bench_methods_unknown_variant_is_one_line_and_writes_nothing(tmp_path):
-    result = run_main("bench_methods.py", "--families", "nerf", "--variants", "eugen", "lowrnk", "--output-dir",
-                      tmp_path / "runs", "--out", tmp_path / "methods.json")
+    result = run_main(
+        "bench_methods.py",
+        "--families",
+        "nerf",
+        "--variants",
+        "eugen",
+        "lowrnk",
+        "--output-dir",
+        tmp_path / "runs",
+        "--out",
+        tmp_path / "methods.json",
+    )
     assert result.returncode == 2
     errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("bench_methods: error: unknown --variants lowrnk")
@@ -227,7 +299,10 @@ def test_bench_methods_goals_judge_only_the_variants_measured():
     # a variant trained at fewer seeds (--baseline-seeds) is compared on the seeds it shares with EUGen:
     # seed 0's 19.0 against 18.6 is ahead, although EUGen's mean over its three seeds (18.5) is not
     rows["N"] = row({0: 18.6})
-    assert goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N"})["goal_ahead_of_every_baseline_met"] is True
+    assert (
+        goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N"})["goal_ahead_of_every_baseline_met"]
+        is True
+    )
     rows["S"] = row({0: 19.1})
     judged = goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N", "snnk": "S"})
     assert judged["psnr_gain_vs_baselines_db"]["S"] == pytest.approx(-0.1)
@@ -243,12 +318,26 @@ def test_bench_methods_judges_later_variants_against_the_rows_measured_before():
 
     def row(psnr_by_seed, fps=1.0, **extra):
         per_seed = [{"seed": seed, "psnr": psnr} for seed, psnr in psnr_by_seed.items()]
-        return {"psnr": sum(psnr_by_seed.values()) / len(psnr_by_seed), "fps": fps, "per_seed": per_seed, **extra}
+        return {
+            "psnr": sum(psnr_by_seed.values()) / len(psnr_by_seed),
+            "fps": fps,
+            "per_seed": per_seed,
+            **extra,
+        }
 
-    earlier = {"command": "first", "steps": 1200, "scene": "scenes/bunny64",
-               "runs": {"E": row({0: 19.0, 1: 18.0}, fps=2.0), "D": row({0: 18.9, 1: 18.1}),
-                        "N": row({0: 17.0, 1: 17.0}, kind="narrowed", measured_by="old")}}
-    now = {"S (speed)": {**row({0: 18.8, 1: 18.3}, fps=2.1), "kind": "narrowed-speed", "measured_by": "second"}}
+    earlier = {
+        "command": "first",
+        "steps": 1200,
+        "scene": "scenes/bunny64",
+        "runs": {
+            "E": row({0: 19.0, 1: 18.0}, fps=2.0),
+            "D": row({0: 18.9, 1: 18.1}),
+            "N": row({0: 17.0, 1: 17.0}, kind="narrowed", measured_by="old"),
+        },
+    }
+    now = {
+        "S (speed)": {**row({0: 18.8, 1: 18.3}, fps=2.1), "kind": "narrowed-speed", "measured_by": "second"}
+    }
     labels = {"narrowed-speed": "S (speed)"}
     kinds = {"E": "eugen", "D": "dense", "N": "narrowed"}
     # another step count or scene keeps nothing: those runs are other runs
@@ -267,7 +356,10 @@ def test_bench_methods_judges_later_variants_against_the_rows_measured_before():
     configs = variants("nerf", False, False, "identity")
     known = kind_by_label(configs)
     assert "lowrank" not in configs and known["eugen-nerf (layer-type=lowrank)"] == "lowrank"
-    assert known["eugen-nerf (feature-map=identity)"] == "eugen" and known["eugen-nerf (layer-type=snnk)"] == "snnk"
+    assert (
+        known["eugen-nerf (feature-map=identity)"] == "eugen"
+        and known["eugen-nerf (layer-type=snnk)"] == "snnk"
+    )
     # a kind this run measured again is not taken from the earlier report
     rows, again = dict(now), {"narrowed-speed": "S (speed)", "narrowed": "N2"}
     rows["N2"] = row({0: 17.5})
@@ -280,9 +372,13 @@ def test_trunk_learning_summary_compares_eugen_trunks_with_the_narrowed_dense_on
         from bench_trunk_learning import summarise
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    rows = {"dense": {"mse": 0.1}, "dense narrowed to 132 (EUGen's parameters)": {"mse": 0.2},
-            "all EUGen, relu": {"mse": 0.6}, "first layer dense, EUGen identity": {"mse": 0.205},
-            "first layer dense, low-rank": {"mse": 0.19}}
+    rows = {
+        "dense": {"mse": 0.1},
+        "dense narrowed to 132 (EUGen's parameters)": {"mse": 0.2},
+        "all EUGen, relu": {"mse": 0.6},
+        "first layer dense, EUGen identity": {"mse": 0.205},
+        "first layer dense, low-rank": {"mse": 0.19},
+    }
     summary = summarise(rows)
     assert set(summary["mse_over_narrowed_dense"]) == {"all EUGen, relu", "first layer dense, EUGen identity"}
     assert summary["best_eugen"] == "first layer dense, EUGen identity"
@@ -307,28 +403,65 @@ def test_quick_layers_suite_runs_and_leaves_the_readme_alone(tmp_path):
 def test_every_suite_has_a_quick_mode_that_runs(suite, tmp_path):
     result = run_bench(suite, "--quick", "--quick-dir", str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    named = [a.format(quick_dir=tmp_path) for a in load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT)
-             .suites[suite].quick_args if a.startswith("{quick_dir}/") and a.endswith(".json")]
+    named = [
+        a.format(quick_dir=tmp_path)
+        for a in load_protocol(ROOT / "configs/bench/cpu.yaml", ROOT).suites[suite].quick_args
+        if a.startswith("{quick_dir}/") and a.endswith(".json")
+    ]
     written = [Path(p) for p in named] or list(tmp_path.glob("*.json"))
-    assert written and all(p.is_file() and json.loads(p.read_text()) for p in written), (named, list(tmp_path.iterdir()))
+    assert written and all(p.is_file() and json.loads(p.read_text()) for p in written), (
+        named,
+        list(tmp_path.iterdir()),
+    )
 
 
 def test_table_rows_from_lists_with_a_filter_a_pivot_a_default_and_the_source_file(tmp_path):
-    (tmp_path / "b.json").write_text(json.dumps({"scene": "s1", "rows": [
-        {"variant": "fused", "m": 16, "speedup": 9.5},
-        {"variant": "unfused", "m": 16, "speedup": 1.6, "extra": 3},
-        {"variant": "fused", "m": 32, "speedup": 3.6},
-        {"variant": "unfused", "m": 32, "speedup": 1.4},
-    ], "std": {"0": 0.25}}))
-    spec = {"tables": {"t": {"header": ["m", "fused", "unfused", "extra", "scene", "name"], "rows_from": [{
-        "file": "b.json", "key": "rows", "where": {"variant": "fused"}, "columns": [
-            {"key": "m"},
-            {"key": ["rows.{name}.speedup", "std.{name}"], "file": "b.json", "fmt": "{:.1f} ± {:.2f}", "default": "-"},
-            {"key": "speedup", "join": {"variant": "unfused"}, "same": ["m"], "fmt": "{:.1f}×"},
-            {"key": "extra", "join": {"variant": "unfused"}, "same": ["m"], "default": "n/a"},
-            {"key": "@file.scene"},
-            {"key": "@name"},
-        ]}]}}}
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            {
+                "scene": "s1",
+                "rows": [
+                    {"variant": "fused", "m": 16, "speedup": 9.5},
+                    {"variant": "unfused", "m": 16, "speedup": 1.6, "extra": 3},
+                    {"variant": "fused", "m": 32, "speedup": 3.6},
+                    {"variant": "unfused", "m": 32, "speedup": 1.4},
+                ],
+                "std": {"0": 0.25},
+            }
+        )
+    )
+    spec = {
+        "tables": {
+            "t": {
+                "header": ["m", "fused", "unfused", "extra", "scene", "name"],
+                "rows_from": [
+                    {
+                        "file": "b.json",
+                        "key": "rows",
+                        "where": {"variant": "fused"},
+                        "columns": [
+                            {"key": "m"},
+                            {
+                                "key": ["rows.{name}.speedup", "std.{name}"],
+                                "file": "b.json",
+                                "fmt": "{:.1f} ± {:.2f}",
+                                "default": "-",
+                            },
+                            {
+                                "key": "speedup",
+                                "join": {"variant": "unfused"},
+                                "same": ["m"],
+                                "fmt": "{:.1f}×",
+                            },
+                            {"key": "extra", "join": {"variant": "unfused"}, "same": ["m"], "default": "n/a"},
+                            {"key": "@file.scene"},
+                            {"key": "@name"},
+                        ],
+                    }
+                ],
+            }
+        }
+    }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     # "{name}" is the entry's index (a list): std.0 exists, std.2 does not (its default shows)
     assert Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[2:] == [
@@ -338,7 +471,10 @@ def test_table_rows_from_lists_with_a_filter_a_pivot_a_default_and_the_source_fi
     # a default may be another cell: the speed-up alone where its spread is absent
     spec["tables"]["t"]["rows_from"][0]["columns"][1]["default"] = {"key": "speedup", "fmt": "{:.1f}"}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    assert Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[3] == "| 32 | 3.6 | 1.4× | n/a | s1 | 2 |"
+    assert (
+        Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[3]
+        == "| 32 | 3.6 | 1.4× | n/a | s1 | 2 |"
+    )
     spec["tables"]["t"]["rows_from"][0]["columns"][2]["same"] = []
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(InputError, match="matches 2 entries, not one"):
@@ -349,7 +485,9 @@ def test_a_suite_run_replaces_only_the_sections_it_measured(tmp_path):
     from eugen_nerf.bench.merge import write_report
 
     path = tmp_path / "methods.json"
-    write_report(path, {"command": "first", "families": {"nerf": {"psnr": 1}, "zipnerf": {"psnr": 2}}}, [("families",)])
+    write_report(
+        path, {"command": "first", "families": {"nerf": {"psnr": 1}, "zipnerf": {"psnr": 2}}}, [("families",)]
+    )
     merged = write_report(path, {"command": "second", "families": {"zipnerf": {"psnr": 3}}}, [("families",)])
     assert merged == json.loads(path.read_text())
     assert merged == {"command": "second", "families": {"zipnerf": {"psnr": 3}, "nerf": {"psnr": 1}}}
@@ -417,7 +555,9 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_pa
 def test_mean_and_std_over_seeds_skips_missing_metrics():
     from eugen_nerf.bench.seeds import mean_and_std
 
-    means, spread = mean_and_std([{"psnr": 20.0, "lpips": None}, {"psnr": 22.0, "lpips": 0.2}], ("psnr", "lpips"))
+    means, spread = mean_and_std(
+        [{"psnr": 20.0, "lpips": None}, {"psnr": 22.0, "lpips": 0.2}], ("psnr", "lpips")
+    )
     assert means == {"psnr": 21.0, "lpips": 0.2} and spread == {"psnr": 1.0, "lpips": 0.0}
     with pytest.raises(ValueError):
         mean_and_std([])
@@ -443,7 +583,9 @@ def test_bench_datasets_merge_combines_the_scenes_of_a_method(tmp_path):
 
     scene = lambda psnr: {"psnr": psnr, "per_seed": [{"seed": 0, "psnr": psnr}]}
     first = part("a.json", {"eugen-nerf": {"canonical": scene(18.0), "captured": scene(18.1)}})
-    second = part("b.json", {"eugen-nerf": {"unbounded": scene(22.0)}, "nerfacto": {"unbounded": scene(21.0)}})
+    second = part(
+        "b.json", {"eugen-nerf": {"unbounded": scene(22.0)}, "nerfacto": {"unbounded": scene(21.0)}}
+    )
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         from bench_datasets import merge_parts
@@ -538,6 +680,7 @@ def test_a_scored_run_is_read_back_until_its_checkpoint_or_key_changes(tmp_path)
 def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mismatched_runs(tmp_path):
     """Per seed the best of the named dense variants is the tuned dense SIREN; the goal is judged on the mean;
     files of different seeds are refused in one line."""
+
     def run(seed: int, psnrs: dict) -> Path:
         path = tmp_path / f"s{seed}" / "siren.json"
         path.parent.mkdir()
@@ -546,8 +689,18 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
         return path
 
     files = [run(0, {"e": 41.0, "d1": 40.0, "d3": 42.0}), run(1, {"e": 44.0, "d1": 43.5, "d3": 41.0})]
-    script = ["summarize_siren.py", "--eugen", *map(str, files),
-              "--dense", *map(str, files), "--eugen-variant", "e", "--dense-variants", "d1", "d3"]
+    script = [
+        "summarize_siren.py",
+        "--eugen",
+        *map(str, files),
+        "--dense",
+        *map(str, files),
+        "--eugen-variant",
+        "e",
+        "--dense-variants",
+        "d1",
+        "d3",
+    ]
     result = run_main(*script, "--output", tmp_path / "sum.json")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "sum.json").read_text())
@@ -561,29 +714,63 @@ def test_summarize_siren_pairs_seeds_with_the_tuned_dense_siren_and_refuses_mism
     assert not (tmp_path / "bad.json").exists()
     # a rate bracket split over two suites of one seed: the best over both files is the tuned dense SIREN
     other = tmp_path / "s0b.json"
-    other.write_text(json.dumps({"config": {"seed": 0, "image": "camera"},
-                                 "results": [{"name": "d2", "final_psnr": 42.5, "parameters": 10}]}))
+    other.write_text(
+        json.dumps(
+            {
+                "config": {"seed": 0, "image": "camera"},
+                "results": [{"name": "d2", "final_psnr": 42.5, "parameters": 10}],
+            }
+        )
+    )
     split = [*script[:4], "--dense", *map(str, files), str(other), *script[7:], "d2"]
     result = run_main(*split, "--output", tmp_path / "split.json")
     assert result.returncode == 0, result.stderr
-    assert [p["dense_best"] for p in json.loads((tmp_path / "split.json").read_text())["pairs"]] == ["d2", "d1"]
+    assert [p["dense_best"] for p in json.loads((tmp_path / "split.json").read_text())["pairs"]] == [
+        "d2",
+        "d1",
+    ]
     wider = json.loads(other.read_text())
     wider["config"]["width"] = 256
     other.write_text(json.dumps(wider))
     result = run_main(*split, "--output", tmp_path / "bad.json")
-    assert result.returncode == 2 and "fit different settings" in result.stderr and not (tmp_path / "bad.json").exists()
+    assert (
+        result.returncode == 2
+        and "fit different settings" in result.stderr
+        and not (tmp_path / "bad.json").exists()
+    )
 
 
-@pytest.mark.parametrize("eugen_parameters, accepted",
-                         [(1000, True), (995, True), (989, False), (1001, False)])
-def test_summarize_siren_compares_equal_parameters_eugen_at_most_the_dense_count(tmp_path, eugen_parameters,
-                                                                              accepted):
+@pytest.mark.parametrize(
+    "eugen_parameters, accepted", [(1000, True), (995, True), (989, False), (1001, False)]
+)
+def test_summarize_siren_compares_equal_parameters_eugen_at_most_the_dense_count(
+    tmp_path, eugen_parameters, accepted
+):
     path = tmp_path / "siren.json"
-    path.write_text(json.dumps({"config": {"seed": 0, "image": "camera"}, "results": [
-        {"name": "e", "final_psnr": 41.0, "parameters": eugen_parameters},
-        {"name": "d", "final_psnr": 40.0, "parameters": 1000}]}))
-    result = run_main("summarize_siren.py", "--eugen", path, "--dense", path, "--eugen-variant", "e",
-                      "--dense-variants", "d", "--output", tmp_path / "sum.json")
+    path.write_text(
+        json.dumps(
+            {
+                "config": {"seed": 0, "image": "camera"},
+                "results": [
+                    {"name": "e", "final_psnr": 41.0, "parameters": eugen_parameters},
+                    {"name": "d", "final_psnr": 40.0, "parameters": 1000},
+                ],
+            }
+        )
+    )
+    result = run_main(
+        "summarize_siren.py",
+        "--eugen",
+        path,
+        "--dense",
+        path,
+        "--eugen-variant",
+        "e",
+        "--dense-variants",
+        "d",
+        "--output",
+        tmp_path / "sum.json",
+    )
     assert (result.returncode == 0) is accepted, result.stderr
     assert (tmp_path / "sum.json").exists() is accepted
     if not accepted:
@@ -597,12 +784,25 @@ def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_rec
 
     def run(seed: int, seconds: float, ratio: float, fps: float, **command) -> Path:
         path = tmp_path / f"d{seed}_{len(command)}.json"
-        report = {"teacher": {"psnr": 27.0}, "student_closed_form": {"psnr": 27.0 * ratio},
-                  "student": {"psnr": 27.0 * ratio}}
-        path.write_text(json.dumps({
-            "command": {"degree": 1, "seed": seed, "output": str(path), **command}, "goals": goals,
-            "measured": {"closed_form_seconds": seconds, "psnr_ratio_closed_form": ratio, "fps_ratio": fps},
-            "report": report}))
+        report = {
+            "teacher": {"psnr": 27.0},
+            "student_closed_form": {"psnr": 27.0 * ratio},
+            "student": {"psnr": 27.0 * ratio},
+        }
+        path.write_text(
+            json.dumps(
+                {
+                    "command": {"degree": 1, "seed": seed, "output": str(path), **command},
+                    "goals": goals,
+                    "measured": {
+                        "closed_form_seconds": seconds,
+                        "psnr_ratio_closed_form": ratio,
+                        "fps_ratio": fps,
+                    },
+                    "report": report,
+                }
+            )
+        )
         return path
 
     files = [run(0, 50.0, 0.995, 1.6), run(1, 70.0, 0.993, 1.7), run(2, 45.0, 0.992, 1.8)]
@@ -610,11 +810,16 @@ def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_rec
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "sum.json").read_text())
     assert summary["seeds"] == [0, 1, 2] and summary["mean"]["closed_form_seconds"] == pytest.approx(55.0)
-    assert summary["met_on_mean"] == {"closed_form_seconds": True, "psnr_ratio_closed_form": True,
-                                      "fps_ratio": True}
+    assert summary["met_on_mean"] == {
+        "closed_form_seconds": True,
+        "psnr_ratio_closed_form": True,
+        "fps_ratio": True,
+    }
     assert summary["met_at_every_seed"]["closed_form_seconds"] is False  # seed 1 took 70 s
     assert summary["std"]["fps_ratio"] == pytest.approx(0.0816, abs=1e-3)
-    for bad, message in (([files[0], run(1, 50.0, 0.99, 1.6, degree=2)], "differ in degree"),
-                         ([files[0], files[0]], "share a seed")):
+    for bad, message in (
+        ([files[0], run(1, 50.0, 0.99, 1.6, degree=2)], "differ in degree"),
+        ([files[0], files[0]], "share a seed"),
+    ):
         result = run_main("summarize_distill.py", *bad, "--output", tmp_path / "bad.json")
         assert result.returncode == 2 and message in result.stderr and not (tmp_path / "bad.json").exists()

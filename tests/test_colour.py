@@ -20,6 +20,7 @@ from _tiny import small_method_config
 REPO = Path(__file__).resolve().parents[1]
 SCENE = REPO / "scenes" / "bunny64"
 
+
 def train_and_render(method: str, steps: int, tmp_path: Path, **model_overrides):
     """Train ``method`` on bunny64 for ``steps`` through nerfstudio's Trainer; return (render, ground truth)."""
     config = small_method_config(method, **model_overrides)
@@ -54,10 +55,14 @@ def assert_object_colours_match(rgb: torch.Tensor, truth: torch.Tensor, toleranc
     obj = (truth - 1.0).abs().amax(dim=-1) > 0.1  # white background: anything visibly not white
     assert obj.float().mean() > 0.05, "the test view shows too little of the object"
     ours, theirs = rgb[obj].mean(dim=0), truth[obj].mean(dim=0)
-    assert (ours - theirs).abs().max() < tolerance, f"object colour {ours.tolist()} vs truth {theirs.tolist()}"
+    assert (ours - theirs).abs().max() < tolerance, (
+        f"object colour {ours.tolist()} vs truth {theirs.tolist()}"
+    )
     spread_truth = float(theirs.max() - theirs.min())
     spread_ours = float(ours.max() - ours.min())
-    assert spread_ours > 0.5 * spread_truth, f"grey object: channel spread {spread_ours:.3f} vs {spread_truth:.3f}"
+    assert spread_ours > 0.5 * spread_truth, (
+        f"grey object: channel spread {spread_ours:.3f} vs {spread_truth:.3f}"
+    )
 
 
 def test_eugen_nerfacto_renders_the_object_in_colour(tmp_path, one_thread):
@@ -68,8 +73,14 @@ def test_eugen_nerfacto_renders_the_object_in_colour(tmp_path, one_thread):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "method, steps",
-    [("dense-nerfacto", 300), ("eugen-nerfacto", 300), ("dense-nerf", 1000), ("eugen-nerf", 1000),
-     ("dense-siren", 1000), ("eugen-siren", 1000)],
+    [
+        ("dense-nerfacto", 300),
+        ("eugen-nerfacto", 300),
+        ("dense-nerf", 1000),
+        ("eugen-nerf", 1000),
+        ("dense-siren", 1000),
+        ("eugen-siren", 1000),
+    ],
 )
 def test_every_method_renders_the_object_in_colour(method, steps, tmp_path, one_thread):
     rgb, truth = train_and_render(method, steps, tmp_path)

@@ -81,10 +81,22 @@ def vanilla_teacher(tmp_path_factory) -> Path:
 def options(teacher: Path, output_dir: Path, **overrides) -> DistillOptions:
     """Small, quick settings: about 1,300 rays in 6 batches."""
     eugen = {key: overrides.pop(key) for key in ("num_features", "degree") if key in overrides}
-    values = dict(teacher=teacher, output_dir=output_dir, layers=DENSE_LAYERS, image_fraction=0.25,
-                  resolution_scale=0.5, pair_fraction=0.5, batch_rays=256, eval_views=2, fps_repeats=1, ridge=1e-6,
-                  projections="seeded", width_fraction=None, refine_steps=0,
-                  eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}))
+    values = dict(
+        teacher=teacher,
+        output_dir=output_dir,
+        layers=DENSE_LAYERS,
+        image_fraction=0.25,
+        resolution_scale=0.5,
+        pair_fraction=0.5,
+        batch_rays=256,
+        eval_views=2,
+        fps_repeats=1,
+        ridge=1e-6,
+        projections="seeded",
+        width_fraction=None,
+        refine_steps=0,
+        eugen=EUGenSpec(**{"num_features": 32, "degree": 2, "feature_map": "identity", **eugen}),
+    )
     values.update(overrides)
     return DistillOptions(**values)
 
@@ -121,7 +133,9 @@ def test_closed_form_student_matches_teacher(dense_result):
     layers = [m for m in model.modules() if isinstance(m, EUGenLinear)]
     assert len(layers) == 6
     # random features fit a ReLU layer only partly (R² ~0.7 here); mismatched inputs and targets give ~0
-    assert all(fit.r2_heldout > 0.5 for fit in result.fits.values()), {p: f.r2_heldout for p, f in result.fits.items()}
+    assert all(fit.r2_heldout > 0.5 for fit in result.fits.values()), {
+        p: f.r2_heldout for p, f in result.fits.items()
+    }
     report = result.report
     assert report["student"]["psnr"] == pytest.approx(report["teacher"]["psnr"], abs=0.3)
     # each 32-wide layer's 32x32 W became a 32x64 A (k·m = 2·32 features); frozen projections are not parameters
@@ -136,7 +150,11 @@ def test_student_run_directory_loads_strictly_and_renders_the_student(dense_resu
 
     result, _ = dense_result
     run_dir = Path(result.run_dir)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yml", "distill_report.json", "nerfstudio_models"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.yml",
+        "distill_report.json",
+        "nerfstudio_models",
+    ]
     reloaded = load_teacher(run_dir)  # strict: every key and shape of the saved student must fit
     assert reloaded.config.get_checkpoint_dir() == run_dir / "nerfstudio_models"
     assert sum(isinstance(m, EUGenLinear) for m in reloaded.model.modules()) == 6
@@ -149,8 +167,10 @@ def test_converted_but_not_replaced_model_renders_exactly_like_the_teacher(dense
     from eugen_nerf.distill.student import convert_mlps, resolve_layers
     from eugen_nerf.distill.teacher import load_teacher
 
-    for run, layers in ((vanilla_teacher, ["field_coarse.mlp_base.layers.2", "field_fine.mlp_head.layers.0"]),
-                        (dense_teacher, list(DENSE_LAYERS))):
+    for run, layers in (
+        (vanilla_teacher, ["field_coarse.mlp_base.layers.2", "field_fine.mlp_head.layers.0"]),
+        (dense_teacher, list(DENSE_LAYERS)),
+    ):
         teacher = load_teacher(run)
         rays = sample_rays(teacher.pipeline.datamanager.train_dataset.cameras, 0.1, 0.25, 256, seed=0)
         with torch.no_grad():
@@ -164,8 +184,15 @@ def test_converted_but_not_replaced_model_renders_exactly_like_the_teacher(dense
 def test_stock_vanilla_nerf_teacher_distills(vanilla_teacher, tmp_path):
     from eugen_nerf.distill.teacher import load_teacher
 
-    opts = options(vanilla_teacher, tmp_path / "run", layers=["field_fine.mlp_base.layers.[23]"], num_features=16,
-                   degree=1, eval_views=1, ridge="auto")
+    opts = options(
+        vanilla_teacher,
+        tmp_path / "run",
+        layers=["field_fine.mlp_base.layers.[23]"],
+        num_features=16,
+        degree=1,
+        eval_views=1,
+        ridge="auto",
+    )
     result = distill(opts)
     assert set(result.fits) == {"field_fine.mlp_base.layers.2", "field_fine.mlp_base.layers.3"}
     assert all(torch.isfinite(fit.weight).all() for fit in result.fits.values())
@@ -198,12 +225,19 @@ def _free_port() -> int:
 
 
 def _rank_main(rank: int, world_size: int, port: int, teacher: str, output_dir: str, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+    )
     torch.set_num_threads(1)
     result = distill(options(Path(teacher), Path(output_dir), evaluate=False, fit="parallel"))
-    torch.save({"fits": {p: (f.weight, f.bias) for p, f in result.fits.items()}, "statistics": result.statistics},
-               f"{out}.rank{rank}")
+    torch.save(
+        {"fits": {p: (f.weight, f.bias) for p, f in result.fits.items()}, "statistics": result.statistics},
+        f"{out}.rank{rank}",
+    )
     import torch.distributed as dist
 
     dist.destroy_process_group()
@@ -219,7 +253,9 @@ def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
         multi = torch.load(f"{out}.rank{rank}", weights_only=True)
         for path, fit in single.fits.items():
             for key, value in single.statistics[path]["train"].items():
-                torch.testing.assert_close(multi["statistics"][path]["train"][key], value, rtol=1e-10, atol=1e-10)
+                torch.testing.assert_close(
+                    multi["statistics"][path]["train"][key], value, rtol=1e-10, atol=1e-10
+                )
             weight, bias = multi["fits"][path]
             # the statistics agree to 1e-10; the per-feature ridge leaves weak features lightly penalised, so
             # summation-order rounding shows in the weights at ~1e-7 (weights are O(0.1))
@@ -244,7 +280,9 @@ def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
 def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, capsys, flags, message):
     output_dir = tmp_path / "out"
     assert cli_main(["--teacher", str(dense_teacher), "--output-dir", str(output_dir), *flags]) == 2
-    captured = capsys.readouterr()  # options tyro rejects while parsing come boxed on stderr (as for ns-train)
+    captured = (
+        capsys.readouterr()
+    )  # options tyro rejects while parsing come boxed on stderr (as for ns-train)
     assert message in " ".join((captured.out + captured.err).replace("│", " ").split())
     assert not output_dir.exists()
 
@@ -271,8 +309,17 @@ def test_checkpoint_from_another_method(dense_teacher, vanilla_teacher, tmp_path
 def test_auto_selection_keeps_what_fits_the_budget_and_fine_tunes(dense_teacher, tmp_path):
     from torch import nn
 
-    opts = options(dense_teacher, tmp_path / "run", layers=("auto",), psnr_budget=0.0, auto_views=1,
-                   image_fraction=0.05, finetune_steps=3, finetune_rays=64, eval_views=1)
+    opts = options(
+        dense_teacher,
+        tmp_path / "run",
+        layers=("auto",),
+        psnr_budget=0.0,
+        auto_views=1,
+        image_fraction=0.05,
+        finetune_steps=3,
+        finetune_rays=64,
+        eval_views=1,
+    )
     result = distill(opts)
     report = result.report
     decisions = report["auto"]["decisions"]
@@ -341,7 +388,9 @@ def test_heldout_pairs_come_from_whole_heldout_cameras(dense_teacher):
     rays = sample_rays(cameras, 0.5, 0.25, batch_rays=100, seed=3)
     held = rays.heldout_cameras(0.25, seed=3)
     assert held and set(held) < set(rays.camera_indices) and held == rays.heldout_cameras(0.25, seed=3)
-    assert sample_rays(cameras, 1e-3, 0.25, 100, 3).heldout_cameras(0.25, 3) == []  # one camera: no view split
+    assert (
+        sample_rays(cameras, 1e-3, 0.25, 100, 3).heldout_cameras(0.25, 3) == []
+    )  # one camera: no view split
     capture = Capture({}, {}, [], pair_fraction=1.0, heldout_fraction=0.1)
     for b in range(rays.num_batches):
         capture.held_rays = rays.heldout_mask(b, held)
@@ -379,8 +428,18 @@ def test_finetune_trains_the_whole_student_or_only_its_eugen_layers(dense_result
     density_before = model.field_fine.density_head.weight.detach().clone()
     eugen = next(m for m in model.modules() if isinstance(m, EUGenLinear))
     eugen_before = eugen.weight.detach().clone()
-    losses = finetune(model, rays, targets, steps=2, lr=1e-2, batch_rays=32, seed=0, device=torch.device("cpu"),
-                      parameters=parameters, show_progress=False).losses
+    losses = finetune(
+        model,
+        rays,
+        targets,
+        steps=2,
+        lr=1e-2,
+        batch_rays=32,
+        seed=0,
+        device=torch.device("cpu"),
+        parameters=parameters,
+        show_progress=False,
+    ).losses
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
     assert not torch.equal(eugen.weight, eugen_before)
     assert torch.equal(model.field_fine.density_head.weight, density_before) == (parameters == "eugen")
@@ -408,17 +467,41 @@ def test_finetune_keeps_the_state_that_renders_the_validation_rays_best(dense_re
         own = final_rgb(model(held)).detach()
     before = [p.detach().clone() for p in model.parameters()]
     cpu = torch.device("cpu")
-    log = finetune(model, rays, torch.rand(len(rays), 3), steps=6, lr=1e-2, batch_rays=32, seed=0, device=cpu,
-                   show_progress=False, validation=(held, own), check_every=2)
+    log = finetune(
+        model,
+        rays,
+        torch.rand(len(rays), 3),
+        steps=6,
+        lr=1e-2,
+        batch_rays=32,
+        seed=0,
+        device=cpu,
+        show_progress=False,
+        validation=(held, own),
+        check_every=2,
+    )
     assert [step for step, _ in log.validation] == [0, 2, 4, 6]
-    assert log.validation[0][1] < min(error for _, error in log.validation[1:]), "the wrong colours changed nothing"
+    assert log.validation[0][1] < min(error for _, error in log.validation[1:]), (
+        "the wrong colours changed nothing"
+    )
     assert log.kept_step == 0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert validation_mse(model, held, own, cpu) == pytest.approx(log.validation[0][1])
     # towards the validation targets themselves, a later state is kept and renders them better
     targets = torch.rand(len(held), 3)
-    log = finetune(model, held, targets, steps=6, lr=1e-2, batch_rays=64, seed=0, device=cpu, show_progress=False,
-                   validation=(held, targets), check_every=2)
+    log = finetune(
+        model,
+        held,
+        targets,
+        steps=6,
+        lr=1e-2,
+        batch_rays=64,
+        seed=0,
+        device=cpu,
+        show_progress=False,
+        validation=(held, targets),
+        check_every=2,
+    )
     assert log.kept_step > 0
     assert validation_mse(model, held, targets, cpu) == pytest.approx(min(e for _, e in log.validation))
 
@@ -430,21 +513,32 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
     (which has no EUGen projections to take from the teacher) is not refused for the default."""
     defaults = DistillOptions(teacher=Path("teacher"))
     assert defaults.projections == "teacher" and defaults.finetune_target == "fields"
-    assert (defaults.eugen.feature_map, defaults.eugen.scaling, defaults.eugen.use_norm) == ("relu", "polynomial", False)
+    assert (defaults.eugen.feature_map, defaults.eugen.scaling, defaults.eugen.use_norm) == (
+        "relu",
+        "polynomial",
+        False,
+    )
     assert defaults.eugen.degree == 1 and defaults.width_fraction == 7 / 16  # m = 112 of a 256-wide teacher
-    assert defaults.refine_steps == 300 and DistillOptions(teacher=Path("t"), eugen=EUGenSpec(
-        layer_type="lowrank")).refine_steps == 0  # a low-rank layer has no G to refine
+    assert (
+        defaults.refine_steps == 300
+        and DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type="lowrank")).refine_steps == 0
+    )  # a low-rank layer has no G to refine
     sampling = (defaults.image_fraction, defaults.resolution_scale, defaults.pair_fraction, defaults.max_rays)
     assert sampling == (0.25, 0.5, 0.25, 16384)  # the benchmark's sampling
     with pytest.raises(DistillError, match="max-rays must be an integer >= 1 or None"):
         DistillOptions(teacher=Path("t"), max_rays=0)
     assert defaults.spec.trainable_projections  # the teacher's units live in the student's checkpoint
     for layer_type in ("lowrank", "snnk"):
-        assert DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type=layer_type)).projections == "seeded"
+        assert (
+            DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type=layer_type)).projections == "seeded"
+        )
     with pytest.raises(DistillError, match="finetune-target must be one of"):
         DistillOptions(teacher=Path("t"), finetune_target="depth")
-    assert (defaults.finetune_novel_rays, defaults.finetune_camera_rays, defaults.finetune_average) == \
-        ("fresh", "all", 0.0)  # the fields fine-tune renders each batch: every pixel and new cameras
+    assert (defaults.finetune_novel_rays, defaults.finetune_camera_rays, defaults.finetune_average) == (
+        "fresh",
+        "all",
+        0.0,
+    )  # the fields fine-tune renders each batch: every pixel and new cameras
     colour = DistillOptions(teacher=Path("t"), finetune_target="colour")  # colours rendered ahead: the pools
     assert (colour.finetune_novel_rays, colour.finetune_camera_rays) == ("fixed", "capture")
     for no_fresh in ({"finetune_novel_views": 0}, {"finetune_rays": 1}):  # nothing to share with new cameras
@@ -489,7 +583,9 @@ def test_field_loss_is_zero_for_the_teacher_itself_and_weighs_what_the_picture_s
     colour, loss = render_and_match_fields(teacher, student, rays)
     assert float(loss) == pytest.approx(0.0, abs=1e-10)
     with torch.no_grad():
-        assert torch.equal(colour, teacher(rays)["rgb"])  # the colour target is the teacher's render of the batch
+        assert torch.equal(
+            colour, teacher(rays)["rgb"]
+        )  # the colour target is the teacher's render of the batch
         student.field_fine.density_head.bias += 1.0
     _, loss = render_and_match_fields(teacher, student, rays)
     assert float(loss) > 1e-6
@@ -516,12 +612,15 @@ def test_field_loss_is_zero_for_the_teacher_itself_and_weighs_what_the_picture_s
         return float(render_and_match_fields(teacher, student, rays)[1])
 
     def inverted(outputs):
-        outputs[FieldHeadNames.RGB] = torch.where(changed, 1 - outputs[FieldHeadNames.RGB], outputs[FieldHeadNames.RGB])
+        outputs[FieldHeadNames.RGB] = torch.where(
+            changed, 1 - outputs[FieldHeadNames.RGB], outputs[FieldHeadNames.RGB]
+        )
         return outputs
 
     def doubled(outputs):
-        outputs[FieldHeadNames.DENSITY] = torch.where(changed, 2 * outputs[FieldHeadNames.DENSITY],
-                                                      outputs[FieldHeadNames.DENSITY])
+        outputs[FieldHeadNames.DENSITY] = torch.where(
+            changed, 2 * outputs[FieldHeadNames.DENSITY], outputs[FieldHeadNames.DENSITY]
+        )
         return outputs
 
     colour_cost = (weights * changed * (1 - 2 * rgb).square()).sum(1).mean()
@@ -580,11 +679,23 @@ def test_stock_nerfacto_teacher_distills_with_the_same_report(nerfacto_teacher, 
 
     from eugen_nerf.distill.options import distill_spec
 
-    result = distill(options(nerfacto_teacher, tmp_path / "run", layers=("hidden",), projections="teacher",
-                             eugen=replace(distill_spec(), num_features=64), finetune_target="fields",
-                             finetune_steps=2, finetune_rays=64, finetune_novel_views=1))
+    result = distill(
+        options(
+            nerfacto_teacher,
+            tmp_path / "run",
+            layers=("hidden",),
+            projections="teacher",
+            eugen=replace(distill_spec(), num_features=64),
+            finetune_target="fields",
+            finetune_steps=2,
+            finetune_rays=64,
+            finetune_novel_views=1,
+        )
+    )
     report = result.report
-    assert result.fits and all(path.startswith(("field.", "proposal_networks.")) for path in result.fits), result.fits
+    assert result.fits and all(path.startswith(("field.", "proposal_networks.")) for path in result.fits), (
+        result.fits
+    )
     assert {"teacher", "student_closed_form", "student"} <= set(report)
     for key in ("psnr", "ssim", "fps", "parameters"):
         assert report["student"][key] > 0 and report["teacher"][key] > 0
@@ -605,24 +716,37 @@ def test_finetune_is_validated_on_novel_cameras_it_never_trains_on(dense_teacher
 
     monkeypatch.setattr(run_module, "finetune", spy)
     for views in (0, 2):
-        distill(options(dense_teacher, tmp_path / f"views{views}", evaluate=False, num_features=8, finetune_steps=1,
-                        finetune_novel_views=1, finetune_validation_views=views,
-                        finetune_camera_rays="capture", finetune_novel_rays="fixed"))  # the pool read below
+        distill(
+            options(
+                dense_teacher,
+                tmp_path / f"views{views}",
+                evaluate=False,
+                num_features=8,
+                finetune_steps=1,
+                finetune_novel_views=1,
+                finetune_validation_views=views,
+                finetune_camera_rays="capture",
+                finetune_novel_rays="fixed",
+            )
+        )  # the pool read below
     (train0, _, (held0, _)), (train2, _, (held2, held_rgb2)) = calls
     assert len(train2) == len(train0)  # the rays trained on do not change
     extra = len(held2) - len(held0)
     assert extra > 0 and extra % 2 == 0, extra  # two cameras' worth of rays
     torch.testing.assert_close(held2.origins[: len(held0)], held0.origins)  # the held-out cameras' rays first
-    trained_novel = train2.origins[-1]  # every ray of a camera starts at its centre: the novel view trained on
+    trained_novel = train2.origins[
+        -1
+    ]  # every ray of a camera starts at its centre: the novel view trained on
     for origin in (held2.origins[len(held0)], held2.origins[-1]):  # the two validation cameras
         assert not torch.allclose(origin, trained_novel)
     assert torch.isfinite(held_rgb2).all() and held_rgb2.min() >= 0 and held_rgb2.max() <= 1
-    assert held_rgb2[len(held0):].std() > 0  # the teacher's picture, not a constant
+    assert held_rgb2[len(held0) :].std() > 0  # the teacher's picture, not a constant
 
 
 @pytest.mark.parametrize("target", ["colour", "fields"])
-def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(dense_teacher, tmp_path, monkeypatch,
-                                                                          target):
+def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(
+    dense_teacher, tmp_path, monkeypatch, target
+):
     """``--finetune-target fields``: the untouched teacher is handed to the fine-tune, which renders each batch
     itself, so the novel cameras trained on are not rendered ahead (only the validation cameras are); with
     ``colour`` every trained ray comes with the teacher's colour rendered ahead."""
@@ -630,13 +754,31 @@ def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(dense_
     from eugen_nerf.distill.finetune import FinetuneLog
 
     calls, rendered = [], []
-    monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, teacher=None, **kwargs:
-                        calls.append((model, rays, targets, teacher)) or FinetuneLog())
+    monkeypatch.setattr(
+        run_module,
+        "finetune",
+        lambda model, rays, targets, *args, teacher=None, **kwargs: (
+            calls.append((model, rays, targets, teacher)) or FinetuneLog()
+        ),
+    )
     original = run_module.Distillation.novel_targets
-    monkeypatch.setattr(run_module.Distillation, "novel_targets",
-                        lambda self, count, seed: rendered.append(count) or original(self, count, seed))
-    distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8, finetune_steps=1,
-                    finetune_novel_views=3, finetune_validation_views=1, finetune_target=target))
+    monkeypatch.setattr(
+        run_module.Distillation,
+        "novel_targets",
+        lambda self, count, seed: rendered.append(count) or original(self, count, seed),
+    )
+    distill(
+        options(
+            dense_teacher,
+            tmp_path / "run",
+            evaluate=False,
+            num_features=8,
+            finetune_steps=1,
+            finetune_novel_views=3,
+            finetune_validation_views=1,
+            finetune_target=target,
+        )
+    )
     ((student, rays, targets, teacher),) = calls
     if target == "fields":
         assert rendered == [1] and targets is None
@@ -665,26 +807,65 @@ def test_fresh_novel_rays_are_new_every_step_and_fill_their_share_of_each_batch(
         return rays
 
     original = finetune_module.render_and_match_fields
-    monkeypatch.setattr(finetune_module, "render_and_match_fields",
-                        lambda t, s, batch: batches.append(batch.origins.clone()) or original(t, s, batch))
+    monkeypatch.setattr(
+        finetune_module,
+        "render_and_match_fields",
+        lambda t, s, batch: batches.append(batch.origins.clone()) or original(t, s, batch),
+    )
     student, cpu = copy.deepcopy(teacher), torch.device("cpu")
-    log = finetune_module.finetune(student, pool, None, steps=4, lr=1e-3, batch_rays=64, seed=0, device=cpu,
-                                   show_progress=False, teacher=teacher, fresh=fresh, fresh_rays=16)
+    log = finetune_module.finetune(
+        student,
+        pool,
+        None,
+        steps=4,
+        lr=1e-3,
+        batch_rays=64,
+        seed=0,
+        device=cpu,
+        show_progress=False,
+        teacher=teacher,
+        fresh=fresh,
+        fresh_rays=16,
+    )
     assert asked == [1, 2, 3, 4] and len(log.losses) == 4 and all(math.isfinite(x) for x in log.losses)
     for step, origins in enumerate(batches, start=1):
         assert origins.shape == (64, 3)
         assert (origins[48:] == float(step)).all()  # this step's fresh rays, never an earlier step's
         assert torch.isin(origins[:48], pool.origins).all()
     with pytest.raises(ValueError, match="fresh_rays must be in"):
-        finetune_module.finetune(student, pool, None, steps=1, lr=1e-3, batch_rays=64, seed=0, device=cpu,
-                                 show_progress=False, teacher=teacher, fresh=fresh, fresh_rays=64)
+        finetune_module.finetune(
+            student,
+            pool,
+            None,
+            steps=1,
+            lr=1e-3,
+            batch_rays=64,
+            seed=0,
+            device=cpu,
+            show_progress=False,
+            teacher=teacher,
+            fresh=fresh,
+            fresh_rays=64,
+        )
     with pytest.raises(ValueError, match="fresh rays need a teacher"):
-        finetune_module.finetune(student, pool, torch.zeros(len(pool), 3), steps=1, lr=1e-3, batch_rays=64,
-                                 seed=0, device=cpu, show_progress=False, fresh=fresh, fresh_rays=16)
+        finetune_module.finetune(
+            student,
+            pool,
+            torch.zeros(len(pool), 3),
+            steps=1,
+            lr=1e-3,
+            batch_rays=64,
+            seed=0,
+            device=cpu,
+            show_progress=False,
+            fresh=fresh,
+            fresh_rays=16,
+        )
 
 
-def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_step(dense_teacher, tmp_path,
-                                                                                      monkeypatch):
+def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_step(
+    dense_teacher, tmp_path, monkeypatch
+):
     """``eugen-distill --finetune-novel-rays fresh``: the pool holds the capture rays only, the fresh share of
     a batch is the share the fixed novel cameras would have had, and two steps get different cameras."""
     import eugen_nerf.distill.run as run_module
@@ -692,12 +873,26 @@ def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_s
     from eugen_nerf.distill.sampling import novel_rays
 
     calls = []
-    monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, **kwargs:
-                        calls.append((rays, args, kwargs)) or FinetuneLog())
-    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8,
-                             finetune_steps=2, finetune_rays=100, finetune_novel_views=3,
-                             finetune_validation_views=1, finetune_target="fields",
-                             finetune_novel_rays="fresh", finetune_camera_rays="capture"))
+    monkeypatch.setattr(
+        run_module,
+        "finetune",
+        lambda model, rays, targets, *args, **kwargs: calls.append((rays, args, kwargs)) or FinetuneLog(),
+    )
+    result = distill(
+        options(
+            dense_teacher,
+            tmp_path / "run",
+            evaluate=False,
+            num_features=8,
+            finetune_steps=2,
+            finetune_rays=100,
+            finetune_novel_views=3,
+            finetune_validation_views=1,
+            finetune_target="fields",
+            finetune_novel_rays="fresh",
+            finetune_camera_rays="capture",
+        )
+    )
     ((pool, _args, kwargs),) = calls
     first, second = kwargs["fresh"](1), kwargs["fresh"](2)
     assert len(first) == len(second) and not torch.allclose(first.origins, second.origins)
@@ -722,13 +917,22 @@ def test_pixel_rays_are_the_camera_rays_generated_as_drawn():
 
     c2w = torch.eye(4)[:3].repeat(5, 1, 1)
     c2w[:, 0, 3] = torch.arange(5.0)
-    cameras = Cameras(camera_to_worlds=c2w, fx=30.0, fy=30.0, cx=16.0, cy=12.0,
-                      width=torch.tensor([[32], [32], [20], [32], [20]]), height=24)
+    cameras = Cameras(
+        camera_to_worlds=c2w,
+        fx=30.0,
+        fy=30.0,
+        cx=16.0,
+        cy=12.0,
+        width=torch.tensor([[32], [32], [20], [32], [20]]),
+        height=24,
+    )
     extra = novel_rays(cameras, 2, 0.5, seed=3)
     pool, flat = PixelRays(cameras, [0, 2, 4], extra), cat_rays(camera_rays(cameras, [0, 2, 4], 1.0), extra)
     assert len(pool) == len(flat) == 24 * (32 + 20 + 20) + len(extra)
-    for pick in (torch.randint(len(pool), (500,), generator=torch.Generator().manual_seed(0)),
-                 torch.tensor([len(pool) - 1, 0, 0, 24 * 32])):
+    for pick in (
+        torch.randint(len(pool), (500,), generator=torch.Generator().manual_seed(0)),
+        torch.tensor([len(pool) - 1, 0, 0, 24 * 32]),
+    ):
         drawn, expected = pool[pick], flat[pick]
         for name in ("origins", "directions", "pixel_area", "camera_indices"):
             assert torch.equal(getattr(drawn, name), getattr(expected, name)), name
@@ -736,8 +940,9 @@ def test_pixel_rays_are_the_camera_rays_generated_as_drawn():
     assert len(PixelRays(cameras, [1])[torch.tensor([3, 5])]) == 2  # without extra rays
 
 
-def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense_teacher, tmp_path,
-                                                                           monkeypatch):
+def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(
+    dense_teacher, tmp_path, monkeypatch
+):
     """``--finetune-camera-rays all``: the fine-tune's pool is every full-resolution pixel ray of every
     training camera except those held out for validation, whose rays still validate; with ``colour`` it is
     refused."""
@@ -746,11 +951,24 @@ def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(dense
     from eugen_nerf.distill.sampling import PixelRays, camera_rays
 
     calls = []
-    monkeypatch.setattr(run_module, "finetune", lambda model, rays, targets, *args, **kwargs:
-                        calls.append((rays, kwargs)) or FinetuneLog())
-    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8,
-                             finetune_steps=1, finetune_novel_views=0, finetune_validation_views=0,
-                             finetune_target="fields", finetune_camera_rays="all"))
+    monkeypatch.setattr(
+        run_module,
+        "finetune",
+        lambda model, rays, targets, *args, **kwargs: calls.append((rays, kwargs)) or FinetuneLog(),
+    )
+    result = distill(
+        options(
+            dense_teacher,
+            tmp_path / "run",
+            evaluate=False,
+            num_features=8,
+            finetune_steps=1,
+            finetune_novel_views=0,
+            finetune_validation_views=0,
+            finetune_target="fields",
+            finetune_camera_rays="all",
+        )
+    )
     ((pool, kwargs),) = calls
     cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
     held = kwargs["validation"][0].camera_indices.unique().tolist()
@@ -793,14 +1011,25 @@ def test_averaged_finetune_hands_back_the_moving_average_of_the_steps(dense_resu
 
     monkeypatch.setattr(torch.optim.Adam, "step", spy)
     trained = [p.detach().clone() for p in params]
-    finetune(student, rays, None, steps=4, lr=1e-2, batch_rays=64, seed=0, device=cpu, show_progress=False,
-             teacher=teacher, average=0.75)
+    finetune(
+        student,
+        rays,
+        None,
+        steps=4,
+        lr=1e-2,
+        batch_rays=64,
+        seed=0,
+        device=cpu,
+        show_progress=False,
+        teacher=teacher,
+        average=0.75,
+    )
     assert any(not torch.equal(p, q) for p, q in zip(params, trained))  # it trained
     for p, mean in zip(params, expected):
         assert torch.allclose(p, mean, atol=1e-6)
     teacher.eval()
     with torch.no_grad():
-        targets = torch.cat([teacher(held[i:i + 512])["rgb"] for i in range(0, len(held), 512)])
+        targets = torch.cat([teacher(held[i : i + 512])["rgb"] for i in range(0, len(held), 512)])
     student = copy.deepcopy(teacher)  # a fresh one, far off, so that the averages improve on the start
     with torch.no_grad():
         for field in (student.field_coarse, student.field_fine):
@@ -808,17 +1037,40 @@ def test_averaged_finetune_hands_back_the_moving_average_of_the_steps(dense_resu
     params[:] = field_parameters(student)
     expected[:] = [p.detach().clone() for p in params]
     history.clear()
-    log = finetune(student, rays, None, steps=6, lr=3e-3, batch_rays=128, seed=0, device=cpu,
-                   show_progress=False, teacher=teacher, average=0.75, validation=(held, targets),
-                   check_every=1)
+    log = finetune(
+        student,
+        rays,
+        None,
+        steps=6,
+        lr=3e-3,
+        batch_rays=128,
+        seed=0,
+        device=cpu,
+        show_progress=False,
+        teacher=teacher,
+        average=0.75,
+        validation=(held, targets),
+        check_every=1,
+    )
     assert log.kept_step > 0
     for p, mean in zip(params, history[log.kept_step - 1]):  # that step's average, not its raw parameters
         assert torch.allclose(p, mean, atol=1e-6)
     best = min(e for _, e in log.validation)
     assert validation_mse(student, held, targets, cpu) == pytest.approx(best)
     with pytest.raises(ValueError, match="average must be in"):
-        finetune(student, rays, None, steps=1, lr=1e-2, batch_rays=64, seed=0, device=cpu,
-                 show_progress=False, teacher=teacher, average=1.0)
+        finetune(
+            student,
+            rays,
+            None,
+            steps=1,
+            lr=1e-2,
+            batch_rays=64,
+            seed=0,
+            device=cpu,
+            show_progress=False,
+            teacher=teacher,
+            average=1.0,
+        )
     with pytest.raises(DistillError, match="finetune-average must be in"):
         DistillOptions(teacher=Path("t"), finetune_average=-0.1)
 
@@ -842,8 +1094,18 @@ def test_fields_finetune_brings_a_perturbed_student_back_to_its_teacher(dense_re
             field.color_head.layers[-1].bias += 1.0
     before = float(render_and_match_fields(teacher, student, held)[1])
     teacher.train()  # the fine-tune must render it in eval mode, as the test does, and leave it so
-    log = finetune(student, rays, None, steps=20, lr=3e-3, batch_rays=128, seed=0, device=torch.device("cpu"),
-                   show_progress=False, teacher=teacher)
+    log = finetune(
+        student,
+        rays,
+        None,
+        steps=20,
+        lr=3e-3,
+        batch_rays=128,
+        seed=0,
+        device=torch.device("cpu"),
+        show_progress=False,
+        teacher=teacher,
+    )
     losses = torch.tensor(log.losses)
     assert len(losses) == 20 and torch.isfinite(losses).all()
     assert losses[-5:].mean() < losses[:5].mean()
@@ -855,14 +1117,18 @@ def test_fields_finetune_brings_a_perturbed_student_back_to_its_teacher(dense_re
 def test_refinement_keeps_or_improves_each_layer_and_the_student_loads_strictly(dense_teacher, tmp_path):
     from eugen_nerf.distill.teacher import load_teacher
 
-    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False, num_features=8, refine_steps=30,
-                             refine_rows=2048))
+    result = distill(
+        options(
+            dense_teacher, tmp_path / "run", evaluate=False, num_features=8, refine_steps=30, refine_rows=2048
+        )
+    )
     assert result.fits
     for fit in result.fits.values():
         assert fit.projections is not None and fit.r2_heldout_closed_form is not None
         assert fit.r2_heldout >= fit.r2_heldout_closed_form
-    assert any(fit.r2_heldout > fit.r2_heldout_closed_form for fit in result.fits.values()), \
+    assert any(fit.r2_heldout > fit.r2_heldout_closed_form for fit in result.fits.values()), (
         "30 steps from the closed form improved no layer: the refinement does nothing"
+    )
     student = load_teacher(tmp_path / "run", "cpu").model  # strict: every key, the refined G included
     for path, fit in result.fits.items():
         layer = student.get_submodule(path)
@@ -879,10 +1145,14 @@ def test_interrupted_refined_run_resumes_to_the_same_solution(dense_teacher, tmp
     resumed = distill(options(dense_teacher, tmp_path / "resumed", **refine))
     for path, fit in reference.fits.items():
         for key in ("weight", "bias", "projections"):
-            torch.testing.assert_close(getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(
+                getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-6, atol=1e-7
+            )
 
 
-def test_refinement_under_torchrun_is_refused_before_anything_is_written(dense_teacher, tmp_path, monkeypatch):
+def test_refinement_under_torchrun_is_refused_before_anything_is_written(
+    dense_teacher, tmp_path, monkeypatch
+):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(DistillError, match="refine-steps runs in one process"):
         distill(options(dense_teacher, tmp_path / "run", refine_steps=5))
@@ -895,26 +1165,46 @@ def test_lowrank_baseline_fits_in_closed_form_at_its_rank_and_loads_strictly(den
     from eugen_nerf.distill.teacher import load_teacher
     from eugen_nerf.layers import LowRankLinear
 
-    full = distill(options(dense_teacher, tmp_path / "full", eugen=EUGenSpec(layer_type="lowrank", num_features=32)))
-    assert all(fit.r2_heldout > 0.9999 for fit in full.fits.values()), {p: f.r2_heldout for p, f in full.fits.items()}
+    full = distill(
+        options(dense_teacher, tmp_path / "full", eugen=EUGenSpec(layer_type="lowrank", num_features=32))
+    )
+    assert all(fit.r2_heldout > 0.9999 for fit in full.fits.values()), {
+        p: f.r2_heldout for p, f in full.fits.items()
+    }
     assert full.report["student"]["psnr"] == pytest.approx(full.report["teacher"]["psnr"], abs=0.05)
-    narrow = distill(options(dense_teacher, tmp_path / "rank8", evaluate=False,
-                             eugen=EUGenSpec(layer_type="lowrank", lowrank_rank=8)))
+    narrow = distill(
+        options(
+            dense_teacher,
+            tmp_path / "rank8",
+            evaluate=False,
+            eugen=EUGenSpec(layer_type="lowrank", lowrank_rank=8),
+        )
+    )
     assert all(0.2 < fit.r2_heldout < 0.9999 for fit in narrow.fits.values())
     student = load_teacher(tmp_path / "rank8", "cpu").model  # strict
     for path, fit in narrow.fits.items():
         layer = student.get_submodule(path)
         assert isinstance(layer, LowRankLinear) and layer.rank == 8
-        torch.testing.assert_close((layer.up @ layer.down).double(), fit.weight.double(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            (layer.up @ layer.down).double(), fit.weight.double(), rtol=1e-4, atol=1e-5
+        )
         parent = student.get_submodule(path.rsplit(".layers.", 1)[0])
-        assert parent.applies_activation(int(path.rsplit(".", 1)[1])), "the ReLU after a low-rank layer was lost"
+        assert parent.applies_activation(int(path.rsplit(".", 1)[1])), (
+            "the ReLU after a low-rank layer was lost"
+        )
 
 
 def test_snnk_baseline_fits_in_closed_form_and_loads_strictly(dense_teacher, tmp_path):
     from eugen_nerf.distill.teacher import load_teacher
 
-    result = distill(options(dense_teacher, tmp_path / "run", evaluate=False,
-                             eugen=EUGenSpec(layer_type="snnk", num_features=32)))
+    result = distill(
+        options(
+            dense_teacher,
+            tmp_path / "run",
+            evaluate=False,
+            eugen=EUGenSpec(layer_type="snnk", num_features=32),
+        )
+    )
     assert all(fit.r2_heldout > 0.5 for fit in result.fits.values())
     student = load_teacher(tmp_path / "run", "cpu").model
     for path in result.fits:
@@ -923,17 +1213,24 @@ def test_snnk_baseline_fits_in_closed_form_and_loads_strictly(dense_teacher, tmp
         assert (layer.degree, layer.use_norm, layer.feature_map, layer.feature_dim) == (1, False, "relu", 64)
 
 
-@pytest.mark.parametrize("layer_type, extra, message", [
-    ("dense", {}, "replaces nothing"),
-    ("lowrank", {"refine_steps": 5}, "lowrank has none"),
-])
-def test_layer_types_distillation_cannot_build_are_refused(dense_teacher, tmp_path, layer_type, extra, message):
+@pytest.mark.parametrize(
+    "layer_type, extra, message",
+    [
+        ("dense", {}, "replaces nothing"),
+        ("lowrank", {"refine_steps": 5}, "lowrank has none"),
+    ],
+)
+def test_layer_types_distillation_cannot_build_are_refused(
+    dense_teacher, tmp_path, layer_type, extra, message
+):
     with pytest.raises(DistillError, match=message):
         options(dense_teacher, tmp_path / "run", eugen=EUGenSpec(layer_type=layer_type), **extra)
     assert not (tmp_path / "run").exists()
 
 
-def test_teacher_projections_are_the_teachers_units_fit_better_and_survive_resume_and_loading(dense_teacher, tmp_path):
+def test_teacher_projections_are_the_teachers_units_fit_better_and_survive_resume_and_loading(
+    dense_teacher, tmp_path
+):
     """``--projections teacher``: every order's rows are teacher units' own rows (stored in the checkpoint, as
     refined G is); the per-unit polynomials fit the ReLU layers better than seeded projections at the same m; an
     interrupted run resumes to the same units and solution."""
@@ -943,7 +1240,11 @@ def test_teacher_projections_are_the_teachers_units_fit_better_and_survive_resum
     seeded = distill(options(dense_teacher, tmp_path / "seeded", **small))
     aligned = distill(options(dense_teacher, tmp_path / "aligned", projections="teacher", **small))
     for path, fit in aligned.fits.items():
-        assert fit.r2_heldout > seeded.fits[path].r2_heldout, (path, fit.r2_heldout, seeded.fits[path].r2_heldout)
+        assert fit.r2_heldout > seeded.fits[path].r2_heldout, (
+            path,
+            fit.r2_heldout,
+            seeded.fits[path].r2_heldout,
+        )
     teacher = load_teacher(dense_teacher, "cpu").model
     student = load_teacher(tmp_path / "aligned", "cpu").model  # strict: G is in the checkpoint
     for path, fit in aligned.fits.items():
@@ -958,21 +1259,35 @@ def test_teacher_projections_are_the_teachers_units_fit_better_and_survive_resum
         torch.testing.assert_close(cosine.max(dim=1).values, torch.ones(layer.num_features))
         torch.testing.assert_close(g[1], g[0])  # every order the same units
     with pytest.raises(DistillInterrupted):
-        distill(options(dense_teacher, tmp_path / "resumed", projections="teacher", stop_after_batches=3, **small))
+        distill(
+            options(dense_teacher, tmp_path / "resumed", projections="teacher", stop_after_batches=3, **small)
+        )
     resumed = distill(options(dense_teacher, tmp_path / "resumed", projections="teacher", **small))
     for path, fit in aligned.fits.items():
         for key in ("weight", "bias", "projections"):
-            torch.testing.assert_close(getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-10, atol=0)
+            torch.testing.assert_close(
+                getattr(resumed.fits[path], key), getattr(fit, key), rtol=1e-10, atol=0
+            )
 
 
-def test_width_fraction_sizes_each_layer_from_the_one_it_replaces_and_the_student_loads_with_it(dense_teacher,
-                                                                                                 tmp_path):
+def test_width_fraction_sizes_each_layer_from_the_one_it_replaces_and_the_student_loads_with_it(
+    dense_teacher, tmp_path
+):
     """``--width-fraction f``: each new layer has ``round(f · outputs)`` features and as many of the teacher's
     units; the student's config carries ``f``, so ``ns-eval`` builds the same layers (strict load)."""
     from eugen_nerf.distill.teacher import load_teacher
 
-    result = distill(options(dense_teacher, tmp_path / "half", projections="teacher", evaluate=False,
-                             width_fraction=0.25, degree=1, num_features=EUGenSpec.num_features))
+    result = distill(
+        options(
+            dense_teacher,
+            tmp_path / "half",
+            projections="teacher",
+            evaluate=False,
+            width_fraction=0.25,
+            degree=1,
+            num_features=EUGenSpec.num_features,
+        )
+    )
     loaded = load_teacher(tmp_path / "half", "cpu")  # strict: the layer shapes must match the checkpoint
     assert loaded.config.pipeline.model.width_fraction == 0.25
     student = loaded.model
@@ -984,7 +1299,8 @@ def test_width_fraction_sizes_each_layer_from_the_one_it_replaces_and_the_studen
 
 @pytest.mark.parametrize("projections, degree", [("teacher", 2), ("teacher-pairs", 2), ("teacher", 1)])
 def test_refined_teacher_units_stay_one_projection_and_the_loaded_student_projects_them_once(
-        dense_teacher, tmp_path, projections, degree):
+    dense_teacher, tmp_path, projections, degree
+):
     """``--projections teacher`` (or ``teacher-pairs``) ``--refine-steps N`` with the ReLU map, polynomial
     scaling and no norm entry: refining trains G but keeps every order's rows the first order's (the same, or
     moved one place down), so the student loaded from disk fuses each replaced layer into one m-row projection
@@ -994,10 +1310,21 @@ def test_refined_teacher_units_stay_one_projection_and_the_loaded_student_projec
     from eugen_nerf.layers import order_rows
 
     spec = EUGenSpec(num_features=16, degree=degree, feature_map="relu", scaling="polynomial", use_norm=False)
-    result = distill(options(dense_teacher, tmp_path / "run", eugen=spec, projections=projections,
-                             refine_steps=40, evaluate=False))
-    refined = [fit for fit in result.fits.values() if fit.r2_heldout_closed_form is not None
-               and fit.r2_heldout > fit.r2_heldout_closed_form]
+    result = distill(
+        options(
+            dense_teacher,
+            tmp_path / "run",
+            eugen=spec,
+            projections=projections,
+            refine_steps=40,
+            evaluate=False,
+        )
+    )
+    refined = [
+        fit
+        for fit in result.fits.values()
+        if fit.r2_heldout_closed_form is not None and fit.r2_heldout > fit.r2_heldout_closed_form
+    ]
     assert refined, "no layer's refinement was kept: the test would not see refined projections"
     student = load_teacher(tmp_path / "run", "cpu").model.eval()
     for path, fit in result.fits.items():

@@ -145,7 +145,9 @@ def test_cli_evaluates_a_stock_nerfacto_run(run_config, tmp_path):
     assert (
         speed["render_fps"] > 0 and speed["field_module"] == "field" and speed["resolution"] == [SIZE, SIZE]
     )
-    per_view = speed["render_seconds_per_view"]  # both rates come from these timings (no second clock to disagree)
+    per_view = speed[
+        "render_seconds_per_view"
+    ]  # both rates come from these timings (no second clock to disagree)
     assert speed["render_fps"] == pytest.approx(1.0 / statistics.median(per_view))
     assert speed["rays_per_second"] == pytest.approx(statistics.median(SIZE * SIZE / t for t in per_view))
     assert size["checkpoint_bytes"] == Path(run["checkpoint"]).stat().st_size

@@ -67,8 +67,12 @@ def test_benchmarks_refuse_to_time_non_finite_outputs():
     with pytest.raises(NonFiniteOutput, match="1 of 2 values"):
         benchmark(lambda: {"rgb": nan}, "cpu", warmup=0, repeats=2)
     with pytest.raises(NonFiniteOutput, match="broken"):
-        benchmark_interleaved({"fine": lambda: torch.ones(3), "broken": lambda: [torch.ones(1), nan * 0 + float("inf")]},
-                              "cpu", warmup=0, repeats=1)
+        benchmark_interleaved(
+            {"fine": lambda: torch.ones(3), "broken": lambda: [torch.ones(1), nan * 0 + float("inf")]},
+            "cpu",
+            warmup=0,
+            repeats=1,
+        )
     assert len(benchmark(lambda: torch.ones(3), "cpu", warmup=0, repeats=2).seconds) == 2
 
 

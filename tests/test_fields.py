@@ -19,7 +19,9 @@ from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig
 
 def ray_samples(num_rays: int = 4, num_samples: int = 5, seed: int = 0) -> RaySamples:
     generator = torch.Generator().manual_seed(seed)
-    directions = torch.nn.functional.normalize(torch.randn(num_rays, num_samples, 3, generator=generator), dim=-1)
+    directions = torch.nn.functional.normalize(
+        torch.randn(num_rays, num_samples, 3, generator=generator), dim=-1
+    )
     starts = torch.rand(num_rays, num_samples, 1, generator=generator) * 0.5
     frustums = Frustums(
         origins=torch.rand(num_rays, num_samples, 3, generator=generator) - 0.5,
@@ -28,7 +30,9 @@ def ray_samples(num_rays: int = 4, num_samples: int = 5, seed: int = 0) -> RaySa
         ends=starts + 0.1,
         pixel_area=torch.full((num_rays, num_samples, 1), 1e-4),
     )
-    return RaySamples(frustums=frustums, camera_indices=torch.zeros(num_rays, num_samples, 1, dtype=torch.long))
+    return RaySamples(
+        frustums=frustums, camera_indices=torch.zeros(num_rays, num_samples, 1, dtype=torch.long)
+    )
 
 
 def nerf_field(eugen: NeRFEUGenConfig) -> EUGenNeRFField:
@@ -44,17 +48,36 @@ def zip_field(eugen: NerfactoEUGenConfig) -> EUGenNerfactoField:
 
 def zipnerf_field(eugen: ZipNeRFEUGenConfig, contraction: bool = False) -> ZipNeRFField:
     aabb = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
-    return ZipNeRFField(aabb, contraction, eugen, eugen.density_layers, eugen.view_layers, bottleneck_width=32,
-                        view_width=32, num_levels=4, max_res=64, log2_hashmap_size=10, implementation="torch")
+    return ZipNeRFField(
+        aabb,
+        contraction,
+        eugen,
+        eugen.density_layers,
+        eugen.view_layers,
+        bottleneck_width=32,
+        view_width=32,
+        num_levels=4,
+        max_res=64,
+        log2_hashmap_size=10,
+        implementation="torch",
+    )
 
 
 FIELDS = [
-    pytest.param(lambda: nerf_field(NeRFEUGenConfig(num_features=8, trunk_layers=(1, 2, 3, 4, 7), head_layers=(0,))),
-                 id="nerf"),
-    pytest.param(lambda: zip_field(NerfactoEUGenConfig(num_features=8, density_layers=(0, 1), color_layers=(0, 1, 2))),
-                 id="nerfacto"),
-    pytest.param(lambda: zipnerf_field(ZipNeRFEUGenConfig(num_features=8, density_layers=(0, 1), view_layers=(0, 1, 2))),
-                 id="zipnerf"),
+    pytest.param(
+        lambda: nerf_field(NeRFEUGenConfig(num_features=8, trunk_layers=(1, 2, 3, 4, 7), head_layers=(0,))),
+        id="nerf",
+    ),
+    pytest.param(
+        lambda: zip_field(NerfactoEUGenConfig(num_features=8, density_layers=(0, 1), color_layers=(0, 1, 2))),
+        id="nerfacto",
+    ),
+    pytest.param(
+        lambda: zipnerf_field(
+            ZipNeRFEUGenConfig(num_features=8, density_layers=(0, 1), view_layers=(0, 1, 2))
+        ),
+        id="zipnerf",
+    ),
 ]
 
 

@@ -35,19 +35,47 @@ PROMPT_S = 15.0
 """How long a run may take to stop after the signal (a step and a save take well under a second here)."""
 
 TINY_ZIPNERF = [
-    "--pipeline.datamanager.train-num-rays-per-batch", "64",
-    "--pipeline.model.num-proposal-samples-per-ray", "16", "8",
-    "--pipeline.model.num-nerf-samples-per-ray", "8",
-    "--pipeline.model.log2-hashmap-size", "12",
-    "--pipeline.model.max-res", "64",
-    "--steps-per-eval-batch", "1000000", "--steps-per-eval-image", "1000000",
-    "--steps-per-eval-all-images", "1000000",
+    "--pipeline.datamanager.train-num-rays-per-batch",
+    "64",
+    "--pipeline.model.num-proposal-samples-per-ray",
+    "16",
+    "8",
+    "--pipeline.model.num-nerf-samples-per-ray",
+    "8",
+    "--pipeline.model.log2-hashmap-size",
+    "12",
+    "--pipeline.model.max-res",
+    "64",
+    "--steps-per-eval-batch",
+    "1000000",
+    "--steps-per-eval-image",
+    "1000000",
+    "--steps-per-eval-all-images",
+    "1000000",
 ]
 TINY_DISTILL = [
-    "--layers", "field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]",
-    "--width-fraction", "None", "--eugen.num-features", "16", "--eugen.degree", "1", "--refine-steps", "0",
-    "--image-fraction", "0.1", "--resolution-scale", "0.25", "--batch-rays", "32",
-    "--pair-fraction", "0.5", "--ridge", "1e-6", "--no-evaluate",
+    "--layers",
+    "field_coarse.trunk.layers.[1-3]",
+    "field_fine.trunk.layers.[1-3]",
+    "--width-fraction",
+    "None",
+    "--eugen.num-features",
+    "16",
+    "--eugen.degree",
+    "1",
+    "--refine-steps",
+    "0",
+    "--image-fraction",
+    "0.1",
+    "--resolution-scale",
+    "0.25",
+    "--batch-rays",
+    "32",
+    "--pair-fraction",
+    "0.5",
+    "--ridge",
+    "1e-6",
+    "--no-evaluate",
 ]
 
 
@@ -64,16 +92,24 @@ def sigint_as_in_a_terminal() -> None:
 
 def start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(args, cwd=cwd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            preexec_fn=sigint_as_in_a_terminal)  # noqa: PLW1509 - resets one signal
+    return subprocess.Popen(
+        args,
+        cwd=cwd,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        preexec_fn=sigint_as_in_a_terminal,  # noqa: PLW1509 - resets one signal
+    )
 
 
 def wait_for(condition, process: subprocess.Popen, log: Path, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if process.poll() is not None:
-            raise AssertionError(f"run ended (status {process.returncode}) before the interruption:\n"
-                                 + log.read_text()[-3000:])
+            raise AssertionError(
+                f"run ended (status {process.returncode}) before the interruption:\n"
+                + log.read_text()[-3000:]
+            )
         if time.monotonic() > deadline:
             process.kill()
             raise AssertionError("run made no progress:\n" + log.read_text()[-3000:])
@@ -91,8 +127,9 @@ def interrupt(process: subprocess.Popen, signum: int, delay: float, log: Path) -
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-        raise AssertionError(f"still running {PROMPT_S:.0f} s after {signal.Signals(signum).name}:\n"
-                             + log.read_text()[-3000:]) from None
+        raise AssertionError(
+            f"still running {PROMPT_S:.0f} s after {signal.Signals(signum).name}:\n" + log.read_text()[-3000:]
+        ) from None
     return time.monotonic() - sent
 
 
@@ -109,14 +146,31 @@ def assert_checkpoints_complete(directory: Path) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, seed", [(signal.SIGINT, 17), (signal.SIGTERM, 18)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum, seed", [(signal.SIGINT, 17), (signal.SIGTERM, 18)], ids=["SIGINT", "SIGTERM"]
+)
 def test_interrupted_training_leaves_only_complete_checkpoints(signum: int, seed: int, tmp_path: Path):
     log = tmp_path / "ns-train.log"
     process = start(
-        [str(BIN / "ns-train"), "eugen-nerfacto", "--data", str(SCENE), "--output-dir", str(tmp_path / "out"),
-         "--timestamp", "run", "--max-num-iterations", "100000", "--steps-per-save", "1", "--vis", "tensorboard",
-         *TINY_ZIPNERF],
-        tmp_path, log,
+        [
+            str(BIN / "ns-train"),
+            "eugen-nerfacto",
+            "--data",
+            str(SCENE),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--timestamp",
+            "run",
+            "--max-num-iterations",
+            "100000",
+            "--steps-per-save",
+            "1",
+            "--vis",
+            "tensorboard",
+            *TINY_ZIPNERF,
+        ],
+        tmp_path,
+        log,
     )
     checkpoints = tmp_path / "out" / "bunny32" / "eugen-nerfacto" / "run" / "nerfstudio_models"
     wait_for(lambda: any(checkpoints.glob("step-*.ckpt")), process, log)
@@ -136,13 +190,26 @@ def test_interrupted_training_leaves_only_complete_checkpoints(signum: int, seed
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, seed", [(signal.SIGINT, 27), (signal.SIGTERM, 28)], ids=["SIGINT", "SIGTERM"])
-def test_interrupted_distill_overwrite_keeps_the_previous_run_and_resumes(signum: int, seed: int, tmp_path: Path):
+@pytest.mark.parametrize(
+    "signum, seed", [(signal.SIGINT, 27), (signal.SIGTERM, 28)], ids=["SIGINT", "SIGTERM"]
+)
+def test_interrupted_distill_overwrite_keeps_the_previous_run_and_resumes(
+    signum: int, seed: int, tmp_path: Path
+):
     out = tmp_path / "student"
     shutil.copytree(TEACHER, out)  # a previous complete run in --output-dir
     before = read_tree(out)
-    args = [sys.executable, "-m", "eugen_nerf.distill.cli", "--teacher", str(TEACHER), "--output-dir", str(out),
-            "--overwrite", *TINY_DISTILL]
+    args = [
+        sys.executable,
+        "-m",
+        "eugen_nerf.distill.cli",
+        "--teacher",
+        str(TEACHER),
+        "--output-dir",
+        str(out),
+        "--overwrite",
+        *TINY_DISTILL,
+    ]
     staging = tmp_path / ".student.partial"
     log = tmp_path / "distill.log"
     process = start(args, REPO, log)  # the shipped teacher names its scene relative to the repository
@@ -168,14 +235,29 @@ def test_interrupted_distill_overwrite_keeps_the_previous_run_and_resumes(signum
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, seed", [(signal.SIGINT, 37), (signal.SIGTERM, 38)], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum, seed", [(signal.SIGINT, 37), (signal.SIGTERM, 38)], ids=["SIGINT", "SIGTERM"]
+)
 def test_interrupted_evaluation_keeps_the_previous_report(signum: int, seed: int, tmp_path: Path):
     report = tmp_path / "report.json"
     report.write_text('{"previous": "report"}\n')
     log = tmp_path / "eugen-eval.log"
-    paper = REPO / "teachers" / "bunny64" / "dense-nerf" / "paper"  # slow to render: the signal lands mid-evaluation
-    process = start([str(BIN / "eugen-eval"), "--load-config", str(paper / "config.yml"), "--output", str(report),
-                     "--plots", str(tmp_path / "plots")], REPO, log)
+    paper = (
+        REPO / "teachers" / "bunny64" / "dense-nerf" / "paper"
+    )  # slow to render: the signal lands mid-evaluation
+    process = start(
+        [
+            str(BIN / "eugen-eval"),
+            "--load-config",
+            str(paper / "config.yml"),
+            "--output",
+            str(report),
+            "--plots",
+            str(tmp_path / "plots"),
+        ],
+        REPO,
+        log,
+    )
     # the framing line marks a loaded run (this teacher's datamanager frames nothing: "No framing ...")
     loaded = ("Framing from the data", "No framing from the datamanager")
     wait_for(lambda: any(line in log.read_text() for line in loaded), process, log)

@@ -61,7 +61,11 @@ def sphere_scene(num_frames: int = 12) -> tuple[Scene, list[DepthFrame]]:
         a, b, c = (d * d).sum(-1), 2 * (d @ o), o @ o - RADIUS**2
         disc = b * b - 4 * a * c
         z = np.where(disc > 0, (-b - np.sqrt(np.clip(disc, 0, None))) / (2 * a), 0.0)
-        frames.append(DepthFrame(i, f"{i}", torch.from_numpy(z.astype(np.float32)), torch.from_numpy(pose.astype(np.float32))))
+        frames.append(
+            DepthFrame(
+                i, f"{i}", torch.from_numpy(z.astype(np.float32)), torch.from_numpy(pose.astype(np.float32))
+            )
+        )
     scene = Scene(Path("."), SIZE, SIZE, intrinsics, [], {}, {})
     return scene, frames
 
@@ -132,7 +136,9 @@ def test_keyframe_buffer() -> None:
 
 
 # ---------------------------------------------------------------- training
-@pytest.mark.parametrize("layers", [(1, 2, 3), pytest.param((), marks=pytest.mark.slow)], ids=["eugen", "dense"])
+@pytest.mark.parametrize(
+    "layers", [(1, 2, 3), pytest.param((), marks=pytest.mark.slow)], ids=["eugen", "dense"]
+)
 def test_streaming_sphere_loss_falls_and_sign_is_right(layers) -> None:
     torch.manual_seed(0)
     scene, frames = sphere_scene(8)

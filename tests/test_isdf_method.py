@@ -74,6 +74,10 @@ def test_eugen_eval_scores_an_isdf_run_on_geometry(tmp_path) -> None:
     if metrics["mesh_reason"] is None:  # a surface was found: mesh metrics are real numbers
         assert metrics["chamfer"]["mean"] > 0 and 0 <= metrics["f_score"]["mean"] <= 1
     else:  # ten steps may leave no zero crossing: then no made-up mesh metric, and the reason
-        assert metrics["chamfer"] is None and metrics["f_score"] is None and "zero crossing" in metrics["mesh_reason"]
+        assert (
+            metrics["chamfer"] is None
+            and metrics["f_score"] is None
+            and "zero crossing" in metrics["mesh_reason"]
+        )
     assert entry["speed"]["field_points_per_second"] > 0 and entry["speed"]["render_fps"] > 0
     jsonschema.validate(build_report([entry], vars(settings), torch.device("cpu")), SCHEMA)

@@ -90,10 +90,13 @@ def test_baselines_get_eugens_parameter_count():
 
 @pytest.mark.parametrize(
     "overrides, message",
-    [({"layer_type": "conv"}, "layer-type must be one of"), ({"degree": 9}, "degree must be an integer in 1..4"),
-     ({"num_features": 0}, "num-features must be an integer in 1..4096"),
-     ({"layer_type": "snnk", "feature_map": "sin"}, "not supported by layer-type snnk"),
-     ({"scaling": "log"}, "scaling must be one of")],
+    [
+        ({"layer_type": "conv"}, "layer-type must be one of"),
+        ({"degree": 9}, "degree must be an integer in 1..4"),
+        ({"num_features": 0}, "num-features must be an integer in 1..4096"),
+        ({"layer_type": "snnk", "feature_map": "sin"}, "not supported by layer-type snnk"),
+        ({"scaling": "log"}, "scaling must be one of"),
+    ],
 )
 def test_bad_layer_options_are_refused_with_one_clear_line(overrides, message):
     with pytest.raises(ValueError, match=message):

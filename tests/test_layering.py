@@ -31,8 +31,13 @@ def own_imports(path: Path) -> set[str]:
     """The subpackages of ``eugen_nerf`` that ``path`` imports."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
-            [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names = (
+            [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
         for name in names:
             parts = name.split(".")
             if parts[0] == "eugen_nerf" and len(parts) > 1:
@@ -49,8 +54,11 @@ def unit_of(path: Path) -> str:
 def test_no_import_runs_up_the_floors(unit):
     files = list((PACKAGE / unit).rglob("*.py")) if (PACKAGE / unit).is_dir() else [PACKAGE / f"{unit}.py"]
     assert files, unit
-    wrong = {f"{p.relative_to(PACKAGE)} imports {name}" for p in files
-             for name in own_imports(p) - ALLOWED[unit] - {unit}}
+    wrong = {
+        f"{p.relative_to(PACKAGE)} imports {name}"
+        for p in files
+        for name in own_imports(p) - ALLOWED[unit] - {unit}
+    }
     assert not wrong, sorted(wrong)
 
 

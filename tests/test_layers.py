@@ -47,8 +47,15 @@ def test_from_dense_is_unbiased(coeffs, shared, projection_scale):
     linear = _dense()
     x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 0.7
     target = _poly(linear(x).detach(), coeffs)
-    estimate = _average_estimate(linear, x, coeffs, m=64, seeds=range(600), shared_projections=shared,
-                                 projection_scale=projection_scale)
+    estimate = _average_estimate(
+        linear,
+        x,
+        coeffs,
+        m=64,
+        seeds=range(600),
+        shared_projections=shared,
+        projection_scale=projection_scale,
+    )
     # Monte-Carlo error over 600 seeds x 64 features is a few 1e-2 at most for these sizes.
     scale = target.abs().mean() + 0.1
     assert (estimate - target).abs().max() / scale < 0.08, (estimate, target)
@@ -89,15 +96,18 @@ def test_degree_one_variance_matches_theory():
     x_plus = torch.cat([x[0], torch.ones(1, dtype=torch.float64), x[0].norm().reshape(1)])
     expected = ((w_plus @ x_plus) ** 2 + w_plus.square().sum() * x_plus.square().sum()) / m
     assert samples.var().item() == pytest.approx(expected.item(), rel=0.1)
-    assert samples.mean().item() == pytest.approx((w_plus @ x_plus).item(), abs=4 * math.sqrt(expected / 3000))
+    assert samples.mean().item() == pytest.approx(
+        (w_plus @ x_plus).item(), abs=4 * math.sqrt(expected / 3000)
+    )
 
 
 def test_orthogonal_projections_are_marginally_gaussian_and_orthogonal():
     g = draw_projections(1, 40, 10, seed=0, kind="orthogonal", dtype=torch.float64)[0]
     block = g[:10] / g[:10].norm(dim=1, keepdim=True)
     assert torch.allclose(block @ block.T, torch.eye(10, dtype=torch.float64), atol=1e-10)
-    many = torch.cat([draw_projections(1, 40, 10, seed=s, kind="orthogonal", dtype=torch.float64)[0]
-                      for s in range(200)])
+    many = torch.cat(
+        [draw_projections(1, 40, 10, seed=s, kind="orthogonal", dtype=torch.float64)[0] for s in range(200)]
+    )
     assert many.mean().abs() < 0.02
     assert many.var().item() == pytest.approx(1.0, rel=0.05)
 
@@ -110,7 +120,9 @@ def test_orthogonal_from_dense_is_unbiased_with_lower_variance():
     def stats(kind):
         outs = []
         for seed in range(400):
-            layer = EUGenLinear.from_dense(linear, (0.0, 1.0), num_features=24, seed=seed, projection=kind).double()
+            layer = EUGenLinear.from_dense(
+                linear, (0.0, 1.0), num_features=24, seed=seed, projection=kind
+            ).double()
             with torch.no_grad():
                 outs.append(layer(x))
         outs = torch.stack(outs)
@@ -159,7 +171,9 @@ def test_frozen_projections_get_no_gradient():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("feature_map", ["identity", "relu", "softplus", "sin"])
 def test_shapes_dtypes_devices(dtype, device, feature_map):
-    layer = EUGenLinear(5, 3, num_features=4, degree=3, feature_map=feature_map).to(device=device, dtype=dtype)
+    layer = EUGenLinear(5, 3, num_features=4, degree=3, feature_map=feature_map).to(
+        device=device, dtype=dtype
+    )
     x = torch.randn(2, 6, 5, device=device, dtype=dtype)
     y = layer(x)
     assert y.shape == (2, 6, 3) and y.dtype == dtype and y.device.type == device
@@ -205,7 +219,8 @@ def test_lowrank_from_dense_is_the_best_rank_r_approximation():
     low = LowRankLinear.from_dense(linear, rank=2)
     s = torch.linalg.svdvals(linear.weight.detach())
     assert torch.linalg.matrix_norm(low.up @ low.down - linear.weight).item() == pytest.approx(
-        s[2:].square().sum().sqrt().item(), rel=1e-8)
+        s[2:].square().sum().sqrt().item(), rel=1e-8
+    )
     # a rank above min(d, l) (a narrow layer at EUGen's parameter count) holds the layer exactly
     wide = LowRankLinear.from_dense(linear, rank=7)
     assert torch.allclose(wide(x), linear(x), atol=1e-10) and not wide.up[:, 6:].any()
@@ -221,8 +236,10 @@ def test_snnk_is_a_degree_one_relu_eugen_layer():
 def test_unit_and_linear_scaling_are_the_polynomial_features_rescaled_per_order(use_norm):
     """unit = order-i polynomial features / rms(x⁺)^i (the direction of x⁺); linear = unit · rms(x⁺)."""
     x = torch.randn(50, 6, dtype=torch.float64) * 3
-    layers = {s: EUGenLinear(6, 3, num_features=8, degree=3, use_norm=use_norm, scaling=s, seed=4).double()
-              for s in ("unit", "linear", "polynomial")}
+    layers = {
+        s: EUGenLinear(6, 3, num_features=8, degree=3, use_norm=use_norm, scaling=s, seed=4).double()
+        for s in ("unit", "linear", "polynomial")
+    }
     rms = layers["unit"].input_rms(torch.linalg.vector_norm(x, dim=-1, keepdim=True))
     manual = ((x.square().sum(-1, keepdim=True) * (1 + use_norm) + 1) / (6 + 1 + use_norm)).sqrt()
     torch.testing.assert_close(rms, manual)
@@ -235,7 +252,7 @@ def test_unit_and_linear_scaling_are_the_polynomial_features_rescaled_per_order(
 def test_unit_features_are_bounded_whatever_the_input_scale():
     layer = EUGenLinear(16, 4, num_features=8, degree=3, scaling="unit")
     bound = torch.linalg.vector_norm(layer.projections, dim=1).view(3, 8).cumprod(0).flatten()
-    bound = bound * (layer.augmented_dim ** 0.5) ** torch.arange(1, 4).repeat_interleave(8)
+    bound = bound * (layer.augmented_dim**0.5) ** torch.arange(1, 4).repeat_interleave(8)
     for scale in (1e-6, 1.0, 1e3, 1e15):
         feats = layer.features(torch.randn(200, 16) * scale)
         assert torch.isfinite(feats).all()
@@ -243,7 +260,9 @@ def test_unit_features_are_bounded_whatever_the_input_scale():
 
 
 def test_from_dense_keeps_the_polynomial_form_it_estimates():
-    assert EUGenLinear.from_dense(torch.nn.Linear(4, 3), (0.0, 1.0, 0.5), num_features=8).scaling == "polynomial"
+    assert (
+        EUGenLinear.from_dense(torch.nn.Linear(4, 3), (0.0, 1.0, 0.5), num_features=8).scaling == "polynomial"
+    )
 
 
 @pytest.mark.parametrize("kwargs", [{"scaling": "cubic"}])

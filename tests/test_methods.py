@@ -16,8 +16,12 @@ from eugen_nerf.methods.zipnerf import dense_zipnerf, eugen_zipnerf
 from eugen_nerf.scenes.dataparser import SceneDataParserConfig
 
 SPECS = {
-    "eugen-nerf": eugen_nerf, "dense-nerf": dense_nerf, "eugen-nerfacto": eugen_nerfacto, "dense-nerfacto": dense_nerfacto,
-    "eugen-zipnerf": eugen_zipnerf, "dense-zipnerf": dense_zipnerf,
+    "eugen-nerf": eugen_nerf,
+    "dense-nerf": dense_nerf,
+    "eugen-nerfacto": eugen_nerfacto,
+    "dense-nerfacto": dense_nerfacto,
+    "eugen-zipnerf": eugen_zipnerf,
+    "dense-zipnerf": dense_zipnerf,
 }
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,14 +36,22 @@ def test_methods_are_registered_under_unique_names():
 
 def test_every_eugen_method_has_a_dense_twin_with_no_eugen_layer():
     assert eugen_nerf.config.pipeline.model.eugen.trunk_layers
-    assert dense_nerf.config.pipeline.model.eugen.trunk_layers == dense_nerf.config.pipeline.model.eugen.head_layers == ()
+    assert (
+        dense_nerf.config.pipeline.model.eugen.trunk_layers
+        == dense_nerf.config.pipeline.model.eugen.head_layers
+        == ()
+    )
     assert eugen_nerfacto.config.pipeline.model.eugen.color_layers
     dense = dense_nerfacto.config.pipeline.model.eugen
     assert dense.density_layers == dense.color_layers == ()
     assert eugen_zipnerf.config.pipeline.model.eugen.view_layers
     zip_dense = dense_zipnerf.config.pipeline.model.eugen
     assert zip_dense.density_layers == zip_dense.view_layers == ()
-    for eugen, twin in [(eugen_nerf, dense_nerf), (eugen_nerfacto, dense_nerfacto), (eugen_zipnerf, dense_zipnerf)]:
+    for eugen, twin in [
+        (eugen_nerf, dense_nerf),
+        (eugen_nerfacto, dense_nerfacto),
+        (eugen_zipnerf, dense_zipnerf),
+    ]:
         assert type(eugen.config.pipeline.model) is type(twin.config.pipeline.model)
 
 
@@ -66,11 +78,23 @@ def parse(args):
     [
         (["eugen-nerf", "--data", "/nonexistent/scene"], "scene does not exist"),
         (["eugen-nerf", "--data", str(REPO)], "missing (a scene needs a transforms.json)"),
-        (["eugen-nerf", "--pipeline.model.eugen.trunk-layers", "1", "9"], "eugen.trunk-layers: layer index 9 does not exist"),
-        (["eugen-nerfacto", "--pipeline.model.eugen.num-features", "0"], "eugen.num-features must be an integer in 1..4096, got 0"),
-        (["dense-nerf", "--pipeline.model.eugen.num-features", "-3"], "eugen.num-features must be an integer in 1..4096, got -3"),
+        (
+            ["eugen-nerf", "--pipeline.model.eugen.trunk-layers", "1", "9"],
+            "eugen.trunk-layers: layer index 9 does not exist",
+        ),
+        (
+            ["eugen-nerfacto", "--pipeline.model.eugen.num-features", "0"],
+            "eugen.num-features must be an integer in 1..4096, got 0",
+        ),
+        (
+            ["dense-nerf", "--pipeline.model.eugen.num-features", "-3"],
+            "eugen.num-features must be an integer in 1..4096, got -3",
+        ),
         (["eugen-zipnerf", "--pipeline.model.bottleneck-width", "32"], "wider than the bottleneck"),
-        (["eugen-zipnerf", "--pipeline.model.eugen.view-layers", "5"], "eugen.view-layers: layer index 5 does not exist"),
+        (
+            ["eugen-zipnerf", "--pipeline.model.eugen.view-layers", "5"],
+            "eugen.view-layers: layer index 5 does not exist",
+        ),
     ],
 )
 def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, capsys):
@@ -82,12 +106,26 @@ def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, 
 
 
 def test_good_command_line_parses_to_our_config():
-    config = parse(["eugen-nerf", "--pipeline.model.eugen.num-features", "16", "--pipeline.model.eugen.feature-map",
-                    "softplus", "--pipeline.model.eugen.trainable-projections", "True",
-                    "--pipeline.model.eugen.fused-inference", "False"])
+    config = parse(
+        [
+            "eugen-nerf",
+            "--pipeline.model.eugen.num-features",
+            "16",
+            "--pipeline.model.eugen.feature-map",
+            "softplus",
+            "--pipeline.model.eugen.trainable-projections",
+            "True",
+            "--pipeline.model.eugen.fused-inference",
+            "False",
+        ]
+    )
     eugen = config.pipeline.model.eugen
     assert (eugen.num_features, eugen.feature_map, eugen.trainable_projections, eugen.fused_inference) == (
-        16, "softplus", True, False)
+        16,
+        "softplus",
+        True,
+        False,
+    )
 
 
 def test_dataparser_subcommands_validate_their_data_before_anything_is_written(tmp_path, capsys):

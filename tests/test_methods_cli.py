@@ -22,22 +22,33 @@ ITERATIONS = 40
 # Tiny sizes so that a run takes seconds per dozen iterations on two CPU cores.
 TINY = {
     "nerf": [
-        "--pipeline.datamanager.train-num-rays-per-batch", "128",
-        "--pipeline.model.num-coarse-samples", "16",
-        "--pipeline.model.num-importance-samples", "16",
-        "--pipeline.model.trunk-width", "64",
-        "--pipeline.model.head-width", "32",
-        "--optimizers.fields.optimizer.lr", "5e-3",
+        "--pipeline.datamanager.train-num-rays-per-batch",
+        "128",
+        "--pipeline.model.num-coarse-samples",
+        "16",
+        "--pipeline.model.num-importance-samples",
+        "16",
+        "--pipeline.model.trunk-width",
+        "64",
+        "--pipeline.model.head-width",
+        "32",
+        "--optimizers.fields.optimizer.lr",
+        "5e-3",
     ],
     "nerfacto": [
-        "--pipeline.datamanager.train-num-rays-per-batch", "256",
-        "--pipeline.model.num-proposal-samples-per-ray", "32", "16",
-        "--pipeline.model.num-nerf-samples-per-ray", "16",
-        "--pipeline.model.log2-hashmap-size", "14",
-        "--pipeline.model.max-res", "128",
+        "--pipeline.datamanager.train-num-rays-per-batch",
+        "256",
+        "--pipeline.model.num-proposal-samples-per-ray",
+        "32",
+        "16",
+        "--pipeline.model.num-nerf-samples-per-ray",
+        "16",
+        "--pipeline.model.log2-hashmap-size",
+        "14",
+        "--pipeline.model.max-res",
+        "128",
     ],
 }
-
 
 
 def train_losses(run_dir: Path) -> list[float]:
@@ -54,14 +65,29 @@ def train_losses(run_dir: Path) -> list[float]:
     "method, family",
     # the dense twin shares every code path but the layers with eugen-nerf: slow suite only (keeps the default fast);
     # ns-train eugen-nerfacto runs in the default suite through tests/test_colour.py, so its ns-eval round trip is slow
-    [("eugen-nerf", "nerf"), pytest.param("eugen-nerfacto", "nerfacto", marks=pytest.mark.slow),
-     pytest.param("dense-nerf", "nerf", marks=pytest.mark.slow)],
+    [
+        ("eugen-nerf", "nerf"),
+        pytest.param("eugen-nerfacto", "nerfacto", marks=pytest.mark.slow),
+        pytest.param("dense-nerf", "nerf", marks=pytest.mark.slow),
+    ],
 )
 def test_ns_train_then_ns_eval(method: str, family: str, tmp_path: Path):
     trained = run(
-        [str(BIN / "ns-train"), method, "--data", str(SCENE), "--output-dir", str(tmp_path / "out"),
-         "--max-num-iterations", str(ITERATIONS), "--logging.steps-per-log", "5", "--vis", "tensorboard",
-         *TINY[family]],
+        [
+            str(BIN / "ns-train"),
+            method,
+            "--data",
+            str(SCENE),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--max-num-iterations",
+            str(ITERATIONS),
+            "--logging.steps-per-log",
+            "5",
+            "--vis",
+            "tensorboard",
+            *TINY[family],
+        ],
         cwd=tmp_path,
     )
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
@@ -72,7 +98,9 @@ def test_ns_train_then_ns_eval(method: str, family: str, tmp_path: Path):
     assert sum(losses[-2:]) / 2 < 0.95 * sum(losses[:2]) / 2, f"loss did not fall: {losses}"
 
     metrics_path = tmp_path / "eval.json"
-    evaluated = run([str(BIN / "ns-eval"), "--load-config", str(config), "--output-path", str(metrics_path)], cwd=tmp_path)
+    evaluated = run(
+        [str(BIN / "ns-eval"), "--load-config", str(config), "--output-path", str(metrics_path)], cwd=tmp_path
+    )
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
     report = json.loads(metrics_path.read_text())
     assert report["method_name"] == method

@@ -30,19 +30,47 @@ KINDS = {"captured": "bunny64_captured", "unbounded": "bunny64_unbounded", "forw
 EXPECTED_KIND = {"captured": "object", "unbounded": "unbounded", "forward": "unbounded"}
 
 TINY = {
-    "nerf": {"train_num_rays_per_batch": 64, "num_coarse_samples": 8, "num_importance_samples": 8,
-             "trunk_width": 32, "head_width": 16},
-    "nerfacto": {"train_num_rays_per_batch": 128, "num_proposal_samples_per_ray": (16, 8),
-                "num_nerf_samples_per_ray": 8, "log2_hashmap_size": 12, "max_res": 64},
+    "nerf": {
+        "train_num_rays_per_batch": 64,
+        "num_coarse_samples": 8,
+        "num_importance_samples": 8,
+        "trunk_width": 32,
+        "head_width": 16,
+    },
+    "nerfacto": {
+        "train_num_rays_per_batch": 128,
+        "num_proposal_samples_per_ray": (16, 8),
+        "num_nerf_samples_per_ray": 8,
+        "log2_hashmap_size": 12,
+        "max_res": 64,
+    },
 }
 CLI_TINY = {
-    "nerf": ["--pipeline.datamanager.train-num-rays-per-batch", "128", "--pipeline.model.num-coarse-samples", "16",
-             "--pipeline.model.num-importance-samples", "16", "--pipeline.model.trunk-width", "64",
-             "--pipeline.model.head-width", "32"],
-    "nerfacto": ["--pipeline.datamanager.train-num-rays-per-batch", "256",
-                "--pipeline.model.num-proposal-samples-per-ray", "32", "16",
-                "--pipeline.model.num-nerf-samples-per-ray", "16", "--pipeline.model.log2-hashmap-size", "14",
-                "--pipeline.model.max-res", "128"],
+    "nerf": [
+        "--pipeline.datamanager.train-num-rays-per-batch",
+        "128",
+        "--pipeline.model.num-coarse-samples",
+        "16",
+        "--pipeline.model.num-importance-samples",
+        "16",
+        "--pipeline.model.trunk-width",
+        "64",
+        "--pipeline.model.head-width",
+        "32",
+    ],
+    "nerfacto": [
+        "--pipeline.datamanager.train-num-rays-per-batch",
+        "256",
+        "--pipeline.model.num-proposal-samples-per-ray",
+        "32",
+        "16",
+        "--pipeline.model.num-nerf-samples-per-ray",
+        "16",
+        "--pipeline.model.log2-hashmap-size",
+        "14",
+        "--pipeline.model.max-res",
+        "128",
+    ],
 }
 
 
@@ -62,8 +90,12 @@ def tiny_pipeline(method: str, scene: Path):
 
 @pytest.mark.parametrize(
     "method, kind",
-    [("eugen-nerf", "captured"), ("eugen-nerfacto", "unbounded"), ("dense-nerfacto", "forward"),
-     ("eugen-siren", "unbounded")],
+    [
+        ("eugen-nerf", "captured"),
+        ("eugen-nerfacto", "unbounded"),
+        ("dense-nerfacto", "forward"),
+        ("eugen-siren", "unbounded"),
+    ],
 )
 def test_methods_frame_train_and_render_each_scene_kind(method, kind, one_thread):
     torch.manual_seed(0)
@@ -115,7 +147,10 @@ def test_nerf_pictures_do_not_depend_on_the_frame_the_poses_are_written_in(one_t
     offset, scale = torch.tensor([3.0, -1.0, 0.5]), 2.5
     framing = model.framing
     model.framing = dataclasses.replace(
-        framing, near=framing.near * scale, far=framing.far * scale, unit=framing.unit * scale,
+        framing,
+        near=framing.near * scale,
+        far=framing.far * scale,
+        unit=framing.unit * scale,
         origin=tuple(float(v) for v in torch.tensor(framing.origin) * scale + offset),
     )
     model.collider = NearFarCollider(*model.collider_planes()).eval()
@@ -124,14 +159,17 @@ def test_nerf_pictures_do_not_depend_on_the_frame_the_poses_are_written_in(one_t
     with torch.no_grad():
         after = model.get_outputs_for_camera(moved)
     torch.testing.assert_close(after["rgb"], before["rgb"], atol=1e-4, rtol=0)
-    torch.testing.assert_close(after["depth_coarse"], before["depth_coarse"] * scale, atol=1e-3 * scale,
-                               rtol=1e-4)
+    torch.testing.assert_close(
+        after["depth_coarse"], before["depth_coarse"] * scale, atol=1e-3 * scale, rtol=1e-4
+    )
     # The fine pass samples the coarse weights' inverse CDF, which jumps across flat stretches: a rounding
     # difference in the moved frame can move one fine sample there (seen: 1 pixel of 4096 in one of the views,
     # its depth 0.88 off, its colour not). Every other pixel must match.
     expected = before["depth"] * scale
     off = (after["depth"] - expected).abs() > 1e-3 * scale + 1e-4 * expected.abs()
-    assert int(off.sum()) <= off.numel() // 1000, f"{int(off.sum())} of {off.numel()} depths moved with the frame"
+    assert int(off.sum()) <= off.numel() // 1000, (
+        f"{int(off.sum())} of {off.numel()} depths moved with the frame"
+    )
 
 
 def test_auto_scaled_poses_are_framed_like_the_shipped_object(one_thread):
@@ -176,15 +214,31 @@ def run(args: list, cwd: Path) -> subprocess.CompletedProcess:
 def test_ns_train_and_ns_eval_on_each_scene_kind(method, kind, tmp_path):
     scene = SCENES / KINDS[kind]
     trained = run(
-        [str(BIN / "ns-train"), method, "--output-dir", str(tmp_path / "out"), "--max-num-iterations", "20",
-         "--vis", "tensorboard", *CLI_TINY[family(method)], "nerfstudio-data", "--data", str(scene)],
+        [
+            str(BIN / "ns-train"),
+            method,
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--max-num-iterations",
+            "20",
+            "--vis",
+            "tensorboard",
+            *CLI_TINY[family(method)],
+            "nerfstudio-data",
+            "--data",
+            str(scene),
+        ],
         cwd=tmp_path,
     )
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
-    assert f"Framing from the data: {'object' if kind == 'captured' else 'unbounded'}" in " ".join(trained.stdout.split())
+    assert f"Framing from the data: {'object' if kind == 'captured' else 'unbounded'}" in " ".join(
+        trained.stdout.split()
+    )
     (config,) = (tmp_path / "out").glob(f"*/{method}/*/config.yml")
-    evaluated = run([str(BIN / "ns-eval"), "--load-config", str(config), "--output-path", str(tmp_path / "e.json")],
-                    cwd=tmp_path)
+    evaluated = run(
+        [str(BIN / "ns-eval"), "--load-config", str(config), "--output-path", str(tmp_path / "e.json")],
+        cwd=tmp_path,
+    )
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
     results = json.loads((tmp_path / "e.json").read_text())["results"]
     assert 5.0 < results["psnr"] < 60.0 and all(math.isfinite(v) for v in results.values())

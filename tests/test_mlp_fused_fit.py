@@ -14,8 +14,14 @@ TRUNK_SPEC = EUGenSpec(num_features=16, degree=2)
 
 def _nerf_trunk(layer_types, spec=TRUNK_SPEC, out_dim=None, out_activation=None):
     return EUGenMLP(
-        in_dim=12, num_layers=8, layer_width=64, out_dim=out_dim, skip_connections=(4,),
-        layer_types=layer_types, eugen=spec, out_activation=out_activation,
+        in_dim=12,
+        num_layers=8,
+        layer_width=64,
+        out_dim=out_dim,
+        skip_connections=(4,),
+        layer_types=layer_types,
+        eugen=spec,
+        out_activation=out_activation,
     )
 
 
@@ -27,10 +33,19 @@ def test_dense_eugenmlp_matches_nerfstudio_mlp():
     from nerfstudio.field_components.mlp import MLP
 
     torch.manual_seed(0)
-    stock = MLP(in_dim=12, num_layers=8, layer_width=64, out_dim=5, skip_connections=(4,),
-                activation=nn.ReLU(), out_activation=nn.Sigmoid(), implementation="torch")
-    ours = EUGenMLP(in_dim=12, num_layers=8, layer_width=64, out_dim=5, skip_connections=(4,),
-                    out_activation=nn.Sigmoid())
+    stock = MLP(
+        in_dim=12,
+        num_layers=8,
+        layer_width=64,
+        out_dim=5,
+        skip_connections=(4,),
+        activation=nn.ReLU(),
+        out_activation=nn.Sigmoid(),
+        implementation="torch",
+    )
+    ours = EUGenMLP(
+        in_dim=12, num_layers=8, layer_width=64, out_dim=5, skip_connections=(4,), out_activation=nn.Sigmoid()
+    )
     ours.layers.load_state_dict(stock.layers.state_dict())
     x = torch.randn(30, 12)
     assert torch.allclose(ours(x), stock(x), atol=1e-6)
@@ -41,7 +56,16 @@ def test_dense_eugenmlp_matches_nerfstudio_mlp():
     "layer_types",
     [
         "eugen",
-        ["dense", "eugen", "eugen", "eugen", "eugen", "eugen", "eugen", "dense"],  # skip into a merged EUGen layer
+        [
+            "dense",
+            "eugen",
+            "eugen",
+            "eugen",
+            "eugen",
+            "eugen",
+            "eugen",
+            "dense",
+        ],  # skip into a merged EUGen layer
         ["eugen", "eugen", "eugen", "dense", "eugen", "dense", "eugen", "eugen"],  # skip into a dense layer
         ["eugen", "lowrank", "eugen", "snnk", "eugen", "eugen", "dense", "eugen"],
     ],
@@ -219,8 +243,16 @@ def test_fused_form_gives_the_same_input_gradient():
 @pytest.mark.slow
 def test_compiled_fused_form_matches_unfused():
     torch.manual_seed(0)
-    mlp = EUGenMLP(in_dim=12, num_layers=4, layer_width=32, out_dim=3, skip_connections=(2,),
-                   layer_types="eugen", eugen=EUGenSpec(num_features=8, degree=2), compile_fused=True).eval()
+    mlp = EUGenMLP(
+        in_dim=12,
+        num_layers=4,
+        layer_width=32,
+        out_dim=3,
+        skip_connections=(2,),
+        layer_types="eugen",
+        eugen=EUGenSpec(num_features=8, degree=2),
+        compile_fused=True,
+    ).eval()
     x = torch.randn(64, 12)
     with torch.no_grad():
         assert _relative_error(mlp(x), mlp.forward_unfused(x)) < 1e-4
@@ -231,11 +263,18 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
     def broken_compile(fn, *args, **kwargs):
         def run(*a, **k):
             raise RuntimeError("no compiler here")
+
         return run
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    mlp = EUGenMLP(in_dim=5, num_layers=2, layer_width=8, layer_types="eugen",
-                   eugen=EUGenSpec(num_features=4), compile_fused=True).eval()
+    mlp = EUGenMLP(
+        in_dim=5,
+        num_layers=2,
+        layer_width=8,
+        layer_types="eugen",
+        eugen=EUGenSpec(num_features=4),
+        compile_fused=True,
+    ).eval()
     x = torch.randn(7, 5)
     with pytest.warns(UserWarning, match="no compiler here"):
         y = mlp(x)
@@ -271,7 +310,9 @@ def test_integer_weights_equal_repeated_rows():
         assert torch.allclose(getattr(weighted, key), getattr(repeated, key)), key
 
 
-@pytest.mark.parametrize("bad", [torch.tensor([1.0, -1.0, 1.0]), torch.tensor([1.0, float("nan"), 1.0]), torch.ones(2)])
+@pytest.mark.parametrize(
+    "bad", [torch.tensor([1.0, -1.0, 1.0]), torch.tensor([1.0, float("nan"), 1.0]), torch.ones(2)]
+)
 def test_bad_weights_are_rejected(bad):
     with pytest.raises(ValueError, match="weights"):
         NormalEquations(2, 1).update(torch.randn(3, 2), torch.randn(3, 1), bad)
@@ -280,7 +321,9 @@ def test_bad_weights_are_rejected(bad):
 def test_standardised_ridge_shrinks_features_alike_whatever_their_scale():
     generator = torch.Generator().manual_seed(1)
     f = torch.randn(300, 5, dtype=torch.float64, generator=generator)
-    y = f @ torch.randn(5, 1, dtype=torch.float64, generator=generator) + 0.1 * torch.randn(300, 1, dtype=torch.float64)
+    y = f @ torch.randn(5, 1, dtype=torch.float64, generator=generator) + 0.1 * torch.randn(
+        300, 1, dtype=torch.float64
+    )
     scaled = f.clone()
     scaled[:, 0] *= 1000.0  # one feature order a thousand times larger than the others
     predictions = {}
@@ -304,8 +347,8 @@ def test_reduced_rank_fit_is_the_best_rank_r_fit_in_the_data_metric():
     truth = torch.randn(l, d, dtype=torch.float64, generator=generator)
     # whitened inputs (centred, covariance exactly I): the best rank-r fit is the truncated SVD of the solution
     q = torch.linalg.qr(torch.randn(n, d, dtype=torch.float64, generator=generator)).Q
-    white = (q - q.mean(0)) * n ** 0.5
-    white = torch.linalg.qr(white).Q * n ** 0.5
+    white = (q - q.mean(0)) * n**0.5
+    white = torch.linalg.qr(white).Q * n**0.5
     y = white @ truth.T + 0.5
     equations = NormalEquations(d, l)
     equations.update(white, y)
@@ -314,7 +357,9 @@ def test_reduced_rank_fit_is_the_best_rank_r_fit_in_the_data_metric():
     assert torch.allclose(reduced.weight, (u[:, :rank] * s[:rank]) @ vh[:rank], atol=1e-6)
     assert torch.linalg.matrix_rank(reduced.weight).item() == rank
     # correlated inputs: it beats truncating the weight alone (which ignores which inputs occur)
-    mixing = torch.randn(d, d, dtype=torch.float64, generator=generator) * torch.tensor([5.0, 3, 1, 0.3, 0.1, 0.05])
+    mixing = torch.randn(d, d, dtype=torch.float64, generator=generator) * torch.tensor(
+        [5.0, 3, 1, 0.3, 0.1, 0.05]
+    )
     f = torch.randn(n, d, dtype=torch.float64, generator=generator) @ mixing
     y = f @ truth.T + 0.1 * torch.randn(n, l, dtype=torch.float64, generator=generator)
     equations = NormalEquations(d, l)

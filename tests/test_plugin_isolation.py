@@ -44,8 +44,9 @@ def probe(cache: str | None) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": ""}
     if cache is not None:
         env["EUGEN_NERF_CACHE"] = cache
-    result = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
-                            timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

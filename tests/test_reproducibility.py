@@ -65,8 +65,13 @@ def train(method: str, output_dir: Path, seed: int) -> dict:
 def differences(a, b, where: str = "") -> list[str]:
     """Paths at which two nested checkpoint structures differ (tensors compared bit for bit)."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        same = (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
-                and a.shape == b.shape and torch.equal(a, b))
+        same = (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(a, b)
+        )
         return [] if same else [where]
     if isinstance(a, dict) and isinstance(b, dict):
         if set(a) != set(b):
@@ -90,7 +95,11 @@ def test_same_seed_trains_bit_identical_checkpoints(method: str, tmp_path: Path,
     assert differences(first, second) == []  # and everything else: optimisers, schedulers, scaler
 
     other = train(method, tmp_path / "other", seed=43)
-    changed = [k for k, v in first["pipeline"].items() if v.is_floating_point() and not torch.equal(v, other["pipeline"][k])]
+    changed = [
+        k
+        for k, v in first["pipeline"].items()
+        if v.is_floating_point() and not torch.equal(v, other["pipeline"][k])
+    ]
     assert changed, "another seed trained the same model: the comparison above proves nothing"
 
 
@@ -100,11 +109,19 @@ def distill_student(output_dir: Path) -> dict:
     from eugen_nerf.layers import EUGenSpec
 
     options = DistillOptions(
-        teacher=TEACHER, output_dir=output_dir, layers=("field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]"),
-        eugen=EUGenSpec(num_features=16, degree=2, feature_map="identity", seed=3), width_fraction=None,
+        teacher=TEACHER,
+        output_dir=output_dir,
+        layers=("field_coarse.trunk.layers.[1-3]", "field_fine.trunk.layers.[1-3]"),
+        eugen=EUGenSpec(num_features=16, degree=2, feature_map="identity", seed=3),
+        width_fraction=None,
         refine_steps=0,
         image_fraction=0.1,
-        resolution_scale=0.25, pair_fraction=0.5, batch_rays=256, ridge="auto", finetune_steps=3, finetune_rays=128,
+        resolution_scale=0.25,
+        pair_fraction=0.5,
+        batch_rays=256,
+        ridge="auto",
+        finetune_steps=3,
+        finetune_rays=128,
         evaluate=False,
     )
     distill(options)
@@ -118,8 +135,9 @@ def test_same_options_distill_bit_identical_students(tmp_path: Path, monkeypatch
     first = distill_student(tmp_path / "first")
     torch.manual_seed(2)
     second = distill_student(tmp_path / "second")
-    teacher = torch.load(next((TEACHER / "nerfstudio_models").glob("step-*.ckpt")), map_location="cpu",
-                         weights_only=False)["pipeline"]
+    teacher = torch.load(
+        next((TEACHER / "nerfstudio_models").glob("step-*.ckpt")), map_location="cpu", weights_only=False
+    )["pipeline"]
     assert set(first["pipeline"]) - set(teacher), "no layer of the teacher was replaced"
     for key in first["pipeline"]:
         assert torch.equal(first["pipeline"][key], second["pipeline"][key]), key

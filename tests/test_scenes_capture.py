@@ -40,7 +40,9 @@ def test_captured_scene_is_written_in_another_frame_as_a_capture():
     scene = json.loads((CAPTURED / "scene.json").read_text())
     assert not {"near", "far", "background"} & set(scene)  # nothing declares the frame
     written = np.array([frame["transform_matrix"] for frame in meta["frames"]])[:, :3, 3]
-    canonical = np.array([f["transform_matrix"] for f in json.loads((CANONICAL / "transforms.json").read_text())["frames"]])
+    canonical = np.array(
+        [f["transform_matrix"] for f in json.loads((CANONICAL / "transforms.json").read_text())["frames"]]
+    )
     scale, _, offset = similarity(canonical[:, :3, 3], written)
     assert scale == pytest.approx(3.7, rel=1e-6) and np.linalg.norm(offset) > 10.0
 
@@ -71,7 +73,9 @@ def test_framing_from_data_is_the_same_for_both_frames():
     assert (from_canonical.near, from_canonical.far) == pytest.approx((2.0, 6.0), rel=1e-3)
     assert (from_captured.near, from_captured.far) == pytest.approx((2.0, 6.0), rel=0.02)
     # the object's frame: the focus point at the origin, the nearest camera 4 units away, in both frames
-    assert from_canonical.unit == pytest.approx(1.0, rel=1e-6) and from_captured.unit == pytest.approx(1.0, rel=0.02)
+    assert from_canonical.unit == pytest.approx(1.0, rel=1e-6) and from_captured.unit == pytest.approx(
+        1.0, rel=0.02
+    )
     assert np.allclose(from_captured.origin, focus_point(captured), atol=1e-9)
     # the shipped scene's own declaration gives the same planes
     hinted = choose_framing(poses, images, {"near": 2.0, "far": 6.0, "background": "white"})
@@ -107,7 +111,9 @@ def test_a_copy_with_re_expressed_cameras_no_longer_trusts_its_scene_json(tmp_pa
     from eugen_nerf.scenes.framing import declared_frame_mismatch, scene_json_hint
     from eugen_nerf.scenes.generate import random_rotation
 
-    copy = shutil.copytree(SCENES / "bunny32", tmp_path / "copy", ignore=shutil.ignore_patterns("transforms_*"))
+    copy = shutil.copytree(
+        SCENES / "bunny32", tmp_path / "copy", ignore=shutil.ignore_patterns("transforms_*")
+    )
     meta = json.loads((copy / "transforms.json").read_text())
     rotation, offset = random_rotation(3), np.array([11.0, -6.0, 3.0])
     for frame in meta["frames"]:
@@ -119,7 +125,16 @@ def test_a_copy_with_re_expressed_cameras_no_longer_trusts_its_scene_json(tmp_pa
     poses = np.array([f["transform_matrix"] for f in meta["frames"]])
     assert hint is not None and "outside near 2 / far 6" in declared_frame_mismatch(hint, poses)
     resolved = dataparser_config(copy).resolved()  # not verbatim: brought back into the object frame
-    assert (resolved.orientation_method, resolved.center_method, resolved.auto_scale_poses) == ("up", "focus", False)
+    assert (resolved.orientation_method, resolved.center_method, resolved.auto_scale_poses) == (
+        "up",
+        "focus",
+        False,
+    )
     assert resolved.scale_factor == pytest.approx(1.0 / 3.7, rel=1e-3)
-    original = np.array([f["transform_matrix"] for f in json.loads((SCENES / "bunny32" / "transforms.json").read_text())["frames"]])
+    original = np.array(
+        [
+            f["transform_matrix"]
+            for f in json.loads((SCENES / "bunny32" / "transforms.json").read_text())["frames"]
+        ]
+    )
     assert declared_frame_mismatch(hint, original, at_origin=True) is None  # the shipped scene itself agrees

@@ -127,7 +127,9 @@ def test_broken_scene_is_rejected(scene: Path, corrupt: Callable[[Path], None], 
 def test_degenerate_poses_all_at_one_point_are_rejected(scene: Path) -> None:
     def collapse(meta: dict) -> None:
         for frame in meta["frames"]:
-            frame["transform_matrix"][0][3] = frame["transform_matrix"][1][3] = frame["transform_matrix"][2][3] = 1.0
+            frame["transform_matrix"][0][3] = frame["transform_matrix"][1][3] = frame["transform_matrix"][2][
+                3
+            ] = 1.0
 
     edit_transforms(scene, collapse)
     with pytest.raises(SceneError, match=r"transforms\.json: all 5 cameras are at one point \(1, 1, 1\)"):

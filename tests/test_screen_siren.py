@@ -31,8 +31,10 @@ def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
     assert frozen_layers(model) == [2, 3]  # the first EUGen layer learns its G; the last is the readout
 
 
-@pytest.mark.parametrize("name, extra", [("readout", 3 * 128), ("products", 0), ("products-half-frequency", 0),
-                                         ("norm", 0), ("gain", 2 * 128)])
+@pytest.mark.parametrize(
+    "name, extra",
+    [("readout", 3 * 128), ("products", 0), ("products-half-frequency", 0), ("norm", 0), ("gain", 2 * 128)],
+)
 def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
     model, _, _ = screened_network(name, seed=1, channels=1)
     assert count_parameters(model) == SHIPPED_PARAMETERS + extra
@@ -56,7 +58,9 @@ def test_the_gain_starts_as_the_shipped_network_and_products_do_not(coords):
 
 def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
     model, _, _ = screened_network("norm", seed=1, channels=1)
-    uses_norm = [i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear) and layer.use_norm]
+    uses_norm = [
+        i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear) and layer.use_norm
+    ]
     assert uses_norm == [2, 3]
 
 
@@ -70,8 +74,9 @@ def test_a_run_writes_each_screen_and_keeps_the_earlier_ones_of_the_same_setting
     for screen in data["screens"].values():
         assert screen["history"][-1][0] == 2 and screen["final_psnr"] > 0
     assert (out / "pictures" / "gain.png").is_file() and (out / "pictures" / "norm.png").is_file()
-    ran = run_main("screen_siren.py", "--size", "16", "--steps", "2", "--seed", "2", "--screens", "gain",
-                   "--output", out)
+    ran = run_main(
+        "screen_siren.py", "--size", "16", "--steps", "2", "--seed", "2", "--screens", "gain", "--output", out
+    )
     assert ran.returncode == 0, ran.stderr
     data = json.loads((out / "screens.json").read_text())  # another seed's run replaces, never mixes
     assert set(data["screens"]) == {"gain"} and data["seed"] == 2
@@ -81,5 +86,6 @@ def test_an_unknown_screen_is_one_line_before_anything_is_written(tmp_path):
     ran = run_main("screen_siren.py", "--screens", "wider", "--output", tmp_path / "x")
     assert ran.returncode == 2
     assert ran.stderr.strip().splitlines() == [
-        f"screen_siren: error: unknown screen(s) wider; choose from {', '.join(SCREENS)}"]
+        f"screen_siren: error: unknown screen(s) wider; choose from {', '.join(SCREENS)}"
+    ]
     assert not (tmp_path / "x").exists()

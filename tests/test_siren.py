@@ -36,9 +36,19 @@ def test_siren_initialisation_and_structure() -> None:
     assert first.weight.abs().max() <= 1.0 / 2
     bound = math.sqrt(6.0 / 64) / SIREN_OMEGA_0
     assert dense_hidden.weight.abs().max() <= bound and output.weight.abs().max() <= bound
-    assert [type(layer).__name__ for layer in mlp.layers] == ["Linear", "Linear", "EUGenLinear", "EUGenLinear", "Linear"]
+    assert [type(layer).__name__ for layer in mlp.layers] == [
+        "Linear",
+        "Linear",
+        "EUGenLinear",
+        "EUGenLinear",
+        "Linear",
+    ]
     eugen = mlp.layers[2]
-    assert eugen.feature_map == "sin" and eugen.projection_scale == SPEC.projection_scale and eugen.trainable_projections
+    assert (
+        eugen.feature_map == "sin"
+        and eugen.projection_scale == SPEC.projection_scale
+        and eugen.trainable_projections
+    )
     assert sum(p.numel() for p in mlp.parameters()) == siren_parameters(2, 64, 3, HIDDEN, SPEC)
     x = torch.rand(8, 2) * 2 - 1
     assert torch.allclose(mlp(x), mlp.layers[-1](_hidden(mlp, x)), atol=1e-5)
@@ -70,7 +80,9 @@ def test_equal_parameter_default_and_param_groups() -> None:
     groups = siren_param_groups(mlp, 1e-4, SPEC)
     assert [g["lr"] for g in groups] == [1e-4, pytest.approx(1e-4 * SPEC.projection_lr_scale)]
     assert sum(len(g["params"]) for g in groups) == len(list(mlp.parameters()))
-    assert all(isinstance(p, torch.nn.Parameter) for p in groups[1]["params"]) and len(groups[1]["params"]) == 2
+    assert (
+        all(isinstance(p, torch.nn.Parameter) for p in groups[1]["params"]) and len(groups[1]["params"]) == 2
+    )
 
 
 def test_merged_inference_matches_training_form() -> None:
@@ -97,7 +109,9 @@ def test_image_helpers() -> None:
 def test_fit_psnr_rises(layers: str) -> None:
     config = FitImageConfig(layers=layers, width=48, size=24)
     target = torch.from_numpy(load_image("camera", 24))
-    result = fit(build_siren(config, 1), target, steps=40, lr=1e-4, log_every=10, eugen=config.eugen, progress=False)
+    result = fit(
+        build_siren(config, 1), target, steps=40, lr=1e-4, log_every=10, eugen=config.eugen, progress=False
+    )
     psnrs = [value for _, value in result.history]
     assert psnrs[-1] > psnrs[0] + 5.0, psnrs
     assert all(b >= a - 0.5 for a, b in itertools.pairwise(psnrs)), psnrs
@@ -122,8 +136,16 @@ def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: s
     """Cosine decay takes every parameter group (G's larger rate included) down to about 1% by the last step."""
     seen = recorded_rates(monkeypatch)
     target = torch.from_numpy(load_image("camera", 12))
-    fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=20, lr=1e-3, log_every=10, eugen=SPEC, progress=False,
-        lr_schedule=schedule)
+    fit(
+        siren_mlp(2, 16, 1, HIDDEN, SPEC),
+        target,
+        steps=20,
+        lr=1e-3,
+        log_every=10,
+        eugen=SPEC,
+        progress=False,
+        lr_schedule=schedule,
+    )
     assert len(seen) == 20 and seen[0] == pytest.approx([1e-3, 1e-3 * SPEC.projection_lr_scale])
     if schedule == "constant":
         assert all(lrs == seen[0] for lrs in seen)
@@ -132,11 +154,27 @@ def test_fit_learning_rate_schedule(monkeypatch: pytest.MonkeyPatch, schedule: s
         at_last_step = 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * 19 / 20))  # the rate the 20th step runs at
         assert [last / first for last, first in zip(seen[-1], seen[0])] == pytest.approx([at_last_step] * 2)
     with pytest.raises(ValueError, match="lr-schedule"):
-        fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=2, lr=1e-3, log_every=1, eugen=SPEC, progress=False,
-            lr_schedule="linear")
+        fit(
+            siren_mlp(2, 16, 1, HIDDEN, SPEC),
+            target,
+            steps=2,
+            lr=1e-3,
+            log_every=1,
+            eugen=SPEC,
+            progress=False,
+            lr_schedule="linear",
+        )
     with pytest.raises(ValueError, match="steps"):
-        fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=0, lr=1e-3, log_every=1, eugen=SPEC, progress=False,
-            lr_schedule="cosine")
+        fit(
+            siren_mlp(2, 16, 1, HIDDEN, SPEC),
+            target,
+            steps=0,
+            lr=1e-3,
+            log_every=1,
+            eugen=SPEC,
+            progress=False,
+            lr_schedule="cosine",
+        )
 
 
 def test_warmup_cosine_rises_linearly_then_follows_the_cosine(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,8 +183,16 @@ def test_warmup_cosine_rises_linearly_then_follows_the_cosine(monkeypatch: pytes
     seen = recorded_rates(monkeypatch)
     target = torch.from_numpy(load_image("camera", 12))
     for schedule in ("cosine", "warmup-cosine"):
-        fit(siren_mlp(2, 16, 1, HIDDEN, SPEC), target, steps=60, lr=1e-3, log_every=30, eugen=SPEC,
-            progress=False, lr_schedule=schedule)
+        fit(
+            siren_mlp(2, 16, 1, HIDDEN, SPEC),
+            target,
+            steps=60,
+            lr=1e-3,
+            log_every=30,
+            eugen=SPEC,
+            progress=False,
+            lr_schedule=schedule,
+        )
     cosine, warm = seen[:60], seen[60:]
     assert len(warm) == 60 and round(0.05 * 60) == 3  # three warm-up steps
     for step, share in enumerate((1 / 3, 2 / 3)):
@@ -178,9 +224,15 @@ def test_siren_fused_form_equals_the_training_form():
     assert ((fused - unfused).norm() / unfused.norm()).item() < 1e-5
 
 
-PARITY = SirenEUGenSpec(num_features=32, trainable_projections=False, projection="orthogonal",
-                        learn_first_projections=True, readout=True, weight_lr_scale=10.0,
-                        projection_lr_scale=10.0)
+PARITY = SirenEUGenSpec(
+    num_features=32,
+    trainable_projections=False,
+    projection="orthogonal",
+    learn_first_projections=True,
+    readout=True,
+    weight_lr_scale=10.0,
+    projection_lr_scale=10.0,
+)
 
 
 @pytest.mark.parametrize("hidden", [("eugen",) * 3, ("dense", "eugen", "eugen"), ("eugen", "eugen", "dense")])
@@ -211,7 +263,10 @@ def test_param_groups_are_named_and_the_weight_group_exists_only_when_scaled() -
     mlp = siren_mlp(2, 32, 1, ("eugen",) * 3, PARITY)
     groups = siren_param_groups(mlp, 1e-3, PARITY)
     assert [(g["name"], g["lr"]) for g in groups] == [
-        ("fields", 1e-3), ("weights", pytest.approx(1e-2)), ("projections", pytest.approx(1e-2))]
+        ("fields", 1e-3),
+        ("weights", pytest.approx(1e-2)),
+        ("projections", pytest.approx(1e-2)),
+    ]
     assert len(groups[1]["params"]) == 6 and len(groups[2]["params"]) == 1  # A and c of three layers; one G
     assert sum(len(g["params"]) for g in groups) == len(list(mlp.parameters()))
     plain = siren_param_groups(mlp, 1e-3, replace(PARITY, weight_lr_scale=1.0))
@@ -237,8 +292,9 @@ def test_siren_init_starts_every_sine_unit_as_the_dense_siren_does() -> None:
     have no constant column (so no offset but ``c``, and ``c`` stays at SIREN's bias bound), the learned ``G``
     sits inside ω₀ times SIREN's bounds."""
     parity = replace(PARITY, num_features=256)
-    spec = replace(parity, init="siren", projection_scale=SIREN_OMEGA_0, projection_lr_scale=30.0,
-                   weight_lr_scale=1.0)
+    spec = replace(
+        parity, init="siren", projection_scale=SIREN_OMEGA_0, projection_lr_scale=30.0, weight_lr_scale=1.0
+    )
     x = pixel_grid(64, 64)
 
     def spreads(mlp) -> list[float]:
@@ -293,8 +349,14 @@ def test_siren_init_survives_a_checkpoint_and_refuses_layouts_it_does_not_start(
     loaded.load_state_dict(saved.state_dict())
     x = torch.rand(64, 2) * 2 - 1
     torch.testing.assert_close(loaded(x), saved(x))
-    for change in ({"trainable_projections": True}, {"readout": False}, {"learn_first_projections": False},
-                   {"degree": 2}, {"use_norm": True}, {"scaling": "linear"}):
+    for change in (
+        {"trainable_projections": True},
+        {"readout": False},
+        {"learn_first_projections": False},
+        {"degree": 2},
+        {"use_norm": True},
+        {"scaling": "linear"},
+    ):
         with pytest.raises(ValueError, match="eugen.init 'siren' starts the parity layout only"):
             replace(spec, **change)
     with pytest.raises(ValueError, match="eugen.init 'siren' needs every hidden layer EUGen"):
@@ -303,12 +365,15 @@ def test_siren_init_survives_a_checkpoint_and_refuses_layouts_it_does_not_start(
         replace(spec, init="xavier")
 
 
-@pytest.mark.parametrize("kind, spec", [
-    ("lowrank", SirenEUGenSpec(num_features=8, lowrank_rank=4)),
-    ("lowrank", SirenEUGenSpec(num_features=8)),  # rank from EUGen's parameter count
-    ("snnk", SirenEUGenSpec(num_features=8, trainable_projections=False)),
-    ("snnk", SirenEUGenSpec(num_features=8)),
-])
+@pytest.mark.parametrize(
+    "kind, spec",
+    [
+        ("lowrank", SirenEUGenSpec(num_features=8, lowrank_rank=4)),
+        ("lowrank", SirenEUGenSpec(num_features=8)),  # rank from EUGen's parameter count
+        ("snnk", SirenEUGenSpec(num_features=8, trainable_projections=False)),
+        ("snnk", SirenEUGenSpec(num_features=8)),
+    ],
+)
 def test_baseline_layers_build_count_their_parameters_start_at_sine_scale_and_fuse_exactly(kind, spec):
     """The reviewers' baselines as SIREN hidden layers: parameters as :func:`siren_parameters` counts them
     (what the benchmark matches), a low-rank layer's ``U V x`` at SIREN's pre-activation scale, finite

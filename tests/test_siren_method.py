@@ -31,8 +31,11 @@ def small_pipeline(spec):
     return config, config.pipeline.setup(device="cpu", test_mode="val")
 
 
-@pytest.mark.parametrize("spec, layers", [(eugen_siren, None), (dense_siren, None), (dense_siren, "lowrank"),
-                                          (dense_siren, "snnk")], ids=["eugen", "dense", "lowrank", "snnk"])
+@pytest.mark.parametrize(
+    "spec, layers",
+    [(eugen_siren, None), (dense_siren, None), (dense_siren, "lowrank"), (dense_siren, "snnk")],
+    ids=["eugen", "dense", "lowrank", "snnk"],
+)
 def test_siren_method_trains(spec, layers) -> None:
     """Each method, and the reviewers' baselines (``--pipeline.model.layers lowrank|snnk``), train."""
     torch.manual_seed(0)

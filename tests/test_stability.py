@@ -16,8 +16,13 @@ CONFIGS = list(itertools.product([1, 2, 3], [16, 32, 64]))  # (degree k, feature
 
 
 def _trunk(degree, num_features, scaling="linear", width=256):
-    return EUGenMLP(in_dim=width, num_layers=8, layer_width=width, layer_types="eugen",
-                    eugen=EUGenSpec(num_features=num_features, degree=degree, scaling=scaling))
+    return EUGenMLP(
+        in_dim=width,
+        num_layers=8,
+        layer_width=width,
+        layer_types="eugen",
+        eugen=EUGenSpec(num_features=num_features, degree=degree, scaling=scaling),
+    )
 
 
 def _rms(t):
@@ -36,7 +41,11 @@ def test_all_eugen_trunk_is_finite_and_order_one_at_initialisation(degree, num_f
                 y = trunk(x)
             assert torch.isfinite(y).all(), (input_rms, autocast)
             # O(1) whatever the input scale: unit is bounded, linear grows at most like the input.
-            assert 1e-4 < _rms(y) < 10 * (1 if scaling == "unit" else input_rms), (input_rms, autocast, _rms(y))
+            assert 1e-4 < _rms(y) < 10 * (1 if scaling == "unit" else input_rms), (
+                input_rms,
+                autocast,
+                _rms(y),
+            )
 
 
 def test_polynomial_scaling_is_what_overflowed():

@@ -46,14 +46,18 @@ def start(args: list[str], log: Path) -> subprocess.Popen:
     """A process in its own group (so that its children die with it), output to ``log``."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     with log.open("w") as out:
-        return subprocess.Popen(args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def wait_for_port(process: subprocess.Popen, port: int, log: Path, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"viewer exited with {process.returncode} before listening on {port}:\n{log_tail(log)}")
+            pytest.fail(
+                f"viewer exited with {process.returncode} before listening on {port}:\n{log_tail(log)}"
+            )
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
@@ -72,7 +76,10 @@ def shows_image(pixels: np.ndarray) -> tuple[bool, str]:
     background = colours[np.argmax(counts)] * 8 + 4
     differing = float((np.abs(flat - background).max(axis=1) > 24).mean())
     spread = float(flat.mean(axis=1).std())
-    return differing > 0.05 and spread > 8.0, f"{differing:.1%} pixels off background {background.tolist()}, std {spread:.1f}"
+    return (
+        differing > 0.05 and spread > 8.0,
+        f"{differing:.1%} pixels off background {background.tolist()}, std {spread:.1f}",
+    )
 
 
 def wait_for_render(
@@ -87,7 +94,9 @@ def wait_for_render(
         if ok:
             return pixels
         if time.monotonic() > deadline:
-            pytest.fail(f"the viewer's render area shows no image after {RENDER_TIMEOUT:.0f} s ({why}); see {shot}")
+            pytest.fail(
+                f"the viewer's render area shows no image after {RENDER_TIMEOUT:.0f} s ({why}); see {shot}"
+            )
         time.sleep(2.0)
 
 
@@ -125,8 +134,18 @@ def launch(tmp_path: Path) -> Iterator[Callable[[list[str], str], subprocess.Pop
 
 def test_stock_ns_viewer_renders_with_eugen_controls(chromium, trained_run: Path, launch, tmp_path: Path):
     port = free_port()
-    viewer = launch([str(BIN / "ns-viewer"), "--load-config", str(trained_run), "--viewer.websocket-host",
-                     "127.0.0.1", "--viewer.websocket-port", str(port)], "ns-viewer")
+    viewer = launch(
+        [
+            str(BIN / "ns-viewer"),
+            "--load-config",
+            str(trained_run),
+            "--viewer.websocket-host",
+            "127.0.0.1",
+            "--viewer.websocket-port",
+            str(port),
+        ],
+        "ns-viewer",
+    )
     wait_for_port(viewer, port, tmp_path / "ns-viewer.log")
 
     with Browser() as browser:
@@ -139,8 +158,20 @@ def test_stock_ns_viewer_renders_with_eugen_controls(chromium, trained_run: Path
 def test_eugen_viewer_side_by_side_then_ctrl_c(chromium, trained_run: Path, launch, tmp_path: Path):
     port = free_port()
     log = tmp_path / "eugen-viewer.log"
-    viewer = launch([str(BIN / "eugen-viewer"), "--left", str(trained_run), "--right", str(trained_run),
-                     "--port", str(port), "--render-height", "48"], "eugen-viewer")
+    viewer = launch(
+        [
+            str(BIN / "eugen-viewer"),
+            "--left",
+            str(trained_run),
+            "--right",
+            str(trained_run),
+            "--port",
+            str(port),
+            "--render-height",
+            "48",
+        ],
+        "eugen-viewer",
+    )
     wait_for_port(viewer, port, log)
 
     def panels_show_run_twice_and_no_difference(pixels: np.ndarray) -> tuple[bool, str]:
@@ -149,7 +180,10 @@ def test_eugen_viewer_side_by_side_then_ctrl_c(chromium, trained_run: Path, laun
         left, right, diff = (below_labels[:, i * third : (i + 1) * third] for i in range(3))
         (left_ok, left_why), (right_ok, right_why) = shows_image(left), shows_image(right)
         diff_mean = float(diff.mean())  # one run on both sides: |left - right| is black
-        return left_ok and right_ok and diff_mean < 8.0, f"left {left_why}; right {right_why}; diff mean {diff_mean:.1f}"
+        return (
+            left_ok and right_ok and diff_mean < 8.0,
+            f"left {left_why}; right {right_why}; diff mean {diff_mean:.1f}",
+        )
 
     with Browser() as browser:
         browser.open(f"http://127.0.0.1:{port}")

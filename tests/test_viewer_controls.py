@@ -47,10 +47,12 @@ class FakeModel(nn.Module):
 
     def __init__(self, colour: float, teacher: nn.Module | None = None) -> None:
         super().__init__()
-        self.field = nn.ModuleDict({
-            "eugen": EUGenMLP(3, 2, 8, 3, layer_types=("eugen", "dense")),
-            "dense": EUGenMLP(3, 2, 8, 3),
-        })
+        self.field = nn.ModuleDict(
+            {
+                "eugen": EUGenMLP(3, 2, 8, 3, layer_types=("eugen", "dense")),
+                "dense": EUGenMLP(3, 2, 8, 3),
+            }
+        )
         self.colour = colour
         if teacher is not None:
             self.teacher = teacher
@@ -168,7 +170,9 @@ def test_viser_camera_round_trip_and_panel_camera():
 def test_nearest_test_view_by_position_and_direction():
     from nerfstudio.cameras.cameras import Cameras
 
-    cameras = Cameras(camera_to_worlds=torch.stack([look_from(4.0), look_from(-4.0)]), fx=10.0, fy=10.0, cx=5.0, cy=5.0)
+    cameras = Cameras(
+        camera_to_worlds=torch.stack([look_from(4.0), look_from(-4.0)]), fx=10.0, fy=10.0, cx=5.0, cy=5.0
+    )
     views = HeldOutViews(cameras, ["a", "b"], [torch.zeros(10, 10, 3)] * 2)
     assert views.nearest(look_from(3.5)) == 0
     assert views.nearest(look_from(-5.0)) == 1
@@ -204,7 +208,9 @@ def test_runs_of_different_scenes_are_refused(tmp_path: Path):
     with pytest.raises(SceneMismatchError, match="different scenes.*bunny32.*bunny64"):
         check_same_scene(left, other)
 
-    result = run_main("eugen_nerf.viewer.cli", "--left", left, "--right", other, module=True)  # = eugen-viewer
+    result = run_main(
+        "eugen_nerf.viewer.cli", "--left", left, "--right", other, module=True
+    )  # = eugen-viewer
     assert result.returncode == 2
     message = " ".join((result.stdout + result.stderr).split())
     assert "runs are of different scenes" in message and str(other) in message and "Traceback" not in message

@@ -48,8 +48,14 @@ def test_multisamples_have_the_frustums_mean_and_spread(randomize, t0, t1):
     direction = torch.nn.functional.normalize(torch.tensor([[0.3, -0.2, 0.9]]), dim=-1)
     origin = torch.tensor([[0.5, 0.1, -2.0]])
     radius = 0.02
-    means, stds = frustum_multisamples(origin, direction, torch.tensor([[t0]]), torch.tensor([[t1]]),
-                                       torch.tensor([[radius]]), randomize=randomize)
+    means, stds = frustum_multisamples(
+        origin,
+        direction,
+        torch.tensor([[t0]]),
+        torch.tensor([[t1]]),
+        torch.tensor([[radius]]),
+        randomize=randomize,
+    )
     assert means.shape == (1, 6, 3) and stds.shape == (1, 6)
     t_mean, t_var, r_var = mip_nerf_gaussian(t0, t1, radius)
     points = means[0] - origin[0]
@@ -63,8 +69,13 @@ def test_multisamples_have_the_frustums_mean_and_spread(randomize, t0, t1):
 
 
 def test_multisampling_is_deterministic_in_evaluation():
-    args = (torch.zeros(3, 3), torch.tensor([[0.0, 0.0, 1.0]] * 3), torch.tensor([[1.0], [2.0], [3.0]]),
-            torch.tensor([[1.5], [2.5], [3.5]]), torch.full((3, 1), 0.01))
+    args = (
+        torch.zeros(3, 3),
+        torch.tensor([[0.0, 0.0, 1.0]] * 3),
+        torch.tensor([[1.0], [2.0], [3.0]]),
+        torch.tensor([[1.5], [2.5], [3.5]]),
+        torch.full((3, 1), 0.01),
+    )
     first, _ = frustum_multisamples(*args, randomize=False)
     second, _ = frustum_multisamples(*args, randomize=False)
     assert torch.equal(first, second)
@@ -95,7 +106,9 @@ def test_contraction_keeps_inner_gaussians_and_shrinks_outer_ones():
     assert new_stds[1].item() == pytest.approx(0.1 * (0.01 * 0.19**2) ** (1 / 3), rel=1e-5)
 
 
-@pytest.mark.parametrize("features, max_res, log2_size", [(2, 256, 12), (4, 8192, 19), (1, 2048, 14), (8, 64, 10)])
+@pytest.mark.parametrize(
+    "features, max_res, log2_size", [(2, 256, 12), (4, 8192, 19), (1, 2048, 14), (8, 64, 10)]
+)
 def test_gather_hash_encoding_equals_nerfstudios(features, max_res, log2_size, monkeypatch):
     """Every row-gather path (8-, 16-, 4-byte rows, and the generic one), chunking, and hashing of coordinates
     whose products overflow 32 bits (resolution 8192)."""
@@ -103,8 +116,13 @@ def test_gather_hash_encoding_equals_nerfstudios(features, max_res, log2_size, m
 
     monkeypatch.setattr(hashgrid, "CHUNK", 700)
     torch.manual_seed(0)
-    kwargs = dict(num_levels=5, max_res=max_res, log2_hashmap_size=log2_size, features_per_level=features,
-                  implementation="torch")
+    kwargs = dict(
+        num_levels=5,
+        max_res=max_res,
+        log2_hashmap_size=log2_size,
+        features_per_level=features,
+        implementation="torch",
+    )
     stock, ours = HashEncoding(**kwargs), GatherHashEncoding(**kwargs)
     ours.load_state_dict(stock.state_dict())
     points = torch.rand(2000, 3)
@@ -129,8 +147,13 @@ def test_blurred_step_function_integrates_like_the_convolution():
 def _ray_samples_on(edges: torch.Tensor) -> RaySamples:
     n = edges.shape[-1] - 1
     starts, ends = edges[..., :-1, None], edges[..., 1:, None]
-    frustums = Frustums(origins=torch.zeros(1, n, 3), directions=torch.tensor([[[0.0, 0.0, 1.0]]]).expand(1, n, 3),
-                        starts=starts, ends=ends, pixel_area=torch.full((1, n, 1), 1e-6))
+    frustums = Frustums(
+        origins=torch.zeros(1, n, 3),
+        directions=torch.tensor([[[0.0, 0.0, 1.0]]]).expand(1, n, 3),
+        starts=starts,
+        ends=ends,
+        pixel_area=torch.full((1, n, 1), 1e-6),
+    )
     return RaySamples(frustums=frustums, spacing_starts=starts, spacing_ends=ends)
 
 
@@ -169,14 +192,24 @@ def test_field_mlps_train_in_their_own_optimiser_group():
     from eugen_nerf.methods.zipnerf import GRID_LR, MLP_LR, eugen_zipnerf
     from eugen_nerf.models.zipnerf import FIELD_MLPS
 
-    config = ZipNeRFModelConfig(num_levels=2, max_res=32, log2_hashmap_size=10, bottleneck_width=32,
-                                hidden_dim_color=32, eugen=ZipNeRFEUGenConfig(num_features=8),
-                                proposal_net_args_list=[{"hidden_dim": 8, "log2_hashmap_size": 10, "num_levels": 2,
-                                                         "max_res": 32}] * 2)
-    model = config.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={})
+    config = ZipNeRFModelConfig(
+        num_levels=2,
+        max_res=32,
+        log2_hashmap_size=10,
+        bottleneck_width=32,
+        hidden_dim_color=32,
+        eugen=ZipNeRFEUGenConfig(num_features=8),
+        proposal_net_args_list=[{"hidden_dim": 8, "log2_hashmap_size": 10, "num_levels": 2, "max_res": 32}]
+        * 2,
+    )
+    model = config.setup(
+        scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}
+    )
     groups = {name: {id(p) for p in params} for name, params in model.get_param_groups().items()}
     assert groups["fields"] == {id(p) for p in model.field.grid.parameters()}
-    assert groups[FIELD_MLPS] == {id(p) for n, p in model.field.named_parameters() if not n.startswith("grid.")}
+    assert groups[FIELD_MLPS] == {
+        id(p) for n, p in model.field.named_parameters() if not n.startswith("grid.")
+    }
     assert groups[FIELD_MLPS] and not groups[FIELD_MLPS] & groups["fields"]
     networks = [model.field, *model.proposal_networks]
     assert set().union(*groups.values()) == {id(p) for net in networks for p in net.parameters()}
@@ -240,8 +273,9 @@ def test_a_few_training_steps_on_a_shipped_scene_lower_the_loss(tmp_path):
     model.num_levels, model.max_res, model.log2_hashmap_size = 4, 64, 12
     model.bottleneck_width = model.hidden_dim_color = 32
     model.eugen = ZipNeRFEUGenConfig(num_features=8)
-    model.proposal_net_args_list = [{"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 3, "max_res": 32,
-                                     "features_per_level": 1}]
+    model.proposal_net_args_list = [
+        {"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 3, "max_res": 32, "features_per_level": 1}
+    ]
     model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (16, 8), 8
     config.output_dir, config.vis = tmp_path, "tensorboard"
     config.max_num_iterations = 120

@@ -35,7 +35,9 @@ ROOT = Path.cwd()
 class BenchArgs:
     """Run benchmark suites (all when none is named) and regenerate the results tables."""
 
-    suites: Annotated[builtins.list[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(default_factory=list)
+    suites: Annotated[builtins.list[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(
+        default_factory=list
+    )
     """Suite names from the protocol (see --list)."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Which protocol: configs/bench/cpu.yaml or configs/bench/cuda.yaml."""
@@ -75,8 +77,10 @@ def run(args: BenchArgs) -> int:
     suites = protocol.select(args.suites)
     if args.list:
         for suite in protocol.suites.values():
-            print(f"{suite.name:18s} {suite.script.relative_to(root)}  ->  {', '.join(map(str, suite.outputs))}"
-                  f"\n{'':18s} {suite.description}")
+            print(
+                f"{suite.name:18s} {suite.script.relative_to(root)}  ->  {', '.join(map(str, suite.outputs))}"
+                f"\n{'':18s} {suite.description}"
+            )
         return 0
     for suite in suites:
         flags = [a.format(quick_dir=args.quick_dir) for a in (suite.quick_args if args.quick else suite.args)]

@@ -31,7 +31,9 @@ def merge_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence
     return report
 
 
-def write_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]] = ()) -> dict[str, Any]:
+def write_report(
+    path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]] = ()
+) -> dict[str, Any]:
     """Merge (see :func:`merge_report`) and write ``report`` as JSON; returns what was written."""
     merged = merge_report(path, report, sections)
     path.parent.mkdir(parents=True, exist_ok=True)

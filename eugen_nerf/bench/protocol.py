@@ -50,8 +50,10 @@ class Protocol:
         """The suites named (all, in file order, when none is), or an error naming the unknown ones."""
         unknown = [n for n in names if n not in self.suites]
         if unknown:
-            raise InputError(f"unknown suite(s) {', '.join(map(repr, unknown))} in {self.path}; "
-                             f"known: {', '.join(self.suites)}")
+            raise InputError(
+                f"unknown suite(s) {', '.join(map(repr, unknown))} in {self.path}; "
+                f"known: {', '.join(self.suites)}"
+            )
         return [self.suites[n] for n in (names or list(self.suites))]
 
 
@@ -109,8 +111,10 @@ def load_protocol(path: Path, root: Path) -> Protocol:
             raise InputError(f"{where} must be a mapping")
         for seeded, seeded_entry in _per_seed(name, entry, where).items():
             if seeded in entries:
-                raise InputError(f"{where}: the suite {seeded!r} is defined twice (a suite with seeds: [N] "
-                                 "also defines <its name>-seedN)")
+                raise InputError(
+                    f"{where}: the suite {seeded!r} is defined twice (a suite with seeds: [N] "
+                    "also defines <its name>-seedN)"
+                )
             entries[seeded] = seeded_entry
     suites = {}
     for name, entry in entries.items():
@@ -126,9 +130,12 @@ def load_protocol(path: Path, root: Path) -> Protocol:
             if not (root / need).exists():
                 raise InputError(f"{where}: needs {need}, which does not exist")
         suites[name] = Suite(
-            name=name, script=script, args=_strings(entry["args"], f"{where}: args"),
+            name=name,
+            script=script,
+            args=_strings(entry["args"], f"{where}: args"),
             quick_args=_strings(entry["quick_args"], f"{where}: quick_args"),
             outputs=tuple(Path(p) for p in _strings(entry["outputs"], f"{where}: outputs")),
-            needs=needs, description=str(entry.get("description", "")),
+            needs=needs,
+            description=str(entry.get("description", "")),
         )
     return Protocol(path, device, suites)

@@ -11,8 +11,9 @@ if TYPE_CHECKING:  # the summaries import this module: nerfstudio's trainer take
     from nerfstudio.engine.trainer import TrainerConfig
 
 
-def mean_and_std(runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None = None
-                 ) -> tuple[dict[str, float], dict[str, float]]:
+def mean_and_std(
+    runs: Sequence[Mapping[str, float]], keys: Iterable[str] | None = None
+) -> tuple[dict[str, float], dict[str, float]]:
     """Mean and population std (0 for one run) of each metric over ``runs`` (one mapping per seed); ``keys``
     defaults to the first run's metrics. Runs missing a metric (LPIPS without weights) are left out of it."""
     if not runs:

@@ -31,7 +31,9 @@ from eugen_nerf.inputs.errors import InputError
 DOCUMENT_PATTERNS = ("README.md", "docs/*.md")
 """Where generated tables may sit: the README and the pages it links to for the measurements behind it."""
 
-MARKER = re.compile(r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.DOTALL)
+MARKER = re.compile(
+    r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.DOTALL
+)
 
 
 def documents(root: Path) -> list[Path]:
@@ -81,7 +83,7 @@ class Tables:
         if key == "@label":
             return source.get("label", "")
         if key.startswith("@file."):
-            return self.lookup(self.read(source["file"]), key[len("@file."):], f"{where} ({source['file']})")
+            return self.lookup(self.read(source["file"]), key[len("@file.") :], f"{where} ({source['file']})")
         if "file" in cell:
             key = key.replace("{name}", name).replace("{label}", str(source.get("label", "")))
             return self.lookup(self.read(cell["file"]), key, f"{where} ({cell['file']})")
@@ -94,7 +96,9 @@ class Tables:
             entry = matches[0]
         return self.lookup(entry, key, where)
 
-    def cell(self, cell: Any, where: str, entry: Any = None, name: str = "", source: dict | None = None) -> str:
+    def cell(
+        self, cell: Any, where: str, entry: Any = None, name: str = "", source: dict | None = None
+    ) -> str:
         if not isinstance(cell, dict):
             return str(cell)
         keys = cell["key"] if isinstance(cell["key"], list) else [cell["key"]]
@@ -104,7 +108,11 @@ class Tables:
             if "default" not in cell:
                 raise
             fallback = cell["default"]  # text, or another cell (a one-seed row has a PSNR but no spread)
-            return self.cell(fallback, where, entry, name, source) if isinstance(fallback, dict) else str(fallback)
+            return (
+                self.cell(fallback, where, entry, name, source)
+                if isinstance(fallback, dict)
+                else str(fallback)
+            )
         if "map" in cell:  # every value mapped (yes/no flags), then formatted together
             values = [cell["map"].get(value, value) for value in values]
             return cell.get("fmt", "; ".join(["{}"] * len(values))).format(*values)
@@ -115,7 +123,11 @@ class Tables:
         data = self.lookup(self.read(source["file"]), source["key"], where)
         items = data.items() if isinstance(data, dict) else ((str(i), e) for i, e in enumerate(data))
         wanted = source.get("where") or {}
-        return {name: e for name, e in items if all(isinstance(e, dict) and e.get(f) == v for f, v in wanted.items())}
+        return {
+            name: e
+            for name, e in items
+            if all(isinstance(e, dict) and e.get(f) == v for f, v in wanted.items())
+        }
 
     def render(self, name: str) -> str:
         if name not in self.tables:
@@ -126,8 +138,10 @@ class Tables:
         rows: list[list[str]] = [[self.cell(c, where) for c in row] for row in table.get("rows", [])]
         sources = table.get("rows_from") or []
         for source in sources if isinstance(sources, list) else [sources]:
-            rows += [[self.cell(c, where, entry, entry_name, source) for c in source["columns"]]
-                     for entry_name, entry in self.entries(source, where).items()]
+            rows += [
+                [self.cell(c, where, entry, entry_name, source) for c in source["columns"]]
+                for entry_name, entry in self.entries(source, where).items()
+            ]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
@@ -159,6 +173,8 @@ class Tables:
         missing = sorted(set(self.tables) - set(names))
         twice = sorted({name for name in names if names.count(name) > 1})
         if unknown or missing or twice:
-            raise InputError(f"{self.spec_path}: tables marked but not spec'd {unknown}, spec'd but in no "
-                             f"document {missing}, marked twice {twice} (in {', '.join(map(str, paths))})")
+            raise InputError(
+                f"{self.spec_path}: tables marked but not spec'd {unknown}, spec'd but in no "
+                f"document {missing}, marked twice {twice} (in {', '.join(map(str, paths))})"
+            )
         return [name for path in paths for name in self.update(path, check=check)]

@@ -42,8 +42,11 @@ def same_model(config_path: Path, config: TrainerConfig) -> bool:
     if not config_path.is_file():
         return False
     saved = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+
     def relevant(pipeline) -> list:
-        return [without_unused_eugen_knobs(plain(getattr(pipeline, part))) for part in ("model", "datamanager")]
+        return [
+            without_unused_eugen_knobs(plain(getattr(pipeline, part))) for part in ("model", "datamanager")
+        ]
 
     return relevant(saved.pipeline) == relevant(config.pipeline)
 
@@ -69,7 +72,12 @@ def seed_everything(seed: int) -> None:
 
 
 def train_in_process(
-    config: TrainerConfig, scene: Path, steps: int, output_dir: Path, timestamp: str = "bench", reuse: bool = False
+    config: TrainerConfig,
+    scene: Path,
+    steps: int,
+    output_dir: Path,
+    timestamp: str = "bench",
+    reuse: bool = False,
 ) -> tuple[Path, float]:
     """Train ``config`` on ``scene`` for ``steps`` (one checkpoint, at the end; no evaluation during training).
 
@@ -92,7 +100,11 @@ def train_in_process(
     if reuse and record.is_file():
         saved = json.loads(record.read_text())
         same_run = saved.get("seed") == config.machine.seed and same_model(path, config)
-        if same_run and saved["steps"] == steps and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
+        if (
+            same_run
+            and saved["steps"] == steps
+            and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file()
+        ):
             return path, saved["seconds_per_step"]
     record.unlink(missing_ok=True)  # an interrupted retraining must not pass for the run recorded before it
     config.save_config()
@@ -102,7 +114,9 @@ def train_in_process(
     start = time.perf_counter()
     trainer.train()
     seconds_per_step = (time.perf_counter() - start) / steps
-    record.write_text(json.dumps({"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step}) + "\n")
+    record.write_text(
+        json.dumps({"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step}) + "\n"
+    )
     return path, seconds_per_step
 
 

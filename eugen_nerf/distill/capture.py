@@ -139,8 +139,14 @@ class Capture:
             split is given (``held_rays`` is ``None``: a single sampled camera).
     """
 
-    def __init__(self, mlps: dict[str, EUGenMLP], teachers: dict[str, EUGenMLP], equations: list[LayerEquations],
-                 pair_fraction: float, heldout_fraction: float) -> None:
+    def __init__(
+        self,
+        mlps: dict[str, EUGenMLP],
+        teachers: dict[str, EUGenMLP],
+        equations: list[LayerEquations],
+        pair_fraction: float,
+        heldout_fraction: float,
+    ) -> None:
         self.mlps = mlps
         self.teachers = teachers
         self.by_mlp: dict[str, list[LayerEquations]] = {}
@@ -213,21 +219,31 @@ class PreactivationProbe:
     ``pair_fraction`` with the generator set per batch, as in :class:`Capture`.
     """
 
-    def __init__(self, mlps: dict[str, EUGenMLP], teachers: dict[str, EUGenMLP], refs: list[LayerRef],
-                 pair_fraction: float) -> None:
+    def __init__(
+        self,
+        mlps: dict[str, EUGenMLP],
+        teachers: dict[str, EUGenMLP],
+        refs: list[LayerRef],
+        pair_fraction: float,
+    ) -> None:
         self.mlps, self.teachers, self.pair_fraction = mlps, teachers, pair_fraction
         self.by_mlp: dict[str, list[LayerRef]] = {}
         for ref in refs:
             self.by_mlp.setdefault(ref.mlp_path, []).append(ref)
-        self.statistics = {ref.path: NormalEquations(teachers[ref.mlp_path].layers[ref.index].out_features, 1)
-                           for ref in refs}
+        self.statistics = {
+            ref.path: NormalEquations(teachers[ref.mlp_path].layers[ref.index].out_features, 1)
+            for ref in refs
+        }
         self.generator: torch.Generator | None = None
         self._handles: list = []
 
     def __enter__(self) -> Self:
         for mlp_path in self.by_mlp:
-            self._handles.append(self.mlps[mlp_path].register_forward_hook(
-                lambda module, args, output, path=mlp_path: self.record(path, args[0])))
+            self._handles.append(
+                self.mlps[mlp_path].register_forward_hook(
+                    lambda module, args, output, path=mlp_path: self.record(path, args[0])
+                )
+            )
         return self
 
     def __exit__(self, *exc) -> None:

@@ -49,8 +49,15 @@ def list_teacher_layers(teacher: Path, console: Console) -> None:
     for column in ("in", "out", "MLP", "type", "followed by", "hidden"):
         table.add_column(column)
     for row in list_layers(model):
-        table.add_row(row.ref.path, str(row.in_features), str(row.out_features), row.mlp_type, row.kind,
-                      row.activation, "yes" if row.hidden else "")
+        table.add_row(
+            row.ref.path,
+            str(row.in_features),
+            str(row.out_features),
+            row.mlp_type,
+            row.kind,
+            row.activation,
+            "yes" if row.hidden else "",
+        )
     console.print(table)
 
 

@@ -61,6 +61,7 @@ def recorded_fields(model: torch.nn.Module) -> Iterator[list[FieldCall]]:
             outputs = forward(ray_samples, *args, **kwargs)
             records.append(FieldCall(name, ray_samples, args, kwargs, outputs))
             return outputs
+
         return wrapper
 
     try:
@@ -84,11 +85,14 @@ def opacity(density: Tensor, ray_samples: RaySamples) -> Tensor:
 def transmittance_before(alpha: Tensor) -> Tensor:
     """``T`` before each sample of (rays, samples, 1) opacities: the exact product, where nerfstudio's
     ``get_weights_and_transmittance_from_alphas`` adds 1e-7 to every factor (the measured runs used this one)."""
-    return torch.cumprod(torch.cat([torch.ones_like(alpha[..., :1, :]), 1.0 - alpha[..., :-1, :]], dim=-2), dim=-2)
+    return torch.cumprod(
+        torch.cat([torch.ones_like(alpha[..., :1, :]), 1.0 - alpha[..., :-1, :]], dim=-2), dim=-2
+    )
 
 
-def render_and_match_fields(teacher: torch.nn.Module, student: torch.nn.Module, rays: RayBundle
-                            ) -> tuple[Tensor, Tensor]:
+def render_and_match_fields(
+    teacher: torch.nn.Module, student: torch.nn.Module, rays: RayBundle
+) -> tuple[Tensor, Tensor]:
     """The teacher's final colour of ``rays`` (its render of this batch: the colour target), and the weighted
     mismatch of the student's fields against the teacher's at the teacher's samples, differentiable in the student.
 
@@ -100,13 +104,17 @@ def render_and_match_fields(teacher: torch.nn.Module, student: torch.nn.Module, 
     with torch.no_grad(), recorded_fields(teacher) as calls:
         colour = final_rgb(teacher(rays))
     if not calls:
-        raise ValueError("the teacher rendered without calling a nerfstudio field's forward: no field to match")
+        raise ValueError(
+            "the teacher rendered without calling a nerfstudio field's forward: no field to match"
+        )
     loss = torch.zeros((), device=rays.origins.device)
     for call in calls:
         if call.name not in student_fields:
             raise ValueError(f"the student has no field {call.name!r} to match the teacher's")
         if call.samples.deltas is None or call.samples.deltas.dim() != 3:
-            raise ValueError(f"field {call.name!r}: samples must be (rays, samples, 1) with spacings to be matched")
+            raise ValueError(
+                f"field {call.name!r}: samples must be (rays, samples, 1) with spacings to be matched"
+            )
         # in the student's own mode: in eval mode an EUGen MLP runs its fused form, which trains nothing
         student_out = student_fields[call.name](call.samples, *call.args, **call.kwargs)
         teacher_out = call.outputs

@@ -82,18 +82,30 @@ def validation_mse(model, rays: RayBundle, targets: Tensor, device: torch.device
     model.eval()
     total = 0.0
     for start in range(0, len(rays), chunk):
-        outputs = model(rays[start:start + chunk].to(device))
-        total += float((final_rgb(outputs) - targets[start:start + chunk].to(device)).square().sum())
+        outputs = model(rays[start : start + chunk].to(device))
+        total += float((final_rgb(outputs) - targets[start : start + chunk].to(device)).square().sum())
     model.train()
     return total / targets.numel()
 
 
-def finetune(model, rays: RayBundle | PixelRays, targets: Tensor | None, steps: int, lr: float,
-             batch_rays: int, seed: int, device: torch.device, parameters: str = "all",
-             show_progress: bool = True, validation: tuple[RayBundle, Tensor] | None = None,
-             check_every: int = 25, teacher: torch.nn.Module | None = None,
-             fresh: Callable[[int], RayBundle] | None = None, fresh_rays: int = 0,
-             average: float = 0.0) -> FinetuneLog:
+def finetune(
+    model,
+    rays: RayBundle | PixelRays,
+    targets: Tensor | None,
+    steps: int,
+    lr: float,
+    batch_rays: int,
+    seed: int,
+    device: torch.device,
+    parameters: str = "all",
+    show_progress: bool = True,
+    validation: tuple[RayBundle, Tensor] | None = None,
+    check_every: int = 25,
+    teacher: torch.nn.Module | None = None,
+    fresh: Callable[[int], RayBundle] | None = None,
+    fresh_rays: int = 0,
+    average: float = 0.0,
+) -> FinetuneLog:
     """Train the student for ``steps`` Adam steps on ``targets[j]``, the teacher's colour of ``rays[j]``; with
     ``validation`` keep the state that renders it best (the starting state included). ``parameters``: one of
     :data:`~eugen_nerf.distill.options.FINETUNE_PARAMETERS`. With ``teacher`` (an untouched copy) the teacher
@@ -114,8 +126,11 @@ def finetune(model, rays: RayBundle | PixelRays, targets: Tensor | None, steps: 
         raise ValueError(f"finetune: average must be in [0, 1), got {average}")
     params = eugen_parameters(model) if parameters == "eugen" else field_parameters(model)
     if not params:
-        raise ValueError("the student has no EUGen layer to fine-tune" if parameters == "eugen"
-                         else "the student has no trainable field parameter")
+        raise ValueError(
+            "the student has no EUGen layer to fine-tune"
+            if parameters == "eugen"
+            else "the student has no trainable field parameter"
+        )
     frozen = {p: p.requires_grad for p in model.parameters()}
     model.requires_grad_(False)
     for p in params:
@@ -125,7 +140,9 @@ def finetune(model, rays: RayBundle | PixelRays, targets: Tensor | None, steps: 
     generator = torch.Generator().manual_seed(seed)
     log = FinetuneLog()
     model.train()
-    if teacher is not None:  # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
+    if (
+        teacher is not None
+    ):  # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
         teacher.eval()
     best = None
     averaged = [p.detach().clone() for p in params] if average else None
@@ -160,7 +177,9 @@ def finetune(model, rays: RayBundle | PixelRays, targets: Tensor | None, steps: 
                     target, fields_loss = targets[pick].to(device), 0.0
                 outputs = model(batch)
                 outputs_seen = {id(outputs[key]): outputs[key] for key in TRAINED_KEYS if key in outputs}
-                loss = fields_loss + sum(torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values())
+                loss = fields_loss + sum(
+                    torch.nn.functional.mse_loss(rgb, target) for rgb in outputs_seen.values()
+                )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

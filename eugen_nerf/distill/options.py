@@ -32,9 +32,18 @@ FINETUNE_NOVEL_RAYS = ("fixed", "fresh")
 FINETUNE_CAMERA_RAYS = ("capture", "all")
 """Which training-camera rays the fine-tune draws from: the capture's, or every pixel of every camera."""
 
-FINETUNE_OPTIONS = ("finetune_steps", "finetune_target", "finetune_lr", "finetune_rays", "finetune_parameters",
-                    "finetune_average", "finetune_camera_rays", "finetune_novel_views", "finetune_novel_rays",
-                    "finetune_validation_views")
+FINETUNE_OPTIONS = (
+    "finetune_steps",
+    "finetune_target",
+    "finetune_lr",
+    "finetune_rays",
+    "finetune_parameters",
+    "finetune_average",
+    "finetune_camera_rays",
+    "finetune_novel_views",
+    "finetune_novel_rays",
+    "finetune_validation_views",
+)
 """The fine-tune's options, recorded in the report beside the capture's (which fine-tune made this student)."""
 
 PROJECTIONS = ("seeded", "teacher", "teacher-pairs")
@@ -61,8 +70,11 @@ def fraction(text: str) -> float:
 FractionArg = Annotated[
     float,
     tyro.constructors.PrimitiveConstructorSpec(
-        nargs=1, metavar="FRACTION", instance_from_str=lambda args: fraction(args[0]),
-        is_instance=lambda value: isinstance(value, (int, float)), str_from_instance=lambda value: [f"{value:g}"],
+        nargs=1,
+        metavar="FRACTION",
+        instance_from_str=lambda args: fraction(args[0]),
+        is_instance=lambda value: isinstance(value, (int, float)),
+        str_from_instance=lambda value: [f"{value:g}"],
     ),
 ]
 """A float flag that also reads ``1/16``."""
@@ -91,8 +103,10 @@ def distill_spec() -> EUGenSpec:
 def width_fraction_conflict(num_features: int, width_fraction: float) -> DistillError:
     """The error for ``m`` given twice: ``--eugen.num-features`` (every layer's) and a width fraction."""
     fraction = Fraction(width_fraction).limit_denominator(1000)
-    return DistillError(f"eugen.num-features {num_features} sets one m for every layer, width-fraction "
-                        f"{fraction} one per layer: add --width-fraction None")
+    return DistillError(
+        f"eugen.num-features {num_features} sets one m for every layer, width-fraction "
+        f"{fraction} one per layer: add --width-fraction None"
+    )
 
 
 @dataclass
@@ -242,28 +256,42 @@ class DistillOptions:
             if self.eugen.num_features != EUGenSpec.num_features:
                 raise width_fraction_conflict(self.eugen.num_features, value)
         if self.eugen.layer_type == "dense":
-            raise DistillError("eugen.layer-type 'dense' replaces nothing: choose eugen, or a baseline (snnk, lowrank)")
+            raise DistillError(
+                "eugen.layer-type 'dense' replaces nothing: choose eugen, or a baseline (snnk, lowrank)"
+            )
         if self.refine_steps is None:
             self.refine_steps = 0 if self.eugen.layer_type == "lowrank" else DEFAULT_REFINE_STEPS
         if self.eugen.layer_type == "lowrank" and self.refine_steps:
-            raise DistillError("refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
-                               "eugen.layer-type lowrank has none (use --refine-steps 0)")
+            raise DistillError(
+                "refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
+                "eugen.layer-type lowrank has none (use --refine-steps 0)"
+            )
         if self.projections is None:
             self.projections = "teacher" if self.eugen.layer_type == "eugen" else "seeded"
         if self.projections not in PROJECTIONS:
             raise DistillError(f"projections must be one of {PROJECTIONS}, got {self.projections!r}")
         if self.projections != "seeded" and self.eugen.layer_type != "eugen":
-            raise DistillError(f"projections {self.projections!r} sets the projections of EUGen layers; "
-                               f"eugen.layer-type {self.eugen.layer_type} keeps its own "
-                               "(use --projections seeded)")
+            raise DistillError(
+                f"projections {self.projections!r} sets the projections of EUGen layers; "
+                f"eugen.layer-type {self.eugen.layer_type} keeps its own "
+                "(use --projections seeded)"
+            )
         if self.projections == "teacher-pairs" and self.eugen.degree < 2:
-            raise DistillError("projections 'teacher-pairs' multiplies units in orders 2 and up; "
-                               "eugen.degree is 1 (use --projections teacher, or --eugen.degree 2)")
+            raise DistillError(
+                "projections 'teacher-pairs' multiplies units in orders 2 and up; "
+                "eugen.degree is 1 (use --projections teacher, or --eugen.degree 2)"
+            )
         rays = self.max_rays
         if rays is not None and (isinstance(rays, bool) or not isinstance(rays, int) or rays < 1):
             raise DistillError(f"max-rays must be an integer >= 1 or None, got {self.max_rays!r}")
-        for name in ("batch_rays", "finetune_rays", "fps_repeats", "auto_views",
-                     "refine_rows", "probe_batches"):
+        for name in (
+            "batch_rays",
+            "finetune_rays",
+            "fps_repeats",
+            "auto_views",
+            "refine_rows",
+            "probe_batches",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 1, got {value!r}")
@@ -272,30 +300,41 @@ class DistillOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise DistillError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
         if self.finetune_target not in FINETUNE_TARGETS:
-            raise DistillError(f"finetune-target must be one of {FINETUNE_TARGETS}, got {self.finetune_target!r}")
+            raise DistillError(
+                f"finetune-target must be one of {FINETUNE_TARGETS}, got {self.finetune_target!r}"
+            )
         renders_each_batch = self.finetune_target == "fields"
         if self.finetune_camera_rays is None:
             self.finetune_camera_rays = "all" if renders_each_batch else "capture"
         if self.finetune_novel_rays is None:
             fresh = renders_each_batch and self.finetune_novel_views >= 1 and self.finetune_rays >= 2
             self.finetune_novel_rays = "fresh" if fresh else "fixed"
-        pools = (("finetune-camera-rays", self.finetune_camera_rays, FINETUNE_CAMERA_RAYS),
-                 ("finetune-novel-rays", self.finetune_novel_rays, FINETUNE_NOVEL_RAYS))
+        pools = (
+            ("finetune-camera-rays", self.finetune_camera_rays, FINETUNE_CAMERA_RAYS),
+            ("finetune-novel-rays", self.finetune_novel_rays, FINETUNE_NOVEL_RAYS),
+        )
         for name, value, choices in pools:
             if value not in choices:
                 raise DistillError(f"{name} must be one of {choices}, got {value!r}")
             if value == choices[1] and self.finetune_target != "fields":
-                raise DistillError(f"{name} '{value}' needs --finetune-target fields (the teacher renders "
-                                   f"each batch as it is drawn; with 'colour' its colours come ahead)")
+                raise DistillError(
+                    f"{name} '{value}' needs --finetune-target fields (the teacher renders "
+                    f"each batch as it is drawn; with 'colour' its colours come ahead)"
+                )
         if self.finetune_novel_rays == "fresh" and self.finetune_rays < 2:
-            raise DistillError(f"finetune-novel-rays 'fresh' shares each batch between the pool and new "
-                               f"cameras: give --finetune-rays >= 2, got {self.finetune_rays}")
+            raise DistillError(
+                f"finetune-novel-rays 'fresh' shares each batch between the pool and new "
+                f"cameras: give --finetune-rays >= 2, got {self.finetune_rays}"
+            )
         if self.finetune_novel_rays == "fresh" and not self.finetune_novel_views:
-            raise DistillError("finetune-novel-rays 'fresh' draws finetune-novel-views cameras a step: give "
-                               "--finetune-novel-views >= 1")
+            raise DistillError(
+                "finetune-novel-rays 'fresh' draws finetune-novel-views cameras a step: give "
+                "--finetune-novel-views >= 1"
+            )
         if self.finetune_parameters not in FINETUNE_PARAMETERS:
-            raise DistillError(f"finetune-parameters must be one of {FINETUNE_PARAMETERS}, "
-                               f"got {self.finetune_parameters!r}")
+            raise DistillError(
+                f"finetune-parameters must be one of {FINETUNE_PARAMETERS}, got {self.finetune_parameters!r}"
+            )
         if not math.isfinite(self.refine_lr) or self.refine_lr <= 0:
             raise DistillError(f"refine-lr must be a number > 0, got {self.refine_lr!r}")
         if isinstance(self.finetune_average, bool) or not 0.0 <= self.finetune_average < 1.0:
@@ -335,10 +374,28 @@ class DistillOptions:
 
     def capture_fingerprint(self) -> dict:
         """The options that determine the captured statistics: a saved state resumes only if they match."""
-        keys = ("layers", "image_fraction", "resolution_scale", "max_rays", "pair_fraction",
-                "heldout_fraction", "ridge", "fit", "psnr_budget", "auto_views", "batch_rays", "refine_steps",
-                "refine_rows", "refine_lr", "projections", "probe_batches", "width_fraction")
+        keys = (
+            "layers",
+            "image_fraction",
+            "resolution_scale",
+            "max_rays",
+            "pair_fraction",
+            "heldout_fraction",
+            "ridge",
+            "fit",
+            "psnr_budget",
+            "auto_views",
+            "batch_rays",
+            "refine_steps",
+            "refine_rows",
+            "refine_lr",
+            "projections",
+            "probe_batches",
+            "width_fraction",
+        )
         values = asdict(self)
         eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
-        return {**{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},
-                "eugen": eugen}
+        return {
+            **{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},
+            "eugen": eugen,
+        }

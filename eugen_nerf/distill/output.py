@@ -73,8 +73,9 @@ class StateStore:
             state = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - replaced atomically: outside damage
             if not discard_other:
-                raise DistillError(f"{self.path}: unreadable resumable state ({err}); pass --overwrite to "
-                                   "start over") from None
+                raise DistillError(
+                    f"{self.path}: unreadable resumable state ({err}); pass --overwrite to start over"
+                ) from None
             state = {}
         if state.get("fingerprint") != self.digest and discard_other:
             self.remove()

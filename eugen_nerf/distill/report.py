@@ -33,8 +33,10 @@ def render_rgb(model, camera) -> Tensor:
 def view_psnr(model, pipeline, dataset, indices) -> float:
     """Mean PSNR over views ``indices`` of ``dataset`` (used by ``auto`` on held-out training views)."""
     values = [
-        metrics.psnr(render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)),
-                     ground_truth_image(pipeline, dataset, i))
+        metrics.psnr(
+            render_rgb(model, dataset.cameras[i : i + 1].to(pipeline.device)),
+            ground_truth_image(pipeline, dataset, i),
+        )
         for i in indices
     ]
     return float(torch.cat(values).mean())
@@ -46,9 +48,13 @@ def evaluate(pipeline, views: int | None, repeats: int, label: str) -> dict[str,
     count = len(dataset) if views is None else min(views, len(dataset))
     memory = PeakMemory(pipeline.device)
     memory.reset()
-    result = score_test_views(pipeline, list(range(count)), warmup=1, repeats=repeats, label=f"evaluate {label}")
-    summary = {key: result.mean(key) if key in result.scores else float("nan")  # NaN -> null in the JSON
-               for key in ("psnr", "ssim", "lpips")}
+    result = score_test_views(
+        pipeline, list(range(count)), warmup=1, repeats=repeats, label=f"evaluate {label}"
+    )
+    summary = {
+        key: result.mean(key) if key in result.scores else float("nan")  # NaN -> null in the JSON
+        for key in ("psnr", "ssim", "lpips")
+    }
     summary.update(
         fps=result.fps,
         views=count,
@@ -58,8 +64,9 @@ def evaluate(pipeline, views: int | None, repeats: int, label: str) -> dict[str,
     return summary
 
 
-def render_speedup(teacher, students: dict[str, torch.nn.Module], pipeline, views: int = 2,
-                   repeats: int = 2) -> dict[str, float]:
+def render_speedup(
+    teacher, students: dict[str, torch.nn.Module], pipeline, views: int = 2, repeats: int = 2
+) -> dict[str, float]:
     """Median render time of ``teacher`` over that of each student, on the first ``views`` test views of
     ``pipeline``, every model rendering each view in turn (``benchmark_interleaved``: load from elsewhere hits
     all alike; each first output checked finite)."""
@@ -68,10 +75,14 @@ def render_speedup(teacher, students: dict[str, torch.nn.Module], pipeline, view
     timings = {name: Timing() for name in models}  # every view's repeats pooled: one median per model
     for view in range(min(views, len(dataset))):
         camera = dataset.cameras[view : view + 1].to(pipeline.device)
-        fns = {name: (lambda m=model, c=camera: final_rgb(m.get_outputs_for_camera(c)))
-               for name, model in models.items()}
+        fns = {
+            name: (lambda m=model, c=camera: final_rgb(m.get_outputs_for_camera(c)))
+            for name, model in models.items()
+        }
         with torch.no_grad():
-            for name, timing in benchmark_interleaved(fns, pipeline.device, warmup=1, repeats=repeats).items():
+            for name, timing in benchmark_interleaved(
+                fns, pipeline.device, warmup=1, repeats=repeats
+            ).items():
                 timings[name].seconds.extend(timing.seconds)
     return {name: timings["teacher"].median / timings[name].median for name in students}
 
@@ -103,21 +114,36 @@ def print_report(report: dict, console: Console | None = None) -> None:
         table = Table(title="teacher vs student (test split)")
         for column in ("", "teacher", "student", "student / teacher"):
             table.add_column(column, justify="right")
-        for key, spec in (("psnr", ".3f"), ("ssim", ".4f"), ("lpips", ".4f"), ("fps", ".2f"),
-                          ("parameters", ",d"), ("peak_memory_bytes", ",d")):
+        for key, spec in (
+            ("psnr", ".3f"),
+            ("ssim", ".4f"),
+            ("lpips", ".4f"),
+            ("fps", ".2f"),
+            ("parameters", ",d"),
+            ("peak_memory_bytes", ",d"),
+        ):
             ratio = student[key] / teacher[key] if teacher[key] else float("nan")
             if key == "fps" and report.get("render_speedup") is not None:
                 ratio = report["render_speedup"]  # timed side by side, not the ratio of two separate runs
             table.add_row(key, _fmt(teacher[key], spec), _fmt(student[key], spec), _fmt(ratio, ".4f"))
-        table.add_row("checkpoint_bytes", _fmt(report["teacher_checkpoint_bytes"], ",d"),
-                      _fmt(report["student_checkpoint_bytes"], ",d"), "")
+        table.add_row(
+            "checkpoint_bytes",
+            _fmt(report["teacher_checkpoint_bytes"], ",d"),
+            _fmt(report["student_checkpoint_bytes"], ",d"),
+            "",
+        )
         console.print(table)
     layers = Table(title="replaced layers")
     for column in ("layer", "R² held-out", "R² train", "ridge", "pairs"):
         layers.add_column(column, justify="right")
     for fit in report["layers"]:
-        layers.add_row(fit["path"], _fmt(fit["r2_heldout"], ".5f"), _fmt(fit["r2_train"], ".5f"),
-                       _fmt(fit["ridge"], ".0e"), f"{fit['pairs_train']:,d}+{fit['pairs_heldout']:,d}")
+        layers.add_row(
+            fit["path"],
+            _fmt(fit["r2_heldout"], ".5f"),
+            _fmt(fit["r2_train"], ".5f"),
+            _fmt(fit["ridge"], ".0e"),
+            f"{fit['pairs_train']:,d}+{fit['pairs_heldout']:,d}",
+        )
     console.print(layers)
     if report.get("auto"):
         auto = Table(title=f"auto selection (budget {report['auto']['budget_db']} dB)")

@@ -88,8 +88,11 @@ class DistillResult:
 
 @dataclass
 class StageTimer:
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("load", "probe", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0))
+    seconds: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("load", "probe", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0
+        )
+    )
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -175,8 +178,10 @@ class Distillation:
         options = self.options
         check_output_dir(options.output_dir, options.overwrite)
         if options.refine_steps and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise DistillError("--refine-steps runs in one process (its rows are not shared across processes): "
-                               "run without torchrun, or with --refine-steps 0")
+            raise DistillError(
+                "--refine-steps runs in one process (its rows are not shared across processes): "
+                "run without torchrun, or with --refine-steps 0"
+            )
         self.rank, self.world_size, self.device = setup_distributed(options.device)
         with self.timer("load"):
             self.teacher = load_teacher(options.teacher, str(self.device))
@@ -184,19 +189,31 @@ class Distillation:
             model = self.teacher.model
             self.refs = auto_candidates(model) if options.auto else resolve_layers(model, options.layers)
             if not self.refs:
-                raise DistillError(f"{self.teacher.config_path}: no replaceable layer selected (see --list-layers)")
+                raise DistillError(
+                    f"{self.teacher.config_path}: no replaceable layer selected (see --list-layers)"
+                )
             if options.finetune_steps and options.finetune_target == "fields" and not named_fields(model):
-                raise DistillError(f"{self.teacher.config_path}: finetune-target 'fields' matches the teacher's "
-                                   f"nerfstudio fields and this model has none (use --finetune-target colour)")
+                raise DistillError(
+                    f"{self.teacher.config_path}: finetune-target 'fields' matches the teacher's "
+                    f"nerfstudio fields and this model has none (use --finetune-target colour)"
+                )
             train = self.teacher.pipeline.datamanager.train_dataset
-            self.rays = sample_rays(train.cameras, options.image_fraction, options.resolution_scale,
-                                    options.batch_rays, options.eugen.seed, options.max_rays)
+            self.rays = sample_rays(
+                train.cameras,
+                options.image_fraction,
+                options.resolution_scale,
+                options.batch_rays,
+                options.eugen.seed,
+                options.max_rays,
+            )
             self.heldout_cameras = self.rays.heldout_cameras(options.heldout_fraction, options.eugen.seed)
-        self.say(f"teacher {self.teacher.checkpoint} (step {self.teacher.step}); "
-                 f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views "
-                 f"({len(self.heldout_cameras) or 'none'} held out for R² and the ridge) in "
-                 f"{self.rays.num_batches} batches; {len(self.refs)} layer(s)"
-                 + (" as auto candidates" if options.auto else ""))
+        self.say(
+            f"teacher {self.teacher.checkpoint} (step {self.teacher.step}); "
+            f"{len(self.rays.rays):,d} rays from {len(self.rays.camera_indices)} training views "
+            f"({len(self.heldout_cameras) or 'none'} held out for R² and the ridge) in "
+            f"{self.rays.num_batches} batches; {len(self.refs)} layer(s)"
+            + (" as auto candidates" if options.auto else "")
+        )
 
     def prepare(self) -> None:
         """Convert the MLPs, keep dense copies as targets, and replay any saved state."""
@@ -205,13 +222,25 @@ class Distillation:
         if self.rank == 0:
             self.work_dir.mkdir(parents=True, exist_ok=True)
         self.barrier()
-        fingerprint = {**options.capture_fingerprint(), "teacher": str(self.teacher.checkpoint.resolve()),
-                       "step": self.teacher.step, "world_size": self.world_size}
+        fingerprint = {
+            **options.capture_fingerprint(),
+            "teacher": str(self.teacher.checkpoint.resolve()),
+            "step": self.teacher.step,
+            "world_size": self.world_size,
+        }
         self.store = StateStore(self.work_dir, self.rank, self.world_size, fingerprint)
-        self.state = self.store.load(discard_other=options.overwrite) or {"stage": 0, "next_batch": 0, "equations": {}, "fits": {},
-                                           "decisions": [], "teacher_rgb": {}}
+        self.state = self.store.load(discard_other=options.overwrite) or {
+            "stage": 0,
+            "next_batch": 0,
+            "equations": {},
+            "fits": {},
+            "decisions": [],
+            "teacher_rgb": {},
+        }
         if self.state["stage"] or self.state["next_batch"]:
-            self.say(f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}")
+            self.say(
+                f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}"
+            )
         # an untouched teacher (the model itself becomes the student) renders the fine-tune's novel and validation
         # views, or every batch of a fields fine-tune, and is timed beside the student: on rank 0, which does both
         needs_reference = options.finetune_steps or options.evaluate
@@ -246,21 +275,29 @@ class Distillation:
             return
         probe = PreactivationProbe(self.mlps, self.teachers, self.refs, options.pair_fraction)
         with self.timer("probe"), torch.no_grad(), probe:
-            for b in tqdm(range(min(options.probe_batches, self.rays.num_batches)), desc="probe units",
-                          disable=self.rank != 0, leave=False):
+            for b in tqdm(
+                range(min(options.probe_batches, self.rays.num_batches)),
+                desc="probe units",
+                disable=self.rank != 0,
+                leave=False,
+            ):
                 probe.generator = batch_generator(options.eugen.seed, b)
                 model(self.rays.batch(b, self.device))
         self.state["units"] = {
-            path: pivoted_units(gram, layer_features(options.eugen, self.dense[path].out_features,
-                                                     options.width_fraction))
-            for path, gram in probe.grams().items()}
+            path: pivoted_units(
+                gram, layer_features(options.eugen, self.dense[path].out_features, options.width_fraction)
+            )
+            for path, gram in probe.grams().items()
+        }
         self.store.save(self.state)
 
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
         mlp = self.mlps[ref.mlp_path]
         layer = make_student_layer(mlp, ref, self.options.spec, self.options.width_fraction)
         with torch.no_grad():
-            if isinstance(layer, LowRankLinear):  # fit.weight has the layer's rank: its SVD factors it exactly
+            if isinstance(
+                layer, LowRankLinear
+            ):  # fit.weight has the layer's rank: its SVD factors it exactly
                 layer.load_product_(fit.weight, fit.bias)
             else:
                 layer.weight.copy_(fit.weight)
@@ -273,13 +310,23 @@ class Distillation:
     def capture(self, stage: int, equations: list[LayerEquations]) -> None:
         """Render this rank's remaining batches with the hooks on, saving the state after each."""
         options, model = self.options, self.teacher.model
-        batches = [b for b in range(self.state["next_batch"], self.rays.num_batches) if b % self.world_size == self.rank]
+        batches = [
+            b
+            for b in range(self.state["next_batch"], self.rays.num_batches)
+            if b % self.world_size == self.rank
+        ]
         record_rgb = stage == 0
-        with torch.no_grad(), Capture(self.mlps, self.teachers, equations, options.pair_fraction,
-                                      options.heldout_fraction) as capture:
+        with (
+            torch.no_grad(),
+            Capture(
+                self.mlps, self.teachers, equations, options.pair_fraction, options.heldout_fraction
+            ) as capture,
+        ):
             for b in tqdm(batches, desc=f"capture stage {stage + 1}", disable=self.rank != 0, leave=False):
                 capture.generator = batch_generator(options.eugen.seed, b)
-                capture.held_rays = self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None
+                capture.held_rays = (
+                    self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None
+                )
                 outputs = model(self.rays.batch(b, self.device))
                 if record_rgb:
                     self.state["teacher_rgb"][b] = final_rgb(outputs).float().cpu()
@@ -287,7 +334,10 @@ class Distillation:
                 self.state["equations"] = {eq.ref.path: eq.state_dict() for eq in equations}
                 self.store.save(self.state)
                 self.batches_this_run += 1
-                if options.stop_after_batches is not None and self.batches_this_run >= options.stop_after_batches:
+                if (
+                    options.stop_after_batches is not None
+                    and self.batches_this_run >= options.stop_after_batches
+                ):
                     raise DistillInterrupted(
                         f"stopped after {self.batches_this_run} batches; rerun the same command to resume"
                     )
@@ -296,8 +346,12 @@ class Distillation:
         options, model = self.options, self.teacher.model
         stages = plan_stages(self.refs, options)
         if options.auto:
-            self.views = selection_views(self.rays, len(self.teacher.pipeline.datamanager.train_dataset),
-                                         options.auto_views, options.eugen.seed)
+            self.views = selection_views(
+                self.rays,
+                len(self.teacher.pipeline.datamanager.train_dataset),
+                options.auto_views,
+                options.eugen.seed,
+            )
             if "auto_teacher_psnr" not in self.state:
                 self.state["auto_teacher_psnr"] = self.selection_psnr()
         if options.projections != "seeded":
@@ -305,9 +359,12 @@ class Distillation:
         for s, stage in enumerate(stages):
             if s < self.state["stage"]:
                 continue
-            equations = [LayerEquations.create(ref, self.student_layer(ref),
-                                               options.refine_rows if options.refine_steps else 0)
-                         for ref in stage]
+            equations = [
+                LayerEquations.create(
+                    ref, self.student_layer(ref), options.refine_rows if options.refine_steps else 0
+                )
+                for ref in stage
+            ]
             for eq in equations:
                 if eq.ref.path in self.state["equations"]:
                     eq.load_state_dict(self.state["equations"][eq.ref.path])
@@ -322,20 +379,34 @@ class Distillation:
                         fit.projections = eq.layer.projections.detach().clone()
                 if options.refine_steps:
                     with self.timer("refine"):
-                        fit = refine_layer(eq, fit, options.refine_steps, options.refine_lr,
-                                           layer_seed(options.spec, eq.ref.path))
+                        fit = refine_layer(
+                            eq,
+                            fit,
+                            options.refine_steps,
+                            options.refine_lr,
+                            layer_seed(options.spec, eq.ref.path),
+                        )
                 self.statistics[eq.ref.path] = {k: v for k, v in eq.state_dict().items() if "rows" not in k}
                 self.fits[fit.path] = fit
                 self.install(eq.ref, fit)
             for fit in (self.fits[eq.ref.path] for eq in equations):
-                refined = "" if fit.r2_heldout_closed_form is None else \
-                    f" (closed form {fit.r2_heldout_closed_form:.5f}, refined)"
-                self.say(f"  {fit.path}: R² held-out {fit.r2_heldout:.5f}{refined} (ridge {fit.ridge:.0e}, "
-                         f"{fit.pairs_train:,d} + {fit.pairs_heldout:,d} pairs)")
+                refined = (
+                    ""
+                    if fit.r2_heldout_closed_form is None
+                    else f" (closed form {fit.r2_heldout_closed_form:.5f}, refined)"
+                )
+                self.say(
+                    f"  {fit.path}: R² held-out {fit.r2_heldout:.5f}{refined} (ridge {fit.ridge:.0e}, "
+                    f"{fit.pairs_train:,d} + {fit.pairs_heldout:,d} pairs)"
+                )
             if options.auto:
                 self.decide(stage[0])
-            self.state.update(stage=s + 1, next_batch=0, equations={},
-                              fits={path: fit.state_dict() for path, fit in self.fits.items()})
+            self.state.update(
+                stage=s + 1,
+                next_batch=0,
+                equations={},
+                fits={path: fit.state_dict() for path, fit in self.fits.items()},
+            )
             self.store.save(self.state)
         if options.auto:
             kept = [d["path"] for d in self.state["decisions"] if d["kept"]]
@@ -371,13 +442,18 @@ class Distillation:
         options = self.options
         rgb = self.state["teacher_rgb"]
         batches = sorted(rgb)
-        ray_indices = torch.cat([
-            torch.arange(b * self.rays.batch_rays, b * self.rays.batch_rays + rgb[b].shape[0]) for b in batches
-        ])
+        ray_indices = torch.cat(
+            [
+                torch.arange(b * self.rays.batch_rays, b * self.rays.batch_rays + rgb[b].shape[0])
+                for b in batches
+            ]
+        )
         rays, targets = self.rays.rays[ray_indices], torch.cat([rgb[b] for b in batches])
         validation = None
         if self.heldout_cameras:
-            held = torch.cat([self.rays.heldout_mask(b, self.heldout_cameras)[: rgb[b].shape[0]] for b in batches])
+            held = torch.cat(
+                [self.rays.heldout_mask(b, self.heldout_cameras)[: rgb[b].shape[0]] for b in batches]
+            )
             validation = (rays[held], targets[held])
             rays, targets = rays[~held], targets[~held]
         match_fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
@@ -393,7 +469,9 @@ class Distillation:
                 share = round(options.finetune_rays * novel_share)
                 fresh_rays = min(max(1, share), options.finetune_rays - 1)
                 first = (seed + 1) * 1_000_003
-                fresh = lambda step: self.novel_camera_rays(count, first + step)  # each step its own novel cameras
+                fresh = lambda step: self.novel_camera_rays(
+                    count, first + step
+                )  # each step its own novel cameras
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 novel = self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed)
             elif options.finetune_novel_views:
@@ -406,18 +484,36 @@ class Distillation:
             elif novel is not None:
                 rays = cat_rays(rays, novel)
             if options.finetune_validation_views:  # other novel cameras (another seed), never trained on
-                views, views_rgb = self.novel_targets(options.finetune_validation_views, options.eugen.seed + 1)
-                validation = (views, views_rgb) if validation is None else \
-                    (cat_rays(validation[0], views), torch.cat([validation[1], views_rgb]))
-            log = finetune(self.teacher.model, rays, None if match_fields else targets, options.finetune_steps,
-                           options.finetune_lr, options.finetune_rays, options.eugen.seed, self.device,
-                           options.finetune_parameters,
-                           validation=validation, teacher=self.reference if match_fields else None,
-                           fresh=fresh, fresh_rays=fresh_rays, average=options.finetune_average)
+                views, views_rgb = self.novel_targets(
+                    options.finetune_validation_views, options.eugen.seed + 1
+                )
+                validation = (
+                    (views, views_rgb)
+                    if validation is None
+                    else (cat_rays(validation[0], views), torch.cat([validation[1], views_rgb]))
+                )
+            log = finetune(
+                self.teacher.model,
+                rays,
+                None if match_fields else targets,
+                options.finetune_steps,
+                options.finetune_lr,
+                options.finetune_rays,
+                options.eugen.seed,
+                self.device,
+                options.finetune_parameters,
+                validation=validation,
+                teacher=self.reference if match_fields else None,
+                fresh=fresh,
+                fresh_rays=fresh_rays,
+                average=options.finetune_average,
+            )
         if log.kept_step is not None:
             kept = "the parameters' moving average" if options.finetune_average else "the state"
-            self.say(f"fine-tune: kept {kept} after step {log.kept_step} of {options.finetune_steps} "
-                     f"(best on the held-out cameras' rays against the teacher)")
+            self.say(
+                f"fine-tune: kept {kept} after step {log.kept_step} of {options.finetune_steps} "
+                f"(best on the held-out cameras' rays against the teacher)"
+            )
         return log
 
     def novel_camera_rays(self, count: int, seed: int) -> RayBundle:
@@ -431,9 +527,14 @@ class Distillation:
         rays = self.novel_camera_rays(count, seed)
         colours = []
         with torch.no_grad():
-            for start in tqdm(range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False):
-                colours.append(final_rgb(self.reference(rays[start:start + options.batch_rays].to(self.device)))
-                               .float().cpu())
+            for start in tqdm(
+                range(0, len(rays), options.batch_rays), desc="teacher renders novel views", leave=False
+            ):
+                colours.append(
+                    final_rgb(self.reference(rays[start : start + options.batch_rays].to(self.device)))
+                    .float()
+                    .cpu()
+                )
         return rays, torch.cat(colours)
 
     def evaluate(self, label: str) -> dict | None:
@@ -448,8 +549,12 @@ class Distillation:
         if not self.options.evaluate or self.rank != 0:
             return None
         with self.timer("evaluate"):
-            speedup = render_speedup(self.reference, {"student": self.teacher.model}, self.teacher.pipeline,
-                                     repeats=self.options.fps_repeats)["student"]
+            speedup = render_speedup(
+                self.reference,
+                {"student": self.teacher.model},
+                self.teacher.pipeline,
+                repeats=self.options.fps_repeats,
+            )["student"]
         self.say(f"render speed-up over the teacher, timed side by side: {speedup:.2f}x")
         return speedup
 
@@ -458,14 +563,17 @@ class Distillation:
         work = self.work_dir
         step = teacher.step + options.finetune_steps
         with self.timer("build"):
-            config = student_trainer_config(teacher.config, options.output_dir, sorted(self.fits),
-                                            options.spec, options.width_fraction)
+            config = student_trainer_config(
+                teacher.config, options.output_dir, sorted(self.fits), options.spec, options.width_fraction
+            )
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
         report["seconds"] = dict(self.timer.seconds)
         write_yaml_atomic(config, work / "config.yml")
         write_json_atomic(work / "distill_report.json", report)
-        report["checkpoint"] = str(options.output_dir / "nerfstudio_models" / publish_checkpoint(partial).name)
+        report["checkpoint"] = str(
+            options.output_dir / "nerfstudio_models" / publish_checkpoint(partial).name
+        )
         self.store.remove()
         publish_run(work, options.output_dir)
 
@@ -480,14 +588,25 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
     report: dict = {
         "teacher_run": str(run.teacher.config_path),
         "teacher_checkpoint_bytes": run.teacher_state_bytes,
-        "options": {**options.capture_fingerprint(),
-                    **{key: getattr(options, key) for key in FINETUNE_OPTIONS}},
+        "options": {
+            **options.capture_fingerprint(),
+            **{key: getattr(options, key) for key in FINETUNE_OPTIONS},
+        },
         "world_size": run.world_size,
-        "capture": {"rays": len(run.rays.rays), "cameras": len(run.rays.camera_indices),
-                    "resolution_scale": run.rays.resolution_scale},
+        "capture": {
+            "rays": len(run.rays.rays),
+            "cameras": len(run.rays.camera_indices),
+            "resolution_scale": run.rays.resolution_scale,
+        },
         "layers": [fit.summary() for fit in run.fits.values()],
-        "auto": {"budget_db": options.psnr_budget, "views": run.views, "teacher_psnr": run.state["auto_teacher_psnr"],
-                 "decisions": run.state["decisions"]} if options.auto else None,
+        "auto": {
+            "budget_db": options.psnr_budget,
+            "views": run.views,
+            "teacher_psnr": run.state["auto_teacher_psnr"],
+            "decisions": run.state["decisions"],
+        }
+        if options.auto
+        else None,
         "teacher": teacher_scores,
     }
     result = DistillResult(None, run.fits, run.statistics, report, run.teacher)

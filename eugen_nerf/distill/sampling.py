@@ -41,7 +41,9 @@ class RaySet:
         if len(self.camera_indices) < 2:
             return []
         count = min(len(self.camera_indices) - 1, max(1, round(fraction * len(self.camera_indices))))
-        picks = torch.randperm(len(self.camera_indices), generator=torch.Generator().manual_seed(seed + 104729))
+        picks = torch.randperm(
+            len(self.camera_indices), generator=torch.Generator().manual_seed(seed + 104729)
+        )
         return sorted(self.camera_indices[i] for i in picks[:count].tolist())
 
     def heldout_mask(self, index: int, cameras: list[int]) -> torch.Tensor:
@@ -110,21 +112,28 @@ class PixelRays:
         return cat_rays(rays, self.extra[pick[from_extra] - self.pixels])[torch.argsort(order)]
 
 
-def capped_scale(cameras: Cameras, indices: list[int], resolution_scale: float,
-                 max_rays: int | None) -> float:
+def capped_scale(
+    cameras: Cameras, indices: list[int], resolution_scale: float, max_rays: int | None
+) -> float:
     """``resolution_scale``, lowered where ``cameras[indices]`` would give more than ``max_rays`` pixel rays
     at it (so that one default samples a 64-pixel object scene fully and a capture of 800² photographs
     sparsely); as given when ``max_rays`` is None."""
     index = torch.tensor(indices)
     sizes = cameras.width[index].double() * cameras.height[index].double()
-    pixels = float(sizes.sum()) * resolution_scale ** 2
+    pixels = float(sizes.sum()) * resolution_scale**2
     if max_rays is None or pixels <= max_rays:
         return resolution_scale
     return resolution_scale * math.sqrt(max_rays / pixels)
 
 
-def sample_rays(cameras: Cameras, image_fraction: float, resolution_scale: float, batch_rays: int,
-                seed: int, max_rays: int | None = None) -> RaySet:
+def sample_rays(
+    cameras: Cameras,
+    image_fraction: float,
+    resolution_scale: float,
+    batch_rays: int,
+    seed: int,
+    max_rays: int | None = None,
+) -> RaySet:
     """The distillation's rays: a seeded ``image_fraction`` of ``cameras`` at ``resolution_scale`` (lowered to
     about ``max_rays`` rays, see :func:`capped_scale`)."""
     indices = choose_cameras(len(cameras), image_fraction, seed)
@@ -137,7 +146,9 @@ def batch_generator(seed: int, batch_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
 
 
-def novel_cameras(cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0) -> tuple[Cameras, torch.Tensor]:
+def novel_cameras(
+    cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0
+) -> tuple[Cameras, torch.Tensor]:
     """``count`` cameras near the training ones, and the training camera each came from (seeded): a random
     training camera each, moved by up to half the median spacing of the training cameras and turned by up
     to ``max_angle_deg``.
@@ -189,4 +200,6 @@ def cat_rays(first: RayBundle, second: RayBundle) -> RayBundle:
             return {key: torch.cat([value, b[key]]) for key, value in a.items()}
         return None if a is None else torch.cat([a, b])
 
-    return RayBundle(**{f.name: cat(getattr(first, f.name), getattr(second, f.name)) for f in fields(RayBundle)})
+    return RayBundle(
+        **{f.name: cat(getattr(first, f.name), getattr(second, f.name)) for f in fields(RayBundle)}
+    )

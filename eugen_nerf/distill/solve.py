@@ -96,8 +96,9 @@ def rows_r2(layer, inputs: Tensor, targets: Tensor) -> float:
     return float(1 - residual / total)
 
 
-def refine_layer(eq: LayerEquations, fit: LayerFit, steps: int, lr: float, seed: int,
-                 batch_rows: int = 4096) -> LayerFit:
+def refine_layer(
+    eq: LayerEquations, fit: LayerFit, steps: int, lr: float, seed: int, batch_rows: int = 4096
+) -> LayerFit:
     """Train ``G``, ``A`` and ``c`` of the layer from the closed-form solution for ``steps`` Adam steps on the
     kept rows (mean squared error, cosine-decayed ``lr``); keep the result only if the held-out rows fit
     better than they did in closed form."""
@@ -126,9 +127,21 @@ def refine_layer(eq: LayerEquations, fit: LayerFit, steps: int, lr: float, seed:
     check_finite(layer.weight.detach(), f"layer {eq.ref.path}: refined matrix A")
     check_finite(layer.projections.detach(), f"layer {eq.ref.path}: refined projections G")
     if not after > before:
-        return LayerFit(**{**vars(fit), "projections": eq.layer.projections.detach().clone(),
-                           "r2_heldout_closed_form": fit.r2_heldout})
+        return LayerFit(
+            **{
+                **vars(fit),
+                "projections": eq.layer.projections.detach().clone(),
+                "r2_heldout_closed_form": fit.r2_heldout,
+            }
+        )
     dtype = fit.weight.dtype
-    return LayerFit(**{**vars(fit), "weight": layer.weight.detach().to(dtype), "bias": layer.bias.detach().to(dtype),
-                       "projections": layer.projections.detach().clone(), "r2_heldout": after,
-                       "r2_heldout_closed_form": before})  # both on the held-out rows
+    return LayerFit(
+        **{
+            **vars(fit),
+            "weight": layer.weight.detach().to(dtype),
+            "bias": layer.bias.detach().to(dtype),
+            "projections": layer.projections.detach().clone(),
+            "r2_heldout": after,
+            "r2_heldout_closed_form": before,
+        }
+    )  # both on the held-out rows

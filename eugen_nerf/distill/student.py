@@ -59,7 +59,9 @@ class LayerInfo:
 
 
 def _is_known_mlp(module: nn.Module) -> bool:
-    return isinstance(module, EUGenMLP) or (isinstance(module, MLP) and getattr(module, "tcnn_encoding", 1) is None)
+    return isinstance(module, EUGenMLP) or (
+        isinstance(module, MLP) and getattr(module, "tcnn_encoding", 1) is None
+    )
 
 
 def known_mlps(model: nn.Module) -> dict[str, nn.Module]:
@@ -85,15 +87,17 @@ def list_layers(model: nn.Module) -> list[LayerInfo]:
                 after = _activation_name(mlp.activation if index < last else None)
             if index == last and mlp.out_activation is not None:
                 after = f"out {_activation_name(mlp.out_activation)}"
-            rows.append(LayerInfo(
-                ref=LayerRef(mlp_path, index),
-                in_features=getattr(layer, "in_features", 0),
-                out_features=getattr(layer, "out_features", 0),
-                mlp_type=type(mlp).__name__,
-                kind=kind,
-                activation=after,
-                hidden=0 < index < last and index not in skips and isinstance(layer, nn.Linear),
-            ))
+            rows.append(
+                LayerInfo(
+                    ref=LayerRef(mlp_path, index),
+                    in_features=getattr(layer, "in_features", 0),
+                    out_features=getattr(layer, "out_features", 0),
+                    mlp_type=type(mlp).__name__,
+                    kind=kind,
+                    activation=after,
+                    hidden=0 < index < last and index not in skips and isinstance(layer, nn.Linear),
+                )
+            )
     return rows
 
 
@@ -121,7 +125,9 @@ def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> list[LayerRef]:
         elif any(char in pattern for char in "*?["):
             matches = [path for path in by_path if fnmatch.fnmatchcase(path, pattern)]
             if not matches:
-                raise DistillError(f"layer pattern {pattern!r} matches no replaceable layer (see --list-layers)")
+                raise DistillError(
+                    f"layer pattern {pattern!r} matches no replaceable layer (see --list-layers)"
+                )
         else:
             matches = [pattern]
         for path in matches:
@@ -129,7 +135,9 @@ def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> list[LayerRef]:
             if row is None:
                 found = _describe(model, path)
                 if not found:
-                    raise DistillError(f"layer {path!r} does not exist in the teacher model (see --list-layers)")
+                    raise DistillError(
+                        f"layer {path!r} does not exist in the teacher model (see --list-layers)"
+                    )
                 if isinstance(model.get_submodule(path), nn.Linear):
                     raise DistillError(
                         f"layer {path!r} is a Linear outside any supported MLP (a nerfstudio MLP with the torch "
@@ -191,13 +199,17 @@ def layer_features(spec: EUGenSpec, out_features: int, width_fraction: float | N
     return max(1, round(width_fraction * out_features))
 
 
-def make_student_layer(mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec,
-                       width_fraction: float | None = None) -> nn.Module:
+def make_student_layer(
+    mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec, width_fraction: float | None = None
+) -> nn.Module:
     """The (unfitted) layer that will replace ``ref``, of ``spec.layer_type`` (EUGen, or a reviewers' baseline:
     SNNK, low-rank), on its MLP's device and dtype; ``m`` from :func:`layer_features`."""
     dense = mlp.layers[ref.index]
-    spec = replace(spec, seed=layer_seed(spec, ref.path),
-                   num_features=layer_features(spec, dense.out_features, width_fraction))
+    spec = replace(
+        spec,
+        seed=layer_seed(spec, ref.path),
+        num_features=layer_features(spec, dense.out_features, width_fraction),
+    )
     layer = EUGenMLP.make_layer(spec.layer_type, dense.in_features, dense.out_features, spec)
     return layer.to(device=dense.weight.device, dtype=dense.weight.dtype)
 
@@ -206,13 +218,19 @@ def install_layer(mlp: EUGenMLP, index: int, layer: nn.Module) -> None:
     """Put ``layer`` at ``mlp.layers[index]`` (the fused form is rebuilt on the next eval call)."""
     mlp.layers[index] = layer
     types = list(mlp.layer_types)
-    types[index] = ("eugen" if isinstance(layer, EUGenLinear) else "lowrank" if isinstance(layer, LowRankLinear)
-                    else "dense")
+    types[index] = (
+        "eugen"
+        if isinstance(layer, EUGenLinear)
+        else "lowrank"
+        if isinstance(layer, LowRankLinear)
+        else "dense"
+    )
     mlp.layer_types = tuple(types)
 
 
-def apply_student(model: nn.Module, paths: Sequence[str], spec: EUGenSpec,
-                  width_fraction: float | None = None) -> list[LayerRef]:
+def apply_student(
+    model: nn.Module, paths: Sequence[str], spec: EUGenSpec, width_fraction: float | None = None
+) -> list[LayerRef]:
     """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``;
     return their refs."""
     refs = resolve_layers(model, paths)
@@ -268,7 +286,10 @@ class DistilledTrainerConfig(TrainerConfig):
 
 
 def student_trainer_config(
-    teacher_config: TrainerConfig, run_dir: Path, layers: Sequence[str], spec: EUGenSpec,
+    teacher_config: TrainerConfig,
+    run_dir: Path,
+    layers: Sequence[str],
+    spec: EUGenSpec,
     width_fraction: float | None = None,
 ) -> DistilledTrainerConfig:
     """The ``config.yml`` of a student run: the teacher's, with the student model and new paths.

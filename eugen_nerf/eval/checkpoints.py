@@ -56,9 +56,7 @@ def load_checkpoint(path: Path) -> dict:
         loaded = torch.load(path, map_location="cpu")
     except Exception as err:  # noqa: BLE001 - truncated zip, foreign pickle, ...: torch raises many kinds
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CheckpointError(
-            f"{path}: not a readable checkpoint, truncated or corrupt ({reason})"
-        ) from None
+        raise CheckpointError(f"{path}: not a readable checkpoint, truncated or corrupt ({reason})") from None
     if not isinstance(loaded, dict) or not isinstance(loaded.get("pipeline"), dict):
         raise CheckpointError(f"{path}: not a nerfstudio checkpoint (no 'pipeline' state)")
     return loaded
@@ -94,14 +92,16 @@ def install_checkpoint_checks() -> None:
     eval_utils.eval_load_checkpoint = eval_load_checkpoint
 
 
-def load_checkpoint_strict(pipeline, checkpoint: Path, config_path: Path, method: str, loaded: dict | None = None) -> int:
+def load_checkpoint_strict(
+    pipeline, checkpoint: Path, config_path: Path, method: str, loaded: dict | None = None
+) -> int:
     """Load ``checkpoint`` (already read: ``loaded``) into ``pipeline``'s model, every key present and every
     tensor loaded, and return its step. A checkpoint of another method or model configuration is one clear
     error (a non-strict load would silently leave half the model random). Shapes are the model's own
     ``load_state_dict``'s to check: some models (Gaussian splatting) resize their parameters to the checkpoint."""
     loaded = loaded if loaded is not None else load_checkpoint(checkpoint)
     state = {key.removeprefix("module."): value for key, value in loaded["pipeline"].items()}
-    model_state = {key[len("_model."):]: value for key, value in state.items() if key.startswith("_model.")}
+    model_state = {key[len("_model.") :]: value for key, value in state.items() if key.startswith("_model.")}
     expected = pipeline.model.state_dict()
     missing = sorted(set(expected) - set(model_state))
     unexpected = sorted(set(model_state) - set(expected))
@@ -113,8 +113,13 @@ def load_checkpoint_strict(pipeline, checkpoint: Path, config_path: Path, method
         )
 
     if missing or unexpected:
-        raise misfit("; ".join(f"{label} {len(keys)} (e.g. {keys[0]})"
-                               for label, keys in (("missing", missing), ("unexpected", unexpected)) if keys))
+        raise misfit(
+            "; ".join(
+                f"{label} {len(keys)} (e.g. {keys[0]})"
+                for label, keys in (("missing", missing), ("unexpected", unexpected))
+                if keys
+            )
+        )
     step = int(loaded.get("step", 0))
     pipeline.model.update_to_step(step)
     try:

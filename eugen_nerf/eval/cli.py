@@ -55,7 +55,9 @@ class Runs:
 def read_rgb(path: Path) -> torch.Tensor:
     """An image file as float RGB ``(H, W, 3)`` in [0, 1] (gray is repeated, alpha dropped)."""
     image = read_image_float(path)
-    return torch.from_numpy(np.ascontiguousarray(np.repeat(image, 3, axis=-1) if image.shape[-1] == 1 else image))
+    return torch.from_numpy(
+        np.ascontiguousarray(np.repeat(image, 3, axis=-1) if image.shape[-1] == 1 else image)
+    )
 
 
 @dataclass

@@ -141,7 +141,9 @@ def score_test_views(
     views = list(range(len(dataset))) if views is None else list(views)
     if truth is not None and len(truth) != len(dataset):
         raise EvalInputError(f"the truth dataset has {len(truth)} test views, the run {len(dataset)}")
-    images = [ground_truth_image(pipeline, truth if truth is not None else dataset, i).to(device) for i in views]
+    images = [
+        ground_truth_image(pipeline, truth if truth is not None else dataset, i).to(device) for i in views
+    ]
     check_sizes(dataset, views, images)
     images = [area_downsample(image, downscale) for image in images]
     if lpips is True:
@@ -178,7 +180,11 @@ def score_test_views(
 
     results = render_and_score(
         track(range(len(views)), description=f"rendering {label}".strip(), transient=True),
-        render, score, device, warmup=warmup, repeats=repeats,
+        render,
+        score,
+        device,
+        warmup=warmup,
+        repeats=repeats,
     )
     return TestViewScores(
         views=views,
@@ -195,8 +201,13 @@ def evaluate_images(run: Run, settings: EvalSettings, error_dir: Path | None = N
     dataset = run.pipeline.datamanager.eval_dataset
     views = list(range(len(dataset)))[: settings.max_views]
     result = score_test_views(
-        run.pipeline, views, warmup=settings.warmup, repeats=settings.repeats, lpips=settings.lpips,
-        error_dir=error_dir, label=run.name,
+        run.pipeline,
+        views,
+        warmup=settings.warmup,
+        repeats=settings.repeats,
+        lpips=settings.lpips,
+        error_dir=error_dir,
+        label=run.name,
     )
     try:
         field_name, field_timing = time_field(
@@ -249,8 +260,13 @@ def evaluate_config(
         "scene": str(run.scene),
         "step": run.step,
         "checkpoint": str(run.checkpoint),
-        **(run.pipeline.model.evaluate_geometry(
-            run.scene, run.pipeline.datamanager.eval_dataset.cameras, settings) if is_sdf_run(run) else evaluate_images(run, settings, error_dir)),
+        **(
+            run.pipeline.model.evaluate_geometry(
+                run.scene, run.pipeline.datamanager.eval_dataset.cameras, settings
+            )
+            if is_sdf_run(run)
+            else evaluate_images(run, settings, error_dir)
+        ),
     }
     entry["size"] = {
         "parameters": count_parameters(run.pipeline.model),

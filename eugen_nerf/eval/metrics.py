@@ -88,7 +88,9 @@ def _f_score(a_to_b: Tensor, b_to_a: Tensor, threshold: float) -> Tensor:
     return torch.where(denom > 0, 2 * precision * recall / denom.clamp(min=1e-12), torch.zeros_like(denom))
 
 
-def chamfer_and_f_scores(points_a: Tensor, points_b: Tensor, thresholds: Sequence[float]) -> tuple[Tensor, list[Tensor]]:
+def chamfer_and_f_scores(
+    points_a: Tensor, points_b: Tensor, thresholds: Sequence[float]
+) -> tuple[Tensor, list[Tensor]]:
     """:func:`chamfer_distance` and :func:`f_score` at each threshold from one nearest-neighbour pass."""
     a_to_b, b_to_a = _nearest_distances(points_a.float(), points_b.float())
     return a_to_b.mean() + b_to_a.mean(), [_f_score(a_to_b, b_to_a, t) for t in thresholds]

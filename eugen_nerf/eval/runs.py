@@ -94,7 +94,9 @@ def read_config(config_path: Path, check_scene: bool = True) -> TrainerConfig:
     if not isinstance(config, TrainerConfig):
         raise EvalInputError(f"{config_path}: not a nerfstudio TrainerConfig")
     if config.method_name not in all_methods:
-        raise EvalInputError(f"{config_path}: method {config.method_name!r} is not registered with nerfstudio")
+        raise EvalInputError(
+            f"{config_path}: method {config.method_name!r} is not registered with nerfstudio"
+        )
     # as eval_setup: generic datamanager targets do not survive YAML, so the method's is used; but only for the
     # method's own datamanager config class: a run trained on another one (stock nerfacto on the plain
     # VanillaDataManager, say) would otherwise get a target that cannot take its config

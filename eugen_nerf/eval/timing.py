@@ -102,8 +102,11 @@ def benchmark_interleaved(
 
 
 def closest_in_time(
-    reference: Callable[[], object], candidates: dict[str, Callable[[], object]], device: torch.device | str,
-    warmup: int = 1, repeats: int = 5,
+    reference: Callable[[], object],
+    candidates: dict[str, Callable[[], object]],
+    device: torch.device | str,
+    warmup: int = 1,
+    repeats: int = 5,
 ) -> tuple[str, dict[str, Timing]]:
     """The candidate whose median time is closest to ``reference``'s, all timed side by side
     (:func:`benchmark_interleaved`, the reference under the key ``"reference"``); returns its key and every timing.

@@ -68,13 +68,21 @@ class ISDFField(nn.Module):
         self.config = config
         self.input_scale = config.input_scale
         self.embedding = NeRFEncoding(
-            in_dim=3, num_frequencies=config.num_frequencies, min_freq_exp=0.0,
-            max_freq_exp=float(config.num_frequencies - 1), include_input=True,
+            in_dim=3,
+            num_frequencies=config.num_frequencies,
+            min_freq_exp=0.0,
+            max_freq_exp=float(config.num_frequencies - 1),
+            include_input=True,
         )
         eugen = config.eugen
         self.mlp = field_mlp(
-            eugen, eugen.layers, in_dim=self.embedding.get_out_dim(), num_layers=ISDF_LAYERS,
-            layer_width=config.width, out_dim=1, skip_connections=(ISDF_SKIP,),
+            eugen,
+            eugen.layers,
+            in_dim=self.embedding.get_out_dim(),
+            num_layers=ISDF_LAYERS,
+            layer_width=config.width,
+            out_dim=1,
+            skip_connections=(ISDF_SKIP,),
             activation=nn.Softplus(beta=SOFTPLUS_BETA),
         )
 

@@ -52,14 +52,24 @@ class EUGenNeRFField(Field):
             in_dim=3, num_frequencies=4, min_freq_exp=0.0, max_freq_exp=4.0, include_input=True
         )
         self.trunk = field_mlp(
-            eugen, trunk_layers, in_dim=self.position_encoding.get_out_dim(), num_layers=TRUNK_LAYERS,
-            layer_width=trunk_width, out_dim=trunk_width, skip_connections=(TRUNK_SKIP,),
+            eugen,
+            trunk_layers,
+            in_dim=self.position_encoding.get_out_dim(),
+            num_layers=TRUNK_LAYERS,
+            layer_width=trunk_width,
+            out_dim=trunk_width,
+            skip_connections=(TRUNK_SKIP,),
             out_activation=nn.ReLU(),
         )
         self.density_head = nn.Linear(trunk_width, 1)
         self.color_head = field_mlp(
-            eugen, head_layers, in_dim=trunk_width + self.direction_encoding.get_out_dim(),
-            num_layers=HEAD_LAYERS, layer_width=head_width, out_dim=3, out_activation=nn.Sigmoid(),
+            eugen,
+            head_layers,
+            in_dim=trunk_width + self.direction_encoding.get_out_dim(),
+            num_layers=HEAD_LAYERS,
+            layer_width=head_width,
+            out_dim=3,
+            out_activation=nn.Sigmoid(),
             seed_offset=TRUNK_LAYERS,
         )
 

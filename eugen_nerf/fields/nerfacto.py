@@ -69,17 +69,30 @@ class EUGenNerfactoField(Field):
         self.spatial_distortion = spatial_distortion
         self.average_init_density = average_init_density
         self.encoding = HashEncoding(
-            num_levels=num_levels, min_res=base_res, max_res=max_res, log2_hashmap_size=log2_hashmap_size,
-            features_per_level=features_per_level, implementation=implementation,
+            num_levels=num_levels,
+            min_res=base_res,
+            max_res=max_res,
+            log2_hashmap_size=log2_hashmap_size,
+            features_per_level=features_per_level,
+            implementation=implementation,
         )
         self.direction_encoding = SHEncoding(levels=4, implementation=implementation)
         self.density_mlp = field_mlp(
-            eugen, density_layers, in_dim=self.encoding.get_out_dim(), num_layers=DENSITY_LAYERS,
-            layer_width=hidden_dim, out_dim=1 + geo_feat_dim,
+            eugen,
+            density_layers,
+            in_dim=self.encoding.get_out_dim(),
+            num_layers=DENSITY_LAYERS,
+            layer_width=hidden_dim,
+            out_dim=1 + geo_feat_dim,
         )
         self.color_mlp = field_mlp(
-            eugen, color_layers, in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim,
-            num_layers=COLOR_LAYERS, layer_width=hidden_dim_color, out_dim=3, out_activation=nn.Sigmoid(),
+            eugen,
+            color_layers,
+            in_dim=self.direction_encoding.get_out_dim() + geo_feat_dim,
+            num_layers=COLOR_LAYERS,
+            layer_width=hidden_dim_color,
+            out_dim=3,
+            out_activation=nn.Sigmoid(),
             seed_offset=DENSITY_LAYERS,
         )
 

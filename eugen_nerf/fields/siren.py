@@ -91,18 +91,26 @@ class SirenEUGenSpec(EUGenSpec):
 
     def validate(self) -> None:
         super().validate()
-        check_choice("eugen.layer-type", self.layer_type, ("eugen",))  # a SIREN's dense layers are sine layers
+        check_choice(
+            "eugen.layer-type", self.layer_type, ("eugen",)
+        )  # a SIREN's dense layers are sine layers
         check_positive_float("eugen.projection-lr-scale", self.projection_lr_scale)
         check_positive_float("eugen.weight-lr-scale", self.weight_lr_scale)
         check_choice("eugen.init", self.init, SIREN_INITS)
-        layout = {"trainable-projections": (self.trainable_projections, False),
-                  "learn-first-projections": (self.learn_first_projections, True),
-                  "readout": (self.readout, True), "degree": (self.degree, 1),
-                  "use-norm": (self.use_norm, False), "scaling": (self.scaling, "polynomial")}
+        layout = {
+            "trainable-projections": (self.trainable_projections, False),
+            "learn-first-projections": (self.learn_first_projections, True),
+            "readout": (self.readout, True),
+            "degree": (self.degree, 1),
+            "use-norm": (self.use_norm, False),
+            "scaling": (self.scaling, "polynomial"),
+        }
         wrong = [f"{name}={got!r} (needs {need!r})" for name, (got, need) in layout.items() if got != need]
         if self.init == "siren" and wrong:
-            raise ValueError("eugen.init 'siren' starts the parity layout only (frozen G, the first one "
-                             f"learned, readout, degree 1, no norm, polynomial scaling): {', '.join(wrong)}")
+            raise ValueError(
+                "eugen.init 'siren' starts the parity layout only (frozen G, the first one "
+                f"learned, readout, degree 1, no norm, polynomial scaling): {', '.join(wrong)}"
+            )
 
 
 class Sine(nn.Module):
@@ -191,12 +199,20 @@ def siren_mlp(
             raise ValueError(f"SIREN hidden layer type must be one of {SIREN_LAYER_TYPES}, got {kind!r}")
     spec = eugen if eugen is not None else SirenEUGenSpec()
     if spec.init == "siren" and (not hidden_types or any(kind != "eugen" for kind in hidden_types)):
-        raise ValueError("eugen.init 'siren' needs every hidden layer EUGen (the layout it starts as SIREN), "
-                         f"got {tuple(hidden_types)}")
+        raise ValueError(
+            "eugen.init 'siren' needs every hidden layer EUGen (the layout it starts as SIREN), "
+            f"got {tuple(hidden_types)}"
+        )
     layer_types = ("dense", *hidden_types) + (() if has_readout(hidden_types, spec) else ("dense",))
     mlp = EUGenMLP(
-        in_dim=in_dim, num_layers=len(layer_types), layer_width=width, out_dim=out_dim,
-        activation=Sine(omega_0), out_activation=out_activation, layer_types=layer_types, eugen=spec,
+        in_dim=in_dim,
+        num_layers=len(layer_types),
+        layer_width=width,
+        out_dim=out_dim,
+        activation=Sine(omega_0),
+        out_activation=out_activation,
+        layer_types=layer_types,
+        eugen=spec,
     )
     if spec.learn_first_projections and not spec.trainable_projections and "eugen" in hidden_types:
         index = layer_types.index("eugen")
@@ -237,7 +253,9 @@ def siren_param_groups(module: nn.Module, lr: float, eugen: SirenEUGenSpec) -> l
     return groups
 
 
-def siren_parameters(in_dim: int, width: int, out_dim: int, hidden_types: Sequence[str], eugen: SirenEUGenSpec) -> int:
+def siren_parameters(
+    in_dim: int, width: int, out_dim: int, hidden_types: Sequence[str], eugen: SirenEUGenSpec
+) -> int:
     """Trainable parameters of :func:`siren_mlp` without building it (for parameter-matched baselines)."""
     features = eugen.degree * eugen.num_features
     matrices = eugen.degree if eugen.shared_projections else eugen.degree * (eugen.degree + 1) // 2
@@ -284,8 +302,12 @@ class SirenRadianceField(Field):
             in_dim=3, num_frequencies=4, min_freq_exp=0.0, max_freq_exp=4.0, include_input=True
         )
         self.color_head = MLP(
-            in_dim=width + self.direction_encoding.get_out_dim(), num_layers=2, layer_width=head_width, out_dim=3,
-            activation=nn.ReLU(), out_activation=nn.Sigmoid(),
+            in_dim=width + self.direction_encoding.get_out_dim(),
+            num_layers=2,
+            layer_width=head_width,
+            out_dim=3,
+            activation=nn.ReLU(),
+            out_activation=nn.Sigmoid(),
         )
 
     def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:

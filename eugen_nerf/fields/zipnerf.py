@@ -68,8 +68,12 @@ class AntiAliasedHashGrid(nn.Module):
         self.num_levels = num_levels
         self.features_per_level = features_per_level
         self.encoding = GatherHashEncoding(
-            num_levels=num_levels, min_res=base_res, max_res=max_res, log2_hashmap_size=log2_hashmap_size,
-            features_per_level=features_per_level, implementation=implementation,
+            num_levels=num_levels,
+            min_res=base_res,
+            max_res=max_res,
+            log2_hashmap_size=log2_hashmap_size,
+            features_per_level=features_per_level,
+            implementation=implementation,
         )
         self.register_buffer("resolutions", self.encoding.scalings.clone().float(), persistent=False)
 
@@ -121,11 +125,16 @@ class ZipNeRFDensityField(Field):
         super().__init__()
         self.register_buffer("aabb", aabb)
         self.contraction = contraction
-        self.grid = AntiAliasedHashGrid(num_levels, base_res, max_res, log2_hashmap_size, features_per_level,
-                                        implementation)
+        self.grid = AntiAliasedHashGrid(
+            num_levels, base_res, max_res, log2_hashmap_size, features_per_level, implementation
+        )
         self.density_mlp = field_mlp(
-            eugen or EUGenSpec(), eugen_layers, in_dim=self.grid.get_out_dim(), num_layers=DENSITY_LAYERS,
-            layer_width=hidden_dim, out_dim=out_dim,
+            eugen or EUGenSpec(),
+            eugen_layers,
+            in_dim=self.grid.get_out_dim(),
+            num_layers=DENSITY_LAYERS,
+            layer_width=hidden_dim,
+            out_dim=out_dim,
         )
 
     def unit_gaussians(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor, Tensor]:
@@ -134,8 +143,12 @@ class ZipNeRFDensityField(Field):
         if frustums.pixel_area is None:
             raise ValueError("Zip-NeRF's multisampling needs each ray's pixel_area (camera intrinsics)")
         means, stds = frustum_multisamples(
-            frustums.origins, frustums.directions, frustums.starts, frustums.ends,
-            pixel_radius(frustums.pixel_area), randomize=self.training,
+            frustums.origins,
+            frustums.directions,
+            frustums.starts,
+            frustums.ends,
+            pixel_radius(frustums.pixel_area),
+            randomize=self.training,
         )
         if self.contraction:
             means, stds = contract_gaussians(means, stds)
@@ -182,13 +195,20 @@ class ZipNeRFField(ZipNeRFDensityField):
         view_width: int = 256,
         **grid_args,
     ) -> None:
-        super().__init__(aabb, contraction, out_dim=bottleneck_width, eugen=eugen, eugen_layers=density_layers,
-                         **grid_args)
+        super().__init__(
+            aabb, contraction, out_dim=bottleneck_width, eugen=eugen, eugen_layers=density_layers, **grid_args
+        )
         self.bottleneck_width = bottleneck_width
         direction_dim = 3 * (1 + 2 * DIRECTION_FREQUENCIES)
         self.view_mlp = field_mlp(
-            eugen, view_layers, in_dim=bottleneck_width + direction_dim, num_layers=VIEW_LAYERS,
-            layer_width=view_width, out_dim=3, skip_connections=(1,), out_activation=nn.Sigmoid(),
+            eugen,
+            view_layers,
+            in_dim=bottleneck_width + direction_dim,
+            num_layers=VIEW_LAYERS,
+            layer_width=view_width,
+            out_dim=3,
+            skip_connections=(1,),
+            out_activation=nn.Sigmoid(),
             seed_offset=DENSITY_LAYERS,
         )
 

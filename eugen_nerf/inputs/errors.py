@@ -76,8 +76,10 @@ def one_line_errors(prog: str, code: int = 2, also: tuple[type[BaseException], .
         raise SystemExit(code) from None
     except KeyboardInterrupt as error:
         signal_name = str(error) or "SIGINT"
-        print(f"{prog}: interrupted ({signal_name}); earlier output is untouched, rerun to start again or resume",
-              flush=True)
+        print(
+            f"{prog}: interrupted ({signal_name}); earlier output is untouched, rerun to start again or resume",
+            flush=True,
+        )
         raise SystemExit(INTERRUPTED_EXIT) from None
 
 

@@ -104,8 +104,10 @@ def check_command(command: ISDFCommand) -> None:
     """Every option value, the output folder and the scene, before any training (nothing is written)."""
     check_options(command, OPTION_RULES)
     if command.train.sampling.far <= command.train.sampling.near:
-        raise InputError(f"--train.sampling.far ({command.train.sampling.far}) must exceed "
-                         f"--train.sampling.near ({command.train.sampling.near})")
+        raise InputError(
+            f"--train.sampling.far ({command.train.sampling.far}) must exceed "
+            f"--train.sampling.near ({command.train.sampling.near})"
+        )
     refuse_existing(command.output, command.overwrite, "--output", "an eugen-isdf run")
 
 
@@ -114,7 +116,9 @@ def run(command: ISDFCommand, progress: bool = True) -> dict[str, float]:
     device = resolve_device(command.device)
     scene, frames = load_stream(command.data)
     if scene.mesh_path is None:
-        raise SceneError(f"{command.data}: the scene has no ground-truth mesh (scene.json 'ground_truth_mesh')")
+        raise SceneError(
+            f"{command.data}: the scene has no ground-truth mesh (scene.json 'ground_truth_mesh')"
+        )
     config = with_layers(command.train, command.layers)
     trainer = StreamingTrainer(config, scene, frames, device)
     log: TrainingLog = trainer.run(progress=progress)
@@ -127,8 +131,15 @@ def run(command: ISDFCommand, progress: bool = True) -> dict[str, float]:
 def write_results(command, config, scene, frames, field, log, device, staging: Path) -> dict[str, float]:
     """Evaluate the trained field and write its files into ``staging`` (swapped in by the caller)."""
     metrics = evaluate_field(
-        lambda points: field(points), scene.mesh_path, frames, scene.intrinsics, scene.height, scene.width,
-        command.evaluation, device, export_to=staging / "mesh.ply",
+        lambda points: field(points),
+        scene.mesh_path,
+        frames,
+        scene.intrinsics,
+        scene.height,
+        scene.width,
+        command.evaluation,
+        device,
+        export_to=staging / "mesh.ply",
     )
     metrics.update(
         train_seconds=log.train_seconds,
@@ -141,7 +152,9 @@ def write_results(command, config, scene, frames, field, log, device, staging: P
     )
     for name in ("sdf_error", "chamfer"):
         if isinstance(metrics.get(name), float) and not math.isfinite(metrics[name]):
-            raise NumericalError(f"evaluation: metric '{name}' is {metrics[name]} (the field gives non-finite SDF)")
+            raise NumericalError(
+                f"evaluation: metric '{name}' is {metrics[name]} (the field gives non-finite SDF)"
+            )
     torch.save({"field": field.state_dict(), "field_config": asdict(config.sdf)}, staging / "field.pt")
     (staging / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics

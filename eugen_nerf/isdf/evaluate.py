@@ -61,8 +61,9 @@ class GroundTruth:
         return torch.from_numpy(self.scene.compute_distance(query).numpy()).to(points)
 
 
-def evaluation_points(frames: Sequence[DepthFrame], intrinsics: np.ndarray, height: int, width: int,
-                      config: EvaluationConfig) -> tuple[Tensor, Tensor]:
+def evaluation_points(
+    frames: Sequence[DepthFrame], intrinsics: np.ndarray, height: int, width: int, config: EvaluationConfig
+) -> tuple[Tensor, Tensor]:
     """Measured surface points ``(N, 3)`` and free-space points in front of them ``(N·S, 3)``."""
     generator = torch.Generator().manual_seed(config.seed)
     directions = camera_directions(torch.from_numpy(intrinsics), height, width)
@@ -82,10 +83,14 @@ def sample_surface(mesh: o3d.geometry.TriangleMesh, count: int, seed: int) -> Te
 
 
 @torch.no_grad()
-def evaluate_sdf(sdf: SDFFunction, ground_truth: GroundTruth, surface: Tensor, free: Tensor,
-                 device: torch.device) -> dict[str, float]:
+def evaluate_sdf(
+    sdf: SDFFunction, ground_truth: GroundTruth, surface: Tensor, free: Tensor, device: torch.device
+) -> dict[str, float]:
     """Mean |SDF error| on surface points, on free-space points, and on both together."""
-    predicted = {name: sdf(points.to(device)).reshape(-1).cpu() for name, points in (("surface", surface), ("free", free))}
+    predicted = {
+        name: sdf(points.to(device)).reshape(-1).cpu()
+        for name, points in (("surface", surface), ("free", free))
+    }
     truth = {"surface": ground_truth.distance(surface), "free": ground_truth.distance(free)}
     both_pred = torch.cat([predicted["surface"], predicted["free"]])
     both_true = torch.cat([truth["surface"], truth["free"]])
@@ -97,7 +102,9 @@ def evaluate_sdf(sdf: SDFFunction, ground_truth: GroundTruth, surface: Tensor, f
     }
 
 
-def evaluate_mesh(mesh: o3d.geometry.TriangleMesh, ground_truth: GroundTruth, config: EvaluationConfig) -> dict[str, float]:
+def evaluate_mesh(
+    mesh: o3d.geometry.TriangleMesh, ground_truth: GroundTruth, config: EvaluationConfig
+) -> dict[str, float]:
     """Chamfer distance and F-scores of a reconstructed mesh against the ground-truth mesh."""
     predicted = sample_surface(mesh, config.num_mesh_points, config.seed)
     truth = sample_surface(ground_truth.mesh, config.num_mesh_points, config.seed + 1)
@@ -108,9 +115,18 @@ def evaluate_mesh(mesh: o3d.geometry.TriangleMesh, ground_truth: GroundTruth, co
     return metrics
 
 
-def evaluate_field(sdf: SDFFunction, mesh_path: Path, frames: Sequence[DepthFrame], intrinsics: np.ndarray,
-                   height: int, width: int, config: EvaluationConfig, device: torch.device,
-                   export_to: Path | None = None, mesh_optional: bool = False) -> dict[str, float | str | None]:
+def evaluate_field(
+    sdf: SDFFunction,
+    mesh_path: Path,
+    frames: Sequence[DepthFrame],
+    intrinsics: np.ndarray,
+    height: int,
+    width: int,
+    config: EvaluationConfig,
+    device: torch.device,
+    export_to: Path | None = None,
+    mesh_optional: bool = False,
+) -> dict[str, float | str | None]:
     """SDF error and mesh metrics of ``sdf`` against the mesh at ``mesh_path``; exports the mesh if asked.
 
     With ``mesh_optional``, a field with no surface yet (no zero crossing) gives the SDF metrics and a
@@ -144,8 +160,17 @@ def evaluate_geometry_run(model, scene_dir: Path, cameras, settings: EvalSetting
     config = EvaluationConfig()
     field = model.field.eval()
     with torch.no_grad():
-        values = evaluate_field(field, scene.mesh_path, frames, scene.intrinsics, scene.height, scene.width,
-                                config, torch.device(device), mesh_optional=True)
+        values = evaluate_field(
+            field,
+            scene.mesh_path,
+            frames,
+            scene.intrinsics,
+            scene.height,
+            scene.width,
+            config,
+            torch.device(device),
+            mesh_optional=True,
+        )
     mesh_reason = values["mesh_reason"]
     threshold = config.thresholds[0]
     points = torch.rand(settings.field_points, 3, device=device) * 2 - 1
@@ -153,8 +178,12 @@ def evaluate_geometry_run(model, scene_dir: Path, cameras, settings: EvalSetting
         field_time = benchmark(lambda: field(points), device, settings.warmup, settings.repeats)
     cameras = cameras.to(device)
     views = list(range(len(cameras)))[: settings.max_views]
-    render_time = benchmark(lambda: [model.get_outputs_for_camera(cameras[i : i + 1]) for i in views], device,
-                            settings.warmup, settings.repeats)
+    render_time = benchmark(
+        lambda: [model.get_outputs_for_camera(cameras[i : i + 1]) for i in views],
+        device,
+        settings.warmup,
+        settings.repeats,
+    )
     return {
         "metrics": {
             "sdf_error": stats([values["sdf_error"]]),

@@ -35,7 +35,9 @@ def check_depth_frame(name: str, depth: np.ndarray, camera_to_world: np.ndarray)
     if depth.ndim != 2:
         raise SceneError(f"frame {name}: depth has shape {depth.shape}, expected (H, W)")
     if not np.all(np.isfinite(depth)):
-        raise SceneError(f"frame {name}: depth contains {int((~np.isfinite(depth)).sum())} NaN or infinite values")
+        raise SceneError(
+            f"frame {name}: depth contains {int((~np.isfinite(depth)).sum())} NaN or infinite values"
+        )
     if depth.min() < 0:
         raise SceneError(f"frame {name}: depth contains negative values (min {depth.min():.3g})")
     if not np.any(depth > 0):

@@ -15,7 +15,9 @@ SDFFunction = Callable[[Tensor], Tensor]
 
 
 @torch.no_grad()
-def sdf_grid(sdf: SDFFunction, half_extent: float, resolution: int, device: torch.device, chunk: int = 65536) -> np.ndarray:
+def sdf_grid(
+    sdf: SDFFunction, half_extent: float, resolution: int, device: torch.device, chunk: int = 65536
+) -> np.ndarray:
     """``(R, R, R)`` SDF values on a regular grid over ``[-half_extent, half_extent]³`` (index order x, y, z)."""
     axis = torch.linspace(-half_extent, half_extent, resolution)
     points = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), dim=-1).reshape(-1, 3)
@@ -23,12 +25,15 @@ def sdf_grid(sdf: SDFFunction, half_extent: float, resolution: int, device: torc
     return values.reshape(resolution, resolution, resolution).numpy()
 
 
-def extract_mesh(sdf: SDFFunction, half_extent: float = 1.1, resolution: int = 64,
-                 device: torch.device | None = None) -> o3d.geometry.TriangleMesh:
+def extract_mesh(
+    sdf: SDFFunction, half_extent: float = 1.1, resolution: int = 64, device: torch.device | None = None
+) -> o3d.geometry.TriangleMesh:
     """The zero level set as a triangle mesh in world coordinates; raises if the SDF never changes sign."""
     grid = sdf_grid(sdf, half_extent, resolution, device or torch.device("cpu"))
     if not grid.min() < 0.0 < grid.max():
-        raise ValueError(f"the SDF has no zero crossing in the box (range {grid.min():.3g} .. {grid.max():.3g})")
+        raise ValueError(
+            f"the SDF has no zero crossing in the box (range {grid.min():.3g} .. {grid.max():.3g})"
+        )
     spacing = 2.0 * half_extent / (resolution - 1)
     # skimage's default winding ("descent") makes the normals point towards increasing SDF: outwards.
     vertices, faces, _, _ = marching_cubes(grid, level=0.0, spacing=(spacing,) * 3)

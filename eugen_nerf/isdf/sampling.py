@@ -63,7 +63,9 @@ def camera_directions(intrinsics: Tensor, height: int, width: int) -> Tensor:
     return torch.stack([(u - cx) / fx, -(v - cy) / fy, -torch.ones_like(u)], dim=-1).float()
 
 
-def frame_rays(frames: Sequence[DepthFrame], directions: Tensor, rays_per_frame: int, generator: torch.Generator) -> RayBatch:
+def frame_rays(
+    frames: Sequence[DepthFrame], directions: Tensor, rays_per_frame: int, generator: torch.Generator
+) -> RayBatch:
     """``rays_per_frame`` uniformly drawn pixels of each frame, as world rays with their measured depth."""
     height, width = directions.shape[:2]
     poses = torch.stack([frame.camera_to_world for frame in frames])  # (F, 4, 4)

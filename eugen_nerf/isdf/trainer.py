@@ -70,20 +70,26 @@ class TrainingLog:
 class StreamingTrainer:
     """Trains an :class:`ISDFField` online from an ordered list of :class:`DepthFrame`."""
 
-    def __init__(self, config: StreamingConfig, scene: Scene, frames: Sequence[DepthFrame], device: torch.device):
+    def __init__(
+        self, config: StreamingConfig, scene: Scene, frames: Sequence[DepthFrame], device: torch.device
+    ):
         self.config = config
         self.frames = list(frames)
         self.device = torch.device(device)
         torch.manual_seed(config.seed)
         self.field = ISDFField(config.sdf).to(self.device)
-        self.optimizer = torch.optim.AdamW(self.field.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.field.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
         self.directions = camera_directions(torch.from_numpy(scene.intrinsics), scene.height, scene.width)
         self.buffer = KeyframeBuffer(config.keyframes)
         self.generator = torch.Generator().manual_seed(config.seed)
         self.steps_done = 0
 
     def rays(self, indices: Sequence[int]) -> RayBatch:
-        rays = frame_rays([self.frames[i] for i in indices], self.directions, self.config.rays_per_frame, self.generator)
+        rays = frame_rays(
+            [self.frames[i] for i in indices], self.directions, self.config.rays_per_frame, self.generator
+        )
         return RayBatch(*(tensor.to(self.device) for tensor in (rays.origins, rays.directions, rays.depth)))
 
     def step(self, window: Sequence[int]) -> Tensor:

@@ -74,8 +74,11 @@ def unit_projections(layer: EUGenLinear, dense: nn.Linear, units: Tensor, pair_s
     if units.numel() and (units.min() < 0 or units.max() >= dense.out_features):
         raise ValueError(f"units must index the dense layer's {dense.out_features} outputs")
     weight = dense.weight.detach().double().cpu()
-    bias = dense.bias.detach().double().cpu() if dense.bias is not None else torch.zeros(dense.out_features,
-                                                                                         dtype=torch.float64)
+    bias = (
+        dense.bias.detach().double().cpu()
+        if dense.bias is not None
+        else torch.zeros(dense.out_features, dtype=torch.float64)
+    )
     rows = torch.cat([weight, bias[:, None]], dim=1)[units]
     if layer.use_norm:
         rows = torch.cat([rows, torch.zeros(rows.shape[0], 1, dtype=torch.float64)], dim=1)

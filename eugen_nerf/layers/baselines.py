@@ -43,8 +43,14 @@ class LowRankLinear(nn.Module):
     @classmethod
     def from_dense(cls, linear: nn.Linear, rank: int) -> LowRankLinear:
         """Best rank-``rank`` approximation of a dense layer (truncated SVD, Eckart–Young)."""
-        layer = cls(linear.in_features, linear.out_features, rank, bias=linear.bias is not None,
-                    device=linear.weight.device, dtype=linear.weight.dtype)
+        layer = cls(
+            linear.in_features,
+            linear.out_features,
+            rank,
+            bias=linear.bias is not None,
+            device=linear.weight.device,
+            dtype=linear.weight.dtype,
+        )
         return layer.load_product_(linear.weight, linear.bias)
 
     @torch.no_grad()
@@ -74,7 +80,9 @@ class LowRankLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
 
 
-def snnk_linear(in_features: int, out_features: int, num_features: int = 64, seed: int = 0, **kwargs) -> EUGenLinear:
+def snnk_linear(
+    in_features: int, out_features: int, num_features: int = 64, seed: int = 0, **kwargs
+) -> EUGenLinear:
     """SNNK-style ReLU random-feature layer: ``A · ReLU(G [x; 1]) + c``.
 
     The special case of an EUGen layer with degree 1, ReLU feature map and no norm entry
@@ -82,6 +90,13 @@ def snnk_linear(in_features: int, out_features: int, num_features: int = 64, see
     ``scaling="polynomial"``: at degree 1 that is ``ReLU(G [x; 1])`` itself, SNNK's homogeneous form.
     """
     return EUGenLinear(
-        in_features, out_features, num_features=num_features, degree=1, use_norm=False,
-        feature_map="relu", seed=seed, scaling="polynomial", **kwargs,
+        in_features,
+        out_features,
+        num_features=num_features,
+        degree=1,
+        use_norm=False,
+        feature_map="relu",
+        seed=seed,
+        scaling="polynomial",
+        **kwargs,
     )

@@ -61,7 +61,12 @@ def input_norm(x: torch.Tensor) -> torch.Tensor:
 
 def check_int(name: str, value: int, low: int = 1, high: int | None = None) -> None:
     """``value`` is an integer in ``low..high`` (the one range check of the layer hyper-parameters)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
         bounds = f">= {low}" if high is None else f"in {low}..{high}"
         raise ValueError(f"{name} must be an integer {bounds}, got {value!r}")
 
@@ -73,7 +78,12 @@ def check_choice(name: str, value: str, allowed: tuple) -> None:
 
 
 def check_positive_float(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
@@ -150,7 +160,9 @@ class EUGenLinear(nn.Module):
         self.constant_projection = bool(constant_projection)
 
         factory = {"device": device, "dtype": dtype}
-        projections = self._draw(self.num_projection_matrices).to(**{k: v for k, v in factory.items() if v is not None})
+        projections = self._draw(self.num_projection_matrices).to(
+            **{k: v for k, v in factory.items() if v is not None}
+        )
         if trainable_projections:
             self.projections = nn.Parameter(projections)
         else:
@@ -315,8 +327,12 @@ class EUGenLinear(nn.Module):
     def macs_per_point(self) -> int:
         """Multiply-accumulates per input point (projections, products, output)."""
         rows = self.projections.shape[0]
-        products = self.feature_dim * (self.degree - 1) if self.shared_projections else rows - self.feature_dim
-        return rows * (self.in_features + int(self.use_norm)) + products + self.out_features * self.feature_dim
+        products = (
+            self.feature_dim * (self.degree - 1) if self.shared_projections else rows - self.feature_dim
+        )
+        return (
+            rows * (self.in_features + int(self.use_norm)) + products + self.out_features * self.feature_dim
+        )
 
     def extra_repr(self) -> str:
         return (

@@ -16,7 +16,9 @@ import torch
 def _require_finite(name: str, tensor: torch.Tensor) -> None:
     if not torch.isfinite(tensor).all():
         bad = (~torch.isfinite(tensor)).sum().item()
-        raise ValueError(f"{name} must be finite: found {bad} NaN/inf values in a tensor of shape {tuple(tensor.shape)}")
+        raise ValueError(
+            f"{name} must be finite: found {bad} NaN/inf values in a tensor of shape {tuple(tensor.shape)}"
+        )
 
 
 @dataclass
@@ -32,8 +34,13 @@ class NormalEquations:
 
     STATE_KEYS = ("gram", "cross", "feature_sum", "target_sum", "target_sq_sum", "count")
 
-    def __init__(self, num_features: int, num_outputs: int, device: torch.device | None = None,
-                 dtype: torch.dtype = torch.float64) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        num_outputs: int,
+        device: torch.device | None = None,
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
         if num_features < 1 or num_outputs < 1:
             raise ValueError(f"num_features and num_outputs must be >= 1, got {num_features}, {num_outputs}")
         self.num_features, self.num_outputs = num_features, num_outputs
@@ -45,7 +52,9 @@ class NormalEquations:
         self.count = torch.zeros((), device=device, dtype=dtype)
 
     @torch.no_grad()
-    def update(self, features: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None) -> None:
+    def update(
+        self, features: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> None:
         """Add a batch: ``features`` ``(N, M)``, ``targets`` ``(N, out)``; leading dims are flattened.
 
         ``weights`` ``(N,)`` (>= 0) weigh each row's squared error: the solve then minimises
@@ -54,11 +63,17 @@ class NormalEquations:
         features = features.reshape(-1, features.shape[-1])
         targets = targets.reshape(-1, targets.shape[-1])
         if features.shape[1] != self.num_features:
-            raise ValueError(f"features must have {self.num_features} columns, got shape {tuple(features.shape)}")
+            raise ValueError(
+                f"features must have {self.num_features} columns, got shape {tuple(features.shape)}"
+            )
         if targets.shape[1] != self.num_outputs:
-            raise ValueError(f"targets must have {self.num_outputs} columns, got shape {tuple(targets.shape)}")
+            raise ValueError(
+                f"targets must have {self.num_outputs} columns, got shape {tuple(targets.shape)}"
+            )
         if features.shape[0] != targets.shape[0]:
-            raise ValueError(f"features and targets must have as many rows: {features.shape[0]} != {targets.shape[0]}")
+            raise ValueError(
+                f"features and targets must have as many rows: {features.shape[0]} != {targets.shape[0]}"
+            )
         _require_finite("features", features)
         _require_finite("targets", targets)
         f = features.to(self.gram)
@@ -87,7 +102,9 @@ class NormalEquations:
         for key in self.STATE_KEYS:
             current = getattr(self, key)
             if state[key].shape != current.shape:
-                raise ValueError(f"saved {key} has shape {tuple(state[key].shape)}, expected {tuple(current.shape)}")
+                raise ValueError(
+                    f"saved {key} has shape {tuple(state[key].shape)}, expected {tuple(current.shape)}"
+                )
             current.copy_(state[key])
 
     def all_reduce(self) -> None:
@@ -131,8 +148,11 @@ class NormalEquations:
         gram, cross, mean_f, mean_y = self._centred()
         variances = gram.diagonal()
         mean_variance = variances.mean().clamp_min(torch.finfo(gram.dtype).tiny)
-        penalty = (torch.diag(variances.clamp_min(mean_variance * 1e-12)) if standardise
-                   else mean_variance * torch.eye(self.num_features, dtype=gram.dtype, device=gram.device))
+        penalty = (
+            torch.diag(variances.clamp_min(mean_variance * 1e-12))
+            if standardise
+            else mean_variance * torch.eye(self.num_features, dtype=gram.dtype, device=gram.device)
+        )
         weight_t = None
         for jitter in (0.0, 1e-12, 1e-10, 1e-8):
             factor, info = torch.linalg.cholesky_ex(gram + (ridge + jitter) * penalty)
@@ -142,7 +162,9 @@ class NormalEquations:
         if weight_t is None:
             weight_t = torch.linalg.lstsq(gram + ridge * penalty, cross).solution
         bias = mean_y - mean_f @ weight_t
-        return RidgeSolution(weight=weight_t.T.contiguous(), bias=bias, ridge=ridge, r2=self.r2(weight_t.T, bias))
+        return RidgeSolution(
+            weight=weight_t.T.contiguous(), bias=bias, ridge=ridge, r2=self.r2(weight_t.T, bias)
+        )
 
     def reduce_rank(self, solution: RidgeSolution, rank: int) -> RidgeSolution:
         """The best rank-``rank`` fit on the accumulated data, from a full-rank ``solution`` (reduced-rank
@@ -159,7 +181,9 @@ class NormalEquations:
             vectors = torch.linalg.eigh(fitted).eigenvectors[:, -rank:]
             weight = vectors @ (vectors.T @ weight)
         bias = mean_y - weight @ mean_f
-        return RidgeSolution(weight=weight.contiguous(), bias=bias, ridge=solution.ridge, r2=self.r2(weight, bias))
+        return RidgeSolution(
+            weight=weight.contiguous(), bias=bias, ridge=solution.ridge, r2=self.r2(weight, bias)
+        )
 
     def r2(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """Per-output R² of ``F Aᵀ + c`` on the accumulated data (from the statistics alone)."""

@@ -61,8 +61,11 @@ def _linear_parts(layer: nn.Module) -> tuple:
         weight = layer.up.double() @ layer.down.double()
     else:
         weight = layer.weight.double()
-    bias = layer.bias.double() if layer.bias is not None else torch.zeros(weight.shape[0], dtype=torch.float64,
-                                                                           device=weight.device)
+    bias = (
+        layer.bias.double()
+        if layer.bias is not None
+        else torch.zeros(weight.shape[0], dtype=torch.float64, device=weight.device)
+    )
     return weight, bias
 
 
@@ -166,7 +169,9 @@ class FusedMLP:
         x = inputs
         for step in self.steps:
             z = torch.addmm(step.bias, x, step.weight.T)
-            if step.skip_weight is not None:  # into the projection rows only (the norm rows are ||h||'s factor)
+            if (
+                step.skip_weight is not None
+            ):  # into the projection rows only (the norm rows are ||h||'s factor)
                 rows = z[:, : z.shape[1] - step.norm_rows]
                 if inplace:
                     rows.addmm_(inputs, step.skip_weight.T)
@@ -208,8 +213,12 @@ class FusedMLP:
         return x.reshape(*lead, x.shape[-1])
 
     @staticmethod
-    def _features(layer: EUGenLinear, projected: torch.Tensor, inplace: bool,
-                  factors: list[torch.Tensor | None] | None = None) -> torch.Tensor:
+    def _features(
+        layer: EUGenLinear,
+        projected: torch.Tensor,
+        inplace: bool,
+        factors: list[torch.Tensor | None] | None = None,
+    ) -> torch.Tensor:
         """``Φ(products)``; in place (running products by successive ``mul_``) when allowed. With ``factors``,
         ``projected`` holds the first order's ``m`` rows only and order ``i`` multiplies order ``i - 1`` by
         its columns ``factors[i]`` (all of them, in order, where None: then the orders are powers)."""

@@ -32,10 +32,14 @@ def resolve_layer_types(
     else:
         types = list(layer_types)
         if len(types) != num_layers:
-            raise ValueError(f"layer_types must have num_layers={num_layers} entries, got {len(types)}: {types}")
+            raise ValueError(
+                f"layer_types must have num_layers={num_layers} entries, got {len(types)}: {types}"
+            )
     for index in eugen_layers or ():
         if not -num_layers <= index < num_layers:
-            raise ValueError(f"eugen layer index {index} does not exist: valid indices are 0..{num_layers - 1}")
+            raise ValueError(
+                f"eugen layer index {index} does not exist: valid indices are 0..{num_layers - 1}"
+            )
         types[index] = "eugen"
     for t in types:
         if t not in LAYER_TYPES:
@@ -119,13 +123,26 @@ class EUGenMLP(nn.Module):
         if kind == "lowrank":
             return LowRankLinear(fan_in, fan_out, rank=EUGenMLP.lowrank_rank(spec, fan_in, fan_out))
         if kind == "snnk":
-            return snnk_linear(fan_in, fan_out, num_features=feature_dim, seed=spec.seed,
-                               trainable_projections=spec.trainable_projections)
+            return snnk_linear(
+                fan_in,
+                fan_out,
+                num_features=feature_dim,
+                seed=spec.seed,
+                trainable_projections=spec.trainable_projections,
+            )
         return EUGenLinear(
-            fan_in, fan_out, num_features=spec.num_features, degree=spec.degree, use_norm=spec.use_norm,
-            feature_map=spec.feature_map, projection=spec.projection,
-            trainable_projections=spec.trainable_projections, shared_projections=spec.shared_projections,
-            seed=spec.seed, projection_scale=spec.projection_scale, scaling=spec.scaling,
+            fan_in,
+            fan_out,
+            num_features=spec.num_features,
+            degree=spec.degree,
+            use_norm=spec.use_norm,
+            feature_map=spec.feature_map,
+            projection=spec.projection,
+            trainable_projections=spec.trainable_projections,
+            shared_projections=spec.shared_projections,
+            seed=spec.seed,
+            projection_scale=spec.projection_scale,
+            scaling=spec.scaling,
         )
 
     @staticmethod
@@ -184,14 +201,18 @@ class EUGenMLP(nn.Module):
         try:
             return self._compiled(in_tensor)
         except Exception as error:  # noqa: BLE001 - no compiler, backend...: warn once
-            warnings.warn(f"torch.compile of the fused EUGen MLP failed ({type(error).__name__}: {error}); "
-                          "using the eager fused form")
+            warnings.warn(
+                f"torch.compile of the fused EUGen MLP failed ({type(error).__name__}: {error}); "
+                "using the eager fused form"
+            )
             self.compile_fused = False
             return fused(in_tensor)
 
     def forward(self, in_tensor: torch.Tensor) -> torch.Tensor:
         if in_tensor.shape[-1] != self.in_dim:
-            raise ValueError(f"EUGenMLP expected last dimension in_dim={self.in_dim}, got {tuple(in_tensor.shape)}")
+            raise ValueError(
+                f"EUGenMLP expected last dimension in_dim={self.in_dim}, got {tuple(in_tensor.shape)}"
+            )
         if not self.training and self.fuse_in_eval and self.has_eugen:
             return self._run_fused(in_tensor)
         return self.forward_unfused(in_tensor)

@@ -85,8 +85,10 @@ class EUGenSpec:
         # meant for its EUGen layers) gives way to ReLU there, and only a map chosen against it is refused
         head_default = next(f.default for f in fields(self) if f.name == "feature_map")
         if self.layer_type == "snnk" and self.feature_map not in ("relu", head_default):
-            raise ValueError(f"eugen.feature-map {self.feature_map!r} is not supported by layer-type snnk "
-                             "(SNNK layers are ReLU random features)")
+            raise ValueError(
+                f"eugen.feature-map {self.feature_map!r} is not supported by layer-type snnk "
+                "(SNNK layers are ReLU random features)"
+            )
 
     def offset_seed(self, offset: int) -> EUGenSpec:
         """The same spec with ``seed + offset`` (keeps different MLPs' projections independent)."""

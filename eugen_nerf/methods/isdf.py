@@ -21,10 +21,12 @@ def isdf_method(method_name: str, sdf: ISDFFieldConfig) -> MethodSpecification:
     config = object_method_config(
         method_name,
         model=ISDFModelConfig(sdf=sdf),
-        optimizers={"fields": {
-            "optimizer": AdamOptimizerConfig(_target=torch.optim.AdamW, lr=1.3e-3, weight_decay=0.012),
-            "scheduler": None,
-        }},
+        optimizers={
+            "fields": {
+                "optimizer": AdamOptimizerConfig(_target=torch.optim.AdamW, lr=1.3e-3, weight_decay=0.012),
+                "scheduler": None,
+            }
+        },
         max_num_iterations=20_000,
         train_num_rays_per_batch=1024,
     )
@@ -35,7 +37,9 @@ def isdf_method(method_name: str, sdf: ISDFFieldConfig) -> MethodSpecification:
         eval_num_rays_per_batch=datamanager.eval_num_rays_per_batch,
     )
     layers = "EUGen hidden layers" if sdf.eugen.layers else "all layers dense (the dense twin)"
-    return MethodSpecification(config=config, description=f"{method_name}: iSDF signed-distance field, {layers}")
+    return MethodSpecification(
+        config=config, description=f"{method_name}: iSDF signed-distance field, {layers}"
+    )
 
 
 eugen_isdf = isdf_method("eugen-isdf", ISDFFieldConfig())

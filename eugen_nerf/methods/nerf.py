@@ -18,7 +18,9 @@ def nerf_method(method_name: str, eugen: NeRFEUGenConfig) -> MethodSpecification
         max_num_iterations=200_000,
         train_num_rays_per_batch=1024,
     )
-    return MethodSpecification(config=config, description=f"{method_name}: vanilla NeRF field, {_layers(eugen)}")
+    return MethodSpecification(
+        config=config, description=f"{method_name}: vanilla NeRF field, {_layers(eugen)}"
+    )
 
 
 def _layers(eugen: NeRFEUGenConfig) -> str:

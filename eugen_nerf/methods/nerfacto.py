@@ -32,7 +32,9 @@ def nerfacto_method(method_name: str, eugen: NerfactoEUGenConfig) -> MethodSpeci
         if not eugen.density_layers and not eugen.color_layers
         else f"EUGen density layers {list(eugen.density_layers)}, colour layers {list(eugen.color_layers)}"
     )
-    return MethodSpecification(config=config, description=f"{method_name}: nerfacto-style hash-grid field, {layers}")
+    return MethodSpecification(
+        config=config, description=f"{method_name}: nerfacto-style hash-grid field, {layers}"
+    )
 
 
 eugen_nerfacto = nerfacto_method("eugen-nerfacto", NerfactoEUGenConfig())

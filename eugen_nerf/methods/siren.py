@@ -34,7 +34,8 @@ def siren_method(method_name: str, layers: Literal["dense", "eugen"]) -> MethodS
     hidden = (
         "hidden layers A·sin(ωGx⁺)+c with k=1 and trainable G: a width-m SIREN layer with a factorised "
         "weight (no frozen random features, no polynomial products)"
-        if layers == "eugen" else "sine hidden layers (the dense twin)"
+        if layers == "eugen"
+        else "sine hidden layers (the dense twin)"
     )
     return MethodSpecification(config=config, description=f"{method_name}: NeRF with a SIREN trunk, {hidden}")
 

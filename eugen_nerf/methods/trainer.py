@@ -33,8 +33,11 @@ class SceneTrainer(Trainer):
                 super().train()
         except KeyboardInterrupt as error:
             steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
-            kept = (f"the last complete checkpoint is {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
-                    if steps else "no checkpoint was written")
+            kept = (
+                f"the last complete checkpoint is {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
+                if steps
+                else "no checkpoint was written"
+            )
             print(f"ns-train: interrupted ({str(error) or 'SIGINT'}) at step {self.step}; {kept}", flush=True)
             raise SystemExit(INTERRUPTED_EXIT) from None
 
@@ -55,7 +58,11 @@ class SceneTrainer(Trainer):
             self.optimizers.zero_grad_all()
             return loss.detach().nan_to_num(), {}, {}
         self.grad_scaler.scale(loss).backward()  # type: ignore[union-attr]
-        needs_step = [g for g in groups if step % self.gradient_accumulation_steps[g] == self.gradient_accumulation_steps[g] - 1]
+        needs_step = [
+            g
+            for g in groups
+            if step % self.gradient_accumulation_steps[g] == self.gradient_accumulation_steps[g] - 1
+        ]
         self.optimizers.optimizer_scaler_step_some(self.grad_scaler, needs_step)
         if self.config.log_gradients:
             total = 0

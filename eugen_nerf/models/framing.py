@@ -77,7 +77,10 @@ class FramedModelMixin:
             return super().forward(ray_bundle)  # type: ignore[misc]
         outputs = super().forward(to_object_frame(ray_bundle, framing))  # type: ignore[misc]
         # depths back in the dataparser's units
-        return {name: value * framing.unit if name.startswith("depth") else value for name, value in outputs.items()}
+        return {
+            name: value * framing.unit if name.startswith("depth") else value
+            for name, value in outputs.items()
+        }
 
     def get_outputs_for_camera(self, *args, **kwargs):
         with quiet_camera_indexing():

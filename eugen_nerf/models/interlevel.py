@@ -33,7 +33,9 @@ def integrate_linear_spline(queries: Tensor, knots: Tensor, values: Tensor) -> T
     """The integral from ``knots[0]`` to each (sorted) query of the piecewise-linear ``(knots, values)``."""
     areas = 0.5 * (values[..., 1:] + values[..., :-1]) * (knots[..., 1:] - knots[..., :-1])
     cumulative = torch.cat([torch.zeros_like(areas[..., :1]), torch.cumsum(areas, dim=-1)], dim=-1)
-    right = torch.searchsorted(knots.contiguous(), queries.contiguous(), right=True).clamp(1, knots.shape[-1] - 1)
+    right = torch.searchsorted(knots.contiguous(), queries.contiguous(), right=True).clamp(
+        1, knots.shape[-1] - 1
+    )
     left = right - 1
     x0, x1 = knots.take_along_dim(left, -1), knots.take_along_dim(right, -1)
     y0, y1 = values.take_along_dim(left, -1), values.take_along_dim(right, -1)

@@ -94,15 +94,25 @@ class ISDFModel(FramedModelMixin, Model):
     def render(self, ray_bundle: RayBundle) -> dict[str, Tensor]:
         """Depth at the first + to - sign change along each ray, normals there, shaded normals as ``rgb``."""
         origins, directions = ray_bundle.origins, ray_bundle.directions
-        near = ray_bundle.nears if ray_bundle.nears is not None else torch.full_like(origins[..., :1], self.config.sampling.near)
-        far = ray_bundle.fars if ray_bundle.fars is not None else torch.full_like(origins[..., :1], self.config.sampling.far)
+        near = (
+            ray_bundle.nears
+            if ray_bundle.nears is not None
+            else torch.full_like(origins[..., :1], self.config.sampling.near)
+        )
+        far = (
+            ray_bundle.fars
+            if ray_bundle.fars is not None
+            else torch.full_like(origins[..., :1], self.config.sampling.far)
+        )
         steps = torch.linspace(0.0, 1.0, self.config.num_render_samples, device=origins.device)
         t = near + (far - near) * steps  # (R, S)
         with torch.no_grad():
             sdf = self.field(origins[:, None] + t[..., None] * directions[:, None])[..., 0]
         crossing = (sdf[:, :-1] > 0) & (sdf[:, 1:] <= 0)
         hit = crossing.any(dim=1)
-        first = torch.where(hit, crossing.float().argmax(dim=1), torch.zeros_like(hit, dtype=torch.long))[:, None]
+        first = torch.where(hit, crossing.float().argmax(dim=1), torch.zeros_like(hit, dtype=torch.long))[
+            :, None
+        ]
         s0, s1 = sdf.gather(1, first), sdf.gather(1, first + 1)
         t0, t1 = t.gather(1, first), t.gather(1, first + 1)
         depth = torch.where(hit[:, None], t0 + (t1 - t0) * s0 / (s0 - s1).clamp(min=1e-8), far)
@@ -116,7 +126,9 @@ class ISDFModel(FramedModelMixin, Model):
             "rgb": (0.5 + 0.5 * normals) * accumulation + (1.0 - accumulation),
         }
         if ray_bundle.metadata and "directions_norm" in ray_bundle.metadata:
-            outputs["z_depth"] = depth / ray_bundle.metadata["directions_norm"]  # the depth sensor's convention
+            outputs["z_depth"] = (
+                depth / ray_bundle.metadata["directions_norm"]
+            )  # the depth sensor's convention
         return outputs
 
     def get_loss_dict(self, outputs, batch, metrics_dict=None) -> dict[str, Tensor]:
@@ -141,8 +153,12 @@ class ISDFModel(FramedModelMixin, Model):
         near, far = self.config.collider_params["near_plane"], self.config.collider_params["far_plane"]
         images = {
             "depth": torch.cat(
-                [colormaps.apply_depth_colormap(measured.clamp(min=near), near_plane=near, far_plane=far),
-                 colormaps.apply_depth_colormap(outputs["depth"], near_plane=near, far_plane=far)], dim=1),
+                [
+                    colormaps.apply_depth_colormap(measured.clamp(min=near), near_plane=near, far_plane=far),
+                    colormaps.apply_depth_colormap(outputs["depth"], near_plane=near, far_plane=far),
+                ],
+                dim=1,
+            ),
             "normals": outputs["rgb"].reshape(height, width, 3),
         }
         return metrics, images

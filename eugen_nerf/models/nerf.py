@@ -99,8 +99,10 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
         config = self.config
         planes = config.collider_params or {}
         framing = self.data_framing(
-            planes.get("near_plane", config.near_plane), planes.get("far_plane", config.far_plane),
-            config.background_color, config.disable_scene_contraction,
+            planes.get("near_plane", config.near_plane),
+            planes.get("far_plane", config.far_plane),
+            config.background_color,
+            config.disable_scene_contraction,
         )
         near, far = self.collider_planes()
         self.collider = NearFarCollider(near_plane=near, far_plane=far)
@@ -144,14 +146,18 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
         near, far = (self.framing.near, self.framing.far) if bounded else (None, None)
         depths = [
             colormaps.apply_depth_colormap(
-                outputs[f"depth_{level}"], accumulation=outputs[f"accumulation_{level}"], near_plane=near, far_plane=far
+                outputs[f"depth_{level}"],
+                accumulation=outputs[f"accumulation_{level}"],
+                near_plane=near,
+                far_plane=far,
             )
             for level in ("coarse", "fine")
         ]
         images = {
             "img": torch.cat([image, outputs["rgb_coarse"], outputs["rgb_fine"]], dim=1),
             "accumulation": torch.cat(
-                [colormaps.apply_colormap(outputs[f"accumulation_{level}"]) for level in ("coarse", "fine")], dim=1
+                [colormaps.apply_colormap(outputs[f"accumulation_{level}"]) for level in ("coarse", "fine")],
+                dim=1,
             ),
             "depth": torch.cat(depths, dim=1),
         }

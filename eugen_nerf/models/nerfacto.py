@@ -84,7 +84,9 @@ class EUGenNerfactoModelConfig(NerfactoModelConfig):
         if self.average_init_density is not None and not self.average_init_density > 0:
             raise ValueError(f"average-init-density must be > 0, got {self.average_init_density}")
         if self.use_appearance_embedding or self.predict_normals:
-            raise ValueError("use-appearance-embedding and predict-normals are not supported by the EUGen nerfacto field")
+            raise ValueError(
+                "use-appearance-embedding and predict-normals are not supported by the EUGen nerfacto field"
+            )
         for name in ("hidden_dim", "hidden_dim_color", "num_levels", "num_nerf_samples_per_ray"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -92,8 +94,17 @@ class EUGenNerfactoModelConfig(NerfactoModelConfig):
 
     def grid_args(self) -> dict[str, object]:
         """The NeRF field's hash-grid keyword arguments (every field built from this config takes them)."""
-        return {name: getattr(self, name) for name in
-                ("num_levels", "base_res", "max_res", "log2_hashmap_size", "features_per_level", "implementation")}
+        return {
+            name: getattr(self, name)
+            for name in (
+                "num_levels",
+                "base_res",
+                "max_res",
+                "log2_hashmap_size",
+                "features_per_level",
+                "implementation",
+            )
+        }
 
 
 class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
@@ -115,7 +126,8 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
             self.build_proposal_network(framing, args[min(i, len(args) - 1)]) for i in range(num_networks)
         )
         self.density_fns = [
-            self.proposal_networks[min(i, num_networks - 1)].density_fn for i in range(config.num_proposal_iterations)
+            self.proposal_networks[min(i, num_networks - 1)].density_fn
+            for i in range(config.num_proposal_iterations)
         ]
 
         def update_schedule(step: int) -> float:

@@ -34,9 +34,11 @@ class SirenNeRFModel(EUGenNeRFModel):
 
     def _make_field(self, eugen: NeRFEUGenConfig) -> SirenRadianceField:
         if self.config.siren.weight_lr_scale != 1:  # before anything trains: no optimizer takes that group
-            raise ValueError("--pipeline.model.siren.weight-lr-scale: the method has optimizers for the "
-                             "fields and the projections only; leave it at 1 (eugen-fit-image "
-                             "--eugen.weight-lr-scale has it)")
+            raise ValueError(
+                "--pipeline.model.siren.weight-lr-scale: the method has optimizers for the "
+                "fields and the projections only; leave it at 1 (eugen-fit-image "
+                "--eugen.weight-lr-scale has it)"
+            )
         # The coarse and fine fields differ by eugen.seed (the fine one is offset by the NeRF model).
         spec = replace(self.config.siren, seed=self.config.siren.seed + eugen.seed)
         hidden = (self.config.layers,) * self.config.hidden_layers

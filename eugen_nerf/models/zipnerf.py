@@ -60,7 +60,13 @@ def zipnerf_proposal_args() -> list[dict]:
     """Zip-NeRF's two proposal grids: 1 feature per level, resolution 16 up to 512 and to 2048."""
     return [
         {"hidden_dim": 64, "log2_hashmap_size": 19, "num_levels": 6, "max_res": 512, "features_per_level": 1},
-        {"hidden_dim": 64, "log2_hashmap_size": 19, "num_levels": 8, "max_res": 2048, "features_per_level": 1},
+        {
+            "hidden_dim": 64,
+            "log2_hashmap_size": 19,
+            "num_levels": 8,
+            "max_res": 2048,
+            "features_per_level": 1,
+        },
     ]
 
 
@@ -100,11 +106,15 @@ class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.average_init_density is not None:
-            raise ValueError("average-init-density is a nerfacto-style knob: Zip-NeRF's density is softplus(raw - 1)")
+            raise ValueError(
+                "average-init-density is a nerfacto-style knob: Zip-NeRF's density is softplus(raw - 1)"
+            )
         if self.bottleneck_width < 1 or isinstance(self.bottleneck_width, bool):
             raise ValueError(f"bottleneck-width must be an integer >= 1, got {self.bottleneck_width!r}")
         if any(n < 1 for n in self.num_proposal_samples_per_ray):
-            raise ValueError(f"num-proposal-samples-per-ray must be >= 1, got {self.num_proposal_samples_per_ray}")
+            raise ValueError(
+                f"num-proposal-samples-per-ray must be >= 1, got {self.num_proposal_samples_per_ray}"
+            )
         if len(self.interlevel_pulse_widths) < self.num_proposal_iterations or any(
             not w > 0 for w in self.interlevel_pulse_widths
         ):
@@ -117,7 +127,9 @@ class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
         for args in self.proposal_net_args_list:
             unknown = set(args) - set(PROPOSAL_ARGS)
             if unknown:
-                raise ValueError(f"proposal-net-args-list: unknown keys {sorted(unknown)} (known: {PROPOSAL_ARGS})")
+                raise ValueError(
+                    f"proposal-net-args-list: unknown keys {sorted(unknown)} (known: {PROPOSAL_ARGS})"
+                )
         self.check_eugen_widths()
 
     def check_eugen_widths(self) -> None:
@@ -163,8 +175,9 @@ class FrustumProposalSampler(ProposalNetworkSampler):
                 ray_samples = self.initial_sampler(ray_bundle, num_samples=count)
             else:
                 assert weights is not None
-                ray_samples = self.pdf_sampler(ray_bundle, ray_samples, torch.pow(weights, self._anneal),
-                                               num_samples=count)
+                ray_samples = self.pdf_sampler(
+                    ray_bundle, ray_samples, torch.pow(weights, self._anneal), num_samples=count
+                )
             if proposal:
                 with torch.set_grad_enabled(update and torch.is_grad_enabled()):
                     density = density_fns[level](ray_samples)
@@ -199,8 +212,11 @@ class ZipNeRFModel(EUGenNerfactoModel):
 
     def build_proposal_network(self, framing: Framing, args: dict) -> Field:
         return ZipNeRFDensityField(
-            self.scene_box.aabb, contraction=framing.contraction, base_res=self.config.base_res,
-            implementation=self.config.implementation, **args,
+            self.scene_box.aabb,
+            contraction=framing.contraction,
+            base_res=self.config.base_res,
+            implementation=self.config.implementation,
+            **args,
         )
 
     def get_param_groups(self) -> dict[str, list[torch.nn.Parameter]]:
@@ -220,7 +236,9 @@ class ZipNeRFModel(EUGenNerfactoModel):
     def get_loss_dict(self, outputs, batch, metrics_dict=None) -> dict[str, torch.Tensor]:
         config = self.config
         pred_rgb, gt_rgb = self.renderer_rgb.blend_background_for_loss_computation(
-            pred_image=outputs["rgb"], pred_accumulation=outputs["accumulation"], gt_image=batch["image"].to(self.device)
+            pred_image=outputs["rgb"],
+            pred_accumulation=outputs["accumulation"],
+            gt_image=batch["image"].to(self.device),
         )
         loss_dict = {"rgb_loss": self.rgb_loss(gt_rgb, pred_rgb)}
         if self.training:
@@ -231,5 +249,7 @@ class ZipNeRFModel(EUGenNerfactoModel):
             loss_dict["distortion_loss"] = config.distortion_loss_mult * metrics_dict["distortion"]
             if config.hash_decay_loss_mult > 0:
                 grids = [self.field.grid] + [network.grid for network in self.proposal_networks]
-                loss_dict["hash_decay_loss"] = config.hash_decay_loss_mult * sum(g.decay_loss() for g in grids)
+                loss_dict["hash_decay_loss"] = config.hash_decay_loss_mult * sum(
+                    g.decay_loss() for g in grids
+                )
         return loss_dict

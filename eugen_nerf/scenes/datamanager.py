@@ -42,10 +42,14 @@ class FramingMixin:
         self.multiscale_ray_generator = None
         if self.train_scales != (1,):
             if self.train_dataparser_outputs.mask_filenames is not None:
-                raise ValueError("train-scales other than (1,) cannot average masked images; use train-scales 1")
+                raise ValueError(
+                    "train-scales other than (1,) cannot average masked images; use train-scales 1"
+                )
             cameras = stacked_scaled_cameras(self.train_dataset.cameras, self.train_scales)
             self.multiscale_ray_generator = RayGenerator(cameras.to(self.device))
-            CONSOLE.print(f"Multiscale training rays: scales {list(self.train_scales)} of the full-resolution images")
+            CONSOLE.print(
+                f"Multiscale training rays: scales {list(self.train_scales)} of the full-resolution images"
+            )
         outputs = self.train_dataparser_outputs
         dataset = self.train_dataset
         images = [dataset.get_image_float32(i).numpy() for i in evenly_spread(len(dataset))]
@@ -92,14 +96,21 @@ class FramingMixin:
                 continue
             c = camera[chosen]
             # whole blocks only: a pixel of the last partial row or column takes the block before it
-            block_rows = torch.minimum(rows[chosen] // scale, cameras.height[c.cpu(), 0].to(c.device) // scale - 1)
-            block_cols = torch.minimum(cols[chosen] // scale, cameras.width[c.cpu(), 0].to(c.device) // scale - 1)
+            block_rows = torch.minimum(
+                rows[chosen] // scale, cameras.height[c.cpu(), 0].to(c.device) // scale - 1
+            )
+            block_cols = torch.minimum(
+                cols[chosen] // scale, cameras.width[c.cpu(), 0].to(c.device) // scale - 1
+            )
             average = block_average(
-                images, *(t.to(image_device) for t in (position[c.cpu()], block_rows * scale, block_cols * scale)),
+                images,
+                *(t.to(image_device) for t in (position[c.cpu()], block_rows * scale, block_cols * scale)),
                 scale,
             ).to(image.device)
             image[chosen.to(image.device)] = (
-                average.to(image.dtype) if image.is_floating_point() else (average * 255).round().to(image.dtype)
+                average.to(image.dtype)
+                if image.is_floating_point()
+                else (average * 255).round().to(image.dtype)
             )
             indices[chosen] = torch.stack([c + k * len(cameras), block_rows, block_cols], dim=-1)
         ray_bundle = self.multiscale_ray_generator(indices)

@@ -56,8 +56,10 @@ def declares_its_frame(data: Path) -> bool:
         return False
     mismatch = declared_frame_mismatch(hint, poses, at_origin=True)
     if mismatch is not None:
-        CONSOLE.print(f"[yellow]Warning: {data}: scene.json declares the object frame, but {mismatch}; "
-                      "choosing the frame from the data")
+        CONSOLE.print(
+            f"[yellow]Warning: {data}: scene.json declares the object frame, but {mismatch}; "
+            "choosing the frame from the data"
+        )
     return mismatch is None
 
 

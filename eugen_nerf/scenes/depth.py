@@ -33,5 +33,7 @@ def read_depth(path: Path) -> np.ndarray:
     raw = iio.imread(path)
     if raw.ndim != 2 or raw.dtype != np.uint16:
         # an 8-bit PNG holds at most 255 mm: a depth map re-saved as 8-bit is clipped garbage, not depth
-        raise ValueError(f"{path}: depth PNG must be single-channel 16-bit (millimetres), got {raw.dtype} {raw.shape}")
+        raise ValueError(
+            f"{path}: depth PNG must be single-channel 16-bit (millimetres), got {raw.dtype} {raw.shape}"
+        )
     return raw.astype(np.float32) * DEPTH_UNIT_SCALE_FACTOR

@@ -207,9 +207,14 @@ def choose_framing(
     if background is not None and focus is not None:
         distances = np.linalg.norm(np.asarray(camera_to_worlds)[:, :3, 3] - focus, axis=1)
         return Framing(
-            "object", OBJECT_NEAR * float(distances.min()), OBJECT_FAR * float(distances.max()), background,
-            False, f"{background} image borders; cameras look at one point",
-            origin=tuple(float(value) for value in focus), unit=float(distances.min()) / OBJECT_CAMERA_DISTANCE,
+            "object",
+            OBJECT_NEAR * float(distances.min()),
+            OBJECT_FAR * float(distances.max()),
+            background,
+            False,
+            f"{background} image borders; cameras look at one point",
+            origin=tuple(float(value) for value in focus),
+            unit=float(distances.min()) / OBJECT_CAMERA_DISTANCE,
         )
     reason = "image borders are not one colour" if background is None else "cameras do not look at one point"
     return Framing("unbounded", UNBOUNDED_NEAR, UNBOUNDED_FAR, "last_sample", True, reason)

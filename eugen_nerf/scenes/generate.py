@@ -50,7 +50,13 @@ NEAR_FAR_MARGIN = 1.0
 """near = radius - 1 - margin, far = radius + 1 + margin: 2 and 6 for the default radius of 4."""
 SceneKind = Literal["object", "captured", "unbounded", "forward-facing"]
 CAPTURE_OPTIONS = (
-    "kind", "frame_rotation_seed", "frame_scale", "frame_offset", "distortion", "environment", "jpeg_quality"
+    "kind",
+    "frame_rotation_seed",
+    "frame_scale",
+    "frame_offset",
+    "distortion",
+    "environment",
+    "jpeg_quality",
 )
 """SceneConfig fields that only the capture-style kinds use."""
 UNBOUNDED_RADII = (2.5, 5.0)
@@ -179,10 +185,12 @@ def capture_rig(
     counts = {"train": config.num_train, "val": config.num_val, "test": config.num_test}
     total = sum(counts.values())
     if config.kind == "unbounded":
-        directions = np.concatenate([
-            fibonacci_directions(config.num_train, rng, hemisphere=True),
-            random_directions(config.num_val + config.num_test, rng, hemisphere=True),
-        ])
+        directions = np.concatenate(
+            [
+                fibonacci_directions(config.num_train, rng, hemisphere=True),
+                random_directions(config.num_val + config.num_test, rng, hemisphere=True),
+            ]
+        )
         elevation = np.arcsin(np.clip(directions[:, 2], 0.0, 1.0))  # 0..90 deg -> 5..40 deg: around, not over
         elevation = np.radians(5.0) + elevation * (np.radians(35.0) / (0.5 * math.pi))
         norms = np.maximum(np.linalg.norm(directions[:, :2], axis=1, keepdims=True), 1e-9)

@@ -151,8 +151,10 @@ def fit(
             prediction = model(coords)
             loss = torch.mean((prediction - values) ** 2)
             if not bool(torch.isfinite(loss)):
-                raise NumericalError(f"step {step}: the image-fit loss is {float(loss)} (non-finite); "
-                                     "stopped before the optimiser step (lower --lr)")
+                raise NumericalError(
+                    f"step {step}: the image-fit loss is {float(loss)} (non-finite); "
+                    "stopped before the optimiser step (lower --lr)"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -185,8 +187,12 @@ def save_png(path: Path, image: np.ndarray) -> None:
 
 
 OPTION_RULES = {
-    "size": POSITIVE_INT, "width": POSITIVE_INT, "hidden_layers": POSITIVE_INT, "steps": POSITIVE_INT,
-    "log_every": POSITIVE_INT, "lr": positive,
+    "size": POSITIVE_INT,
+    "width": POSITIVE_INT,
+    "hidden_layers": POSITIVE_INT,
+    "steps": POSITIVE_INT,
+    "log_every": POSITIVE_INT,
+    "lr": positive,
 }  # the eugen.* options are validated by their spec (EUGenSpec.validate)
 
 
@@ -194,13 +200,21 @@ def main(config: FitImageConfig) -> FitResult:
     check_options(config, OPTION_RULES)
     if config.output.exists() and not config.output.is_dir():
         raise InputError(f"--output {config.output} exists and is not a directory")
-    device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available() else
-                          "cpu" if config.device == "auto" else config.device)
+    device = torch.device(
+        "cuda"
+        if config.device == "auto" and torch.cuda.is_available()
+        else "cpu"
+        if config.device == "auto"
+        else config.device
+    )
     target = torch.from_numpy(load_image(config.image, config.size)).to(device)
     model = build_siren(config, out_dim=target.shape[-1]).to(device)
-    CONSOLE.print(f"SIREN ({config.layers}) {model.layers}  {sum(p.numel() for p in model.parameters()):,} parameters")
-    result = fit(model, target, config.steps, config.lr, config.log_every, config.eugen,
-                 lr_schedule=config.lr_schedule)
+    CONSOLE.print(
+        f"SIREN ({config.layers}) {model.layers}  {sum(p.numel() for p in model.parameters()):,} parameters"
+    )
+    result = fit(
+        model, target, config.steps, config.lr, config.log_every, config.eugen, lr_schedule=config.lr_schedule
+    )
     check_finite(torch.from_numpy(result.reconstruction), "the fitted image (eval-mode network)")
     config.output.mkdir(parents=True, exist_ok=True)
     partial = config.output / f".reconstruction.{os.getpid()}.partial.png"

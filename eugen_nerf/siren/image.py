@@ -13,8 +13,24 @@ from torch import Tensor
 from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.inputs.images import read_image_float
 
-SKIMAGE_IMAGES = ("astronaut", "brick", "camera", "cat", "checkerboard", "chelsea", "clock", "coffee", "coins",
-                  "grass", "gravel", "horse", "moon", "page", "rocket", "text")
+SKIMAGE_IMAGES = (
+    "astronaut",
+    "brick",
+    "camera",
+    "cat",
+    "checkerboard",
+    "chelsea",
+    "clock",
+    "coffee",
+    "coins",
+    "grass",
+    "gravel",
+    "horse",
+    "moon",
+    "page",
+    "rocket",
+    "text",
+)
 """``skimage.data`` images accepted by name (functions of ``skimage.data`` that need no download)."""
 
 
@@ -31,7 +47,9 @@ def load_image(name: str, size: int) -> np.ndarray:
         image = image / 255.0 if image.max() > 1.0 else image
         image = image[..., None] if image.ndim == 2 else image[..., :3]
     else:
-        raise InputError(f"--image {name!r} is neither an image file nor a skimage.data image (e.g. 'camera')")
+        raise InputError(
+            f"--image {name!r} is neither an image file nor a skimage.data image (e.g. 'camera')"
+        )
     return resize(image, (size, size, image.shape[-1]), anti_aliasing=True).astype(np.float32)
 
 

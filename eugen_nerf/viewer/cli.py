@@ -43,7 +43,9 @@ class ComparisonViewer:
     newest camera, so a dragged camera never queues up stale frames on a slow CPU.
     """
 
-    def __init__(self, server: viser.ViserServer, runs: list[Run], views: HeldOutViews, render_height: int) -> None:
+    def __init__(
+        self, server: viser.ViserServer, runs: list[Run], views: HeldOutViews, render_height: int
+    ) -> None:
         self.server, self.runs, self.views = server, runs, views
         self.render_height = render_height
         self.scores = ViewScores(runs, views)
@@ -58,12 +60,17 @@ class ComparisonViewer:
         server.gui.configure_theme(control_layout="fixed", show_share_button=False)
         with server.gui.add_folder("Runs"):
             server.gui.add_markdown(
-                "\n".join(f"**{side}**: {run.label}  \n`{run.config_path}`  " for side, run in zip(("Left", "Right"), runs))
+                "\n".join(
+                    f"**{side}**: {run.label}  \n`{run.config_path}`  "
+                    for side, run in zip(("Left", "Right"), runs)
+                )
             )
         self.fused = None
         if any(eugen_mlps(run.pipeline.model) for run in runs):
             self.fused = server.gui.add_checkbox(
-                FUSED_LABEL, True, hint="Merged feature-to-feature form of the EUGen layers; off: layer by layer."
+                FUSED_LABEL,
+                True,
+                hint="Merged feature-to-feature form of the EUGen layers; off: layer by layer.",
             )
             self.fused.on_update(lambda _: self._set_fused())
         server.on_client_connect(self._connect)
@@ -72,8 +79,12 @@ class ComparisonViewer:
         self._worker.start()
 
     def _connect(self, client: viser.ClientHandle) -> None:
-        preset = client.gui.add_dropdown(PRESET_LABEL, self.views.names, initial_value=self.views.names[0],
-                                         hint="Move the camera to one of the scene's test views.")
+        preset = client.gui.add_dropdown(
+            PRESET_LABEL,
+            self.views.names,
+            initial_value=self.views.names[0],
+            hint="Move the camera to one of the scene's test views.",
+        )
         preset.on_update(lambda event: self._move(client, self.views.names.index(preset.value)))
         self._stats[client.client_id] = client.gui.add_markdown("Waiting for the first frame…")
         with self._lock:
@@ -142,8 +153,9 @@ class ComparisonViewer:
         psnrs = [self.scores.psnr(side, index, fused) for side in range(len(self.runs))]
         stats = self._stats.get(client.client_id)
         if stats is not None:
-            stats.content = stats_markdown([run.label for run in self.runs], [left_s, right_s], psnrs,
-                                           self.views.names[index])
+            stats.content = stats_markdown(
+                [run.label for run in self.runs], [left_s, right_s], psnrs, self.views.names[index]
+            )
 
     def close(self) -> None:
         """Stop the render worker (after its current frame)."""
@@ -177,7 +189,9 @@ class EUGenViewer:
         check_same_scene(self.left, self.right)
         runs = [Run.load(self.left), Run.load(self.right)]
         server = start_viser_server(self.host, self.port)
-        viewer = ComparisonViewer(server, runs, HeldOutViews.from_pipeline(runs[0].pipeline), self.render_height)
+        viewer = ComparisonViewer(
+            server, runs, HeldOutViews.from_pipeline(runs[0].pipeline), self.render_height
+        )
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())

@@ -44,7 +44,9 @@ def scene_fingerprint(data: Path) -> str:
     """SHA-256 of the scene's ``transforms.json``: identical for copies of a scene, not for its variants."""
     transforms = data / "transforms.json" if data.is_dir() else data
     if not transforms.is_file():
-        raise FileNotFoundError(f"scene data {transforms} not found (relative paths resolve from the current directory)")
+        raise FileNotFoundError(
+            f"scene data {transforms} not found (relative paths resolve from the current directory)"
+        )
     return hashlib.sha256(transforms.read_bytes()).hexdigest()
 
 
@@ -182,8 +184,14 @@ def compose(panels: list[Tensor], labels: list[str], min_height: int = 384) -> n
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=16)
     for i, label in enumerate(labels):
-        draw.text((i * width * scale + 6, 6), label, fill=(255, 255, 255), font=font, stroke_width=2,
-                  stroke_fill=(0, 0, 0))
+        draw.text(
+            (i * width * scale + 6, 6),
+            label,
+            fill=(255, 255, 255),
+            font=font,
+            stroke_width=2,
+            stroke_fill=(0, 0, 0),
+        )
     return np.asarray(image)
 
 
