@@ -338,6 +338,7 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
     }[v["weight"]]
     weights = weights / weights[train_rows].mean()
     student = copy.deepcopy(teacher_field)
+    # refined G is a parameter
     spec = EUGenSpec(
         num_features=v["m"],
         degree=v["k"],
@@ -346,7 +347,7 @@ def run_variant(teacher_field, data, reference, held_cameras, background, pair_f
         scaling=v["scaling"],
         use_norm=v["use_norm"],
         trainable_projections=bool(v["refine_steps"] or v["joint"]),
-    )  # refined G is a parameter
+    )
     layer_m = dict(v["layer_m"])  # (layer, m) pairs: more features where a layer fits worst
 
     def m_of(index: int) -> int:

@@ -143,14 +143,13 @@ def summarise(report: dict) -> dict:
         seconds["load"] + seconds.get("probe", 0.0) + seconds["capture"] + seconds["solve"] + seconds["build"]
     )
     teacher, closed, tuned = report["teacher"], report["student_closed_form"], report["student"]
+    # the fine-tuned student beside the teacher, timed side by side
     measured = {
         "closed_form_seconds": closed_form,
         "refine_seconds": seconds.get("refine", 0.0),
         "psnr_ratio_closed_form": ratio(closed, teacher, "psnr"),
         "psnr_ratio_finetuned": ratio(tuned, teacher, "psnr"),
-        "fps_ratio": report[
-            "render_speedup"
-        ],  # the fine-tuned student beside the teacher, timed side by side
+        "fps_ratio": report["render_speedup"],
         "fps_ratio_sequential": ratio(tuned, teacher, "fps"),
     }
     met = {
@@ -226,9 +225,8 @@ def front(args: BenchDistill) -> None:
         if key in done:
             point = done[key]
             point.setdefault("layer_type", "eugen")  # a point from before the baselines
-            point.setdefault(
-                "fps_ratio_sequential", point.pop("fps_ratio", None)
-            )  # a point from before the timing
+            # a point from before the timing
+            point.setdefault("fps_ratio_sequential", point.pop("fps_ratio", None))
             points.append(point)
             continue
         refine_steps = 0 if layer_type == "lowrank" else args.refine_steps

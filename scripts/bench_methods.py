@@ -412,9 +412,8 @@ def plot(report: dict[str, object], path: Path) -> None:
         )
         for label, row in data["runs"].items():
             marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")
-            apart = (
-                row.get("measured_by", eugen_timing) != eugen_timing
-            )  # timed by another command than EUGen
+            # timed by another command than EUGen
+            apart = row.get("measured_by", eugen_timing) != eugen_timing
             timed_apart |= apart
             colour, index = f"C{index % 10}", index + 1
             # hollow: its FPS was not timed beside EUGen's, so its x position is only indicative

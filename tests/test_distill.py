@@ -280,9 +280,8 @@ def test_two_gloo_processes_solve_like_one(dense_teacher, tmp_path):
 def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, capsys, flags, message):
     output_dir = tmp_path / "out"
     assert cli_main(["--teacher", str(dense_teacher), "--output-dir", str(output_dir), *flags]) == 2
-    captured = (
-        capsys.readouterr()
-    )  # options tyro rejects while parsing come boxed on stderr (as for ns-train)
+    # options tyro rejects while parsing come boxed on stderr (as for ns-train)
+    captured = capsys.readouterr()
     assert message in " ".join((captured.out + captured.err).replace("│", " ").split())
     assert not output_dir.exists()
 
@@ -388,9 +387,8 @@ def test_heldout_pairs_come_from_whole_heldout_cameras(dense_teacher):
     rays = sample_rays(cameras, 0.5, 0.25, batch_rays=100, seed=3)
     held = rays.heldout_cameras(0.25, seed=3)
     assert held and set(held) < set(rays.camera_indices) and held == rays.heldout_cameras(0.25, seed=3)
-    assert (
-        sample_rays(cameras, 1e-3, 0.25, 100, 3).heldout_cameras(0.25, 3) == []
-    )  # one camera: no view split
+    # one camera: no view split
+    assert sample_rays(cameras, 1e-3, 0.25, 100, 3).heldout_cameras(0.25, 3) == []
     capture = Capture({}, {}, [], pair_fraction=1.0, heldout_fraction=0.1)
     for b in range(rays.num_batches):
         capture.held_rays = rays.heldout_mask(b, held)
@@ -519,10 +517,11 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
         False,
     )
     assert defaults.eugen.degree == 1 and defaults.width_fraction == 7 / 16  # m = 112 of a 256-wide teacher
+    # a low-rank layer has no G to refine
     assert (
         defaults.refine_steps == 300
         and DistillOptions(teacher=Path("t"), eugen=EUGenSpec(layer_type="lowrank")).refine_steps == 0
-    )  # a low-rank layer has no G to refine
+    )
     sampling = (defaults.image_fraction, defaults.resolution_scale, defaults.pair_fraction, defaults.max_rays)
     assert sampling == (0.25, 0.5, 0.25, 16384)  # the benchmark's sampling
     with pytest.raises(DistillError, match="max-rays must be an integer >= 1 or None"):
@@ -534,11 +533,12 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
         )
     with pytest.raises(DistillError, match="finetune-target must be one of"):
         DistillOptions(teacher=Path("t"), finetune_target="depth")
+    # the fields fine-tune renders each batch: every pixel and new cameras
     assert (defaults.finetune_novel_rays, defaults.finetune_camera_rays, defaults.finetune_average) == (
         "fresh",
         "all",
         0.0,
-    )  # the fields fine-tune renders each batch: every pixel and new cameras
+    )
     colour = DistillOptions(teacher=Path("t"), finetune_target="colour")  # colours rendered ahead: the pools
     assert (colour.finetune_novel_rays, colour.finetune_camera_rays) == ("fixed", "capture")
     for no_fresh in ({"finetune_novel_views": 0}, {"finetune_rays": 1}):  # nothing to share with new cameras
@@ -583,9 +583,8 @@ def test_field_loss_is_zero_for_the_teacher_itself_and_weighs_what_the_picture_s
     colour, loss = render_and_match_fields(teacher, student, rays)
     assert float(loss) == pytest.approx(0.0, abs=1e-10)
     with torch.no_grad():
-        assert torch.equal(
-            colour, teacher(rays)["rgb"]
-        )  # the colour target is the teacher's render of the batch
+        # the colour target is the teacher's render of the batch
+        assert torch.equal(colour, teacher(rays)["rgb"])
         student.field_fine.density_head.bias += 1.0
     _, loss = render_and_match_fields(teacher, student, rays)
     assert float(loss) > 1e-6
@@ -716,6 +715,7 @@ def test_finetune_is_validated_on_novel_cameras_it_never_trains_on(dense_teacher
 
     monkeypatch.setattr(run_module, "finetune", spy)
     for views in (0, 2):
+        # the pool read below
         distill(
             options(
                 dense_teacher,
@@ -728,15 +728,14 @@ def test_finetune_is_validated_on_novel_cameras_it_never_trains_on(dense_teacher
                 finetune_camera_rays="capture",
                 finetune_novel_rays="fixed",
             )
-        )  # the pool read below
+        )
     (train0, _, (held0, _)), (train2, _, (held2, held_rgb2)) = calls
     assert len(train2) == len(train0)  # the rays trained on do not change
     extra = len(held2) - len(held0)
     assert extra > 0 and extra % 2 == 0, extra  # two cameras' worth of rays
     torch.testing.assert_close(held2.origins[: len(held0)], held0.origins)  # the held-out cameras' rays first
-    trained_novel = train2.origins[
-        -1
-    ]  # every ray of a camera starts at its centre: the novel view trained on
+    # every ray of a camera starts at its centre: the novel view trained on
+    trained_novel = train2.origins[-1]
     for origin in (held2.origins[len(held0)], held2.origins[-1]):  # the two validation cameras
         assert not torch.allclose(origin, trained_novel)
     assert torch.isfinite(held_rgb2).all() and held_rgb2.min() >= 0 and held_rgb2.max() <= 1

@@ -88,9 +88,8 @@ def train_tiny_nerfacto(data: Path, output_dir: Path, iterations: int = 10) -> P
     config.max_num_iterations = config.steps_per_save = iterations
     config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**6
     config.machine.device_type = "cpu"
-    parallel = (
-        config.pipeline.datamanager
-    )  # a data-loading subprocess is slow to start: use the plain manager
+    # a data-loading subprocess is slow to start: use the plain manager
+    parallel = config.pipeline.datamanager
     config.pipeline.datamanager = VanillaDataManagerConfig(
         **{f.name: getattr(parallel, f.name) for f in fields(VanillaDataManagerConfig) if f.name != "_target"}
     )
@@ -145,9 +144,8 @@ def test_cli_evaluates_a_stock_nerfacto_run(run_config, tmp_path):
     assert (
         speed["render_fps"] > 0 and speed["field_module"] == "field" and speed["resolution"] == [SIZE, SIZE]
     )
-    per_view = speed[
-        "render_seconds_per_view"
-    ]  # both rates come from these timings (no second clock to disagree)
+    # both rates come from these timings (no second clock to disagree)
+    per_view = speed["render_seconds_per_view"]
     assert speed["render_fps"] == pytest.approx(1.0 / statistics.median(per_view))
     assert speed["rays_per_second"] == pytest.approx(statistics.median(SIZE * SIZE / t for t in per_view))
     assert size["checkpoint_bytes"] == Path(run["checkpoint"]).stat().st_size

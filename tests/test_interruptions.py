@@ -242,9 +242,8 @@ def test_interrupted_evaluation_keeps_the_previous_report(signum: int, seed: int
     report = tmp_path / "report.json"
     report.write_text('{"previous": "report"}\n')
     log = tmp_path / "eugen-eval.log"
-    paper = (
-        REPO / "teachers" / "bunny64" / "dense-nerf" / "paper"
-    )  # slow to render: the signal lands mid-evaluation
+    # slow to render: the signal lands mid-evaluation
+    paper = REPO / "teachers" / "bunny64" / "dense-nerf" / "paper"
     process = start(
         [
             str(BIN / "eugen-eval"),

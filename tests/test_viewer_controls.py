@@ -208,9 +208,8 @@ def test_runs_of_different_scenes_are_refused(tmp_path: Path):
     with pytest.raises(SceneMismatchError, match="different scenes.*bunny32.*bunny64"):
         check_same_scene(left, other)
 
-    result = run_main(
-        "eugen_nerf.viewer.cli", "--left", left, "--right", other, module=True
-    )  # = eugen-viewer
+    # = eugen-viewer
+    result = run_main("eugen_nerf.viewer.cli", "--left", left, "--right", other, module=True)
     assert result.returncode == 2
     message = " ".join((result.stdout + result.stderr).split())
     assert "runs are of different scenes" in message and str(other) in message and "Traceback" not in message

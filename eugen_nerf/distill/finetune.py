@@ -140,9 +140,8 @@ def finetune(
     generator = torch.Generator().manual_seed(seed)
     log = FinetuneLog()
     model.train()
-    if (
-        teacher is not None
-    ):  # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
+    # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
+    if teacher is not None:
         teacher.eval()
     best = None
     averaged = [p.detach().clone() for p in params] if average else None

@@ -295,9 +295,8 @@ class Distillation:
         mlp = self.mlps[ref.mlp_path]
         layer = make_student_layer(mlp, ref, self.options.spec, self.options.width_fraction)
         with torch.no_grad():
-            if isinstance(
-                layer, LowRankLinear
-            ):  # fit.weight has the layer's rank: its SVD factors it exactly
+            # fit.weight has the layer's rank: its SVD factors it exactly
+            if isinstance(layer, LowRankLinear):
                 layer.load_product_(fit.weight, fit.bias)
             else:
                 layer.weight.copy_(fit.weight)
@@ -469,9 +468,8 @@ class Distillation:
                 share = round(options.finetune_rays * novel_share)
                 fresh_rays = min(max(1, share), options.finetune_rays - 1)
                 first = (seed + 1) * 1_000_003
-                fresh = lambda step: self.novel_camera_rays(
-                    count, first + step
-                )  # each step its own novel cameras
+                # each step its own novel cameras
+                fresh = lambda step: self.novel_camera_rays(count, first + step)
             elif options.finetune_novel_views and match_fields:  # no colours rendered ahead
                 novel = self.novel_camera_rays(options.finetune_novel_views, options.eugen.seed)
             elif options.finetune_novel_views:

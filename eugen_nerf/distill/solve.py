@@ -135,6 +135,7 @@ def refine_layer(
             }
         )
     dtype = fit.weight.dtype
+    # both on the held-out rows
     return LayerFit(
         **{
             **vars(fit),
@@ -144,4 +145,4 @@ def refine_layer(
             "r2_heldout": after,
             "r2_heldout_closed_form": before,
         }
-    )  # both on the held-out rows
+    )

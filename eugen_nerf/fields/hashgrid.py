@@ -80,13 +80,11 @@ class GatherHashEncoding(HashEncoding):
         floor = torch.floor(scaled)
         frac = (scaled - floor).view(3, 1, levels, n)
         primes = torch.tensor(_PRIMES_INT32, dtype=torch.int32, device=device).view(3, 1, 1, 1)
-        low = (
-            floor.int().view(3, 1, levels, n) * primes
-        )  # the cell's lower corner, hashed per axis (wrapping)
+        # the cell's lower corner, hashed per axis (wrapping)
+        low = floor.int().view(3, 1, levels, n) * primes
         corners = torch.cat([low, low + primes], dim=1)  # [3, 2, L, N]
-        index = (
-            corners[0][:, None, None] ^ corners[1][None, :, None] ^ corners[2][None, None, :]
-        )  # [2, 2, 2, L, N]
+        # [2, 2, 2, L, N]
+        index = corners[0][:, None, None] ^ corners[1][None, :, None] ^ corners[2][None, None, :]
         offsets = self.hash_offset.to(device=device, dtype=torch.int32).view(levels, 1)
         index = ((index & (self.hash_table_size - 1)) + offsets).view(8, levels * n).long()
         weight = torch.cat([1 - frac, frac], dim=1)  # [3, 2, L, N]

@@ -69,9 +69,10 @@ def frustum_multisamples(
     t_half = (t1 - t0) / 2
     j = torch.arange(NUM_MULTISAMPLES, device=starts.device, dtype=starts.dtype)
     spread = ((t_half**2 - t_mid**2) ** 2 + 4 * t_mid**4).sqrt()
+    # [..., 6]
     t = t0 + t_half / (t_half**2 + 3 * t_mid**2).clamp_min(1e-12) * (
         t1**2 + 2 * t_mid**2 + 3 / math.sqrt(7) * (2 * j / 5 - 1) * spread
-    )  # [..., 6]
+    )
     angles = _ANGLES.to(device=starts.device, dtype=starts.dtype).expand(t.shape)
     if randomize:
         flip = torch.rand(t.shape[:-1] + (1,), device=t.device) > 0.5

@@ -91,9 +91,8 @@ class SirenEUGenSpec(EUGenSpec):
 
     def validate(self) -> None:
         super().validate()
-        check_choice(
-            "eugen.layer-type", self.layer_type, ("eugen",)
-        )  # a SIREN's dense layers are sine layers
+        # a SIREN's dense layers are sine layers
+        check_choice("eugen.layer-type", self.layer_type, ("eugen",))
         check_positive_float("eugen.projection-lr-scale", self.projection_lr_scale)
         check_positive_float("eugen.weight-lr-scale", self.weight_lr_scale)
         check_choice("eugen.init", self.init, SIREN_INITS)

@@ -169,9 +169,8 @@ class FusedMLP:
         x = inputs
         for step in self.steps:
             z = torch.addmm(step.bias, x, step.weight.T)
-            if (
-                step.skip_weight is not None
-            ):  # into the projection rows only (the norm rows are ||h||'s factor)
+            # into the projection rows only (the norm rows are ||h||'s factor)
+            if step.skip_weight is not None:
                 rows = z[:, : z.shape[1] - step.norm_rows]
                 if inplace:
                     rows.addmm_(inputs, step.skip_weight.T)

@@ -126,9 +126,8 @@ class ISDFModel(FramedModelMixin, Model):
             "rgb": (0.5 + 0.5 * normals) * accumulation + (1.0 - accumulation),
         }
         if ray_bundle.metadata and "directions_norm" in ray_bundle.metadata:
-            outputs["z_depth"] = (
-                depth / ray_bundle.metadata["directions_norm"]
-            )  # the depth sensor's convention
+            # the depth sensor's convention
+            outputs["z_depth"] = depth / ray_bundle.metadata["directions_norm"]
         return outputs
 
     def get_loss_dict(self, outputs, batch, metrics_dict=None) -> dict[str, Tensor]:

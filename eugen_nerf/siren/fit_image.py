@@ -186,6 +186,7 @@ def save_png(path: Path, image: np.ndarray) -> None:
     iio.imwrite(path, pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
 
 
+# the eugen.* options are validated by their spec (EUGenSpec.validate)
 OPTION_RULES = {
     "size": POSITIVE_INT,
     "width": POSITIVE_INT,
@@ -193,7 +194,7 @@ OPTION_RULES = {
     "steps": POSITIVE_INT,
     "log_every": POSITIVE_INT,
     "lr": positive,
-}  # the eugen.* options are validated by their spec (EUGenSpec.validate)
+}
 
 
 def main(config: FitImageConfig) -> FitResult:
