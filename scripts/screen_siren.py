@@ -21,6 +21,16 @@ dense SIREN leads the shipped network. None of them is an option of the package,
   more). At ``m = w`` this network is the dense SIREN with ``W = G A``; Adam steps on the entries of ``A``, whose
   rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it back.
 
+Two screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread over
+``m = 2w`` frozen-``G`` sine units a layer, the dense parameter count spent on sine units), whose input layer is
+a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense SIREN has w:
+
+- ``input-features``: every layer EUGen, the input layer too, ``A₀ sin(G₀ x⁺) + c₀`` with ``m = 2w`` learned
+  frequencies (``G₀`` is ``m × 3``, started as SIREN's first layer times ω₀) and every later ``G`` frozen; ``h``
+  is w/2 - 1 so the count stays under the dense one, and ``A``'s rate is halved (each next pre-activation sums
+  2w sine units);
+- ``input-features-full-rate``: the same at ``A``'s full rate.
+
 Every screen's network is evaluated unfused (the wrappers here have no merged form).
 
     .venv/bin/eugen-bench siren-256-screens-seed1   # = scripts/screen_siren.py --seed 1 (all screens)
@@ -40,9 +50,9 @@ import tyro
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_siren import SIREN_INIT, BenchSiren, seeded_network, variants  # the network screened
+from bench_siren import SIREN_INIT, SIREN_WIDE, BenchSiren, seeded_network, variants  # the networks screened
 
-from eugen_nerf.fields.siren import SirenEUGenSpec, siren_start_
+from eugen_nerf.fields.siren import SirenEUGenSpec, siren_eugen_init_, siren_start_
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.siren.fit_image import fit, save_png
@@ -127,12 +137,42 @@ def gain(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
         model.layers[i] = GainedSine(model.layers[i])
 
 
-SCREENS: dict[str, Callable[[EUGenMLP, SirenEUGenSpec], None]] = {
-    "readout": readout,
-    "products": products(1.0),
-    "products-half-frequency": products(1.0 / math.sqrt(2.0)),
-    "norm": norm_entry,
-    "gain": gain,
+def input_features(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    """Layer 0 becomes an EUGen layer over the coordinates with learned ``G₀`` (SIREN's first layer ``W ~
+    U(±1/d)``, ``b ~ U(±1/√d)``, times ω₀), layer 1's learned ``G`` a frozen one."""
+    d = model.in_dim
+    learned = replace(spec.offset_seed(0), trainable_projections=True, init="eugen")
+    first = EUGenMLP.make_layer("eugen", d, model.layer_width, learned)
+    siren_eugen_init_(first, OMEGA, output=False)
+    with torch.no_grad():
+        first.projections.zero_()
+        first.projections[:, :d].uniform_(-OMEGA / d, OMEGA / d)
+        first.projections[:, d].uniform_(-OMEGA / math.sqrt(d), OMEGA / math.sqrt(d))
+    model.layers[0] = first
+    model.layers[1] = siren_layer(model, 1, spec.offset_seed(1))
+
+
+@dataclass(frozen=True)
+class Screen:
+    """One change to a network of ``bench_siren``, with the width and ``A``'s rate factor it runs at."""
+
+    change: Callable[[EUGenMLP, SirenEUGenSpec], None]
+    base: str = SIREN_INIT
+    """the ``bench_siren`` variant changed."""
+    width: int | None = None
+    """hidden width (``h``); ``None``: the base's."""
+    weight_lr_scale: float | None = None
+    """``A``'s learning-rate factor; ``None``: the base's."""
+
+
+SCREENS: dict[str, Screen] = {
+    "readout": Screen(readout),
+    "products": Screen(products(1.0)),
+    "products-half-frequency": Screen(products(1.0 / math.sqrt(2.0))),
+    "norm": Screen(norm_entry),
+    "gain": Screen(gain),
+    "input-features": Screen(input_features, SIREN_WIDE, width=63, weight_lr_scale=0.5),
+    "input-features-full-rate": Screen(input_features, SIREN_WIDE, width=63),
 }
 
 
@@ -153,15 +193,23 @@ class ScreenSiren:
 
 
 def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenMLP, SirenEUGenSpec, float]:
-    """The shipped network as ``bench_siren --seed seed`` starts it, changed by screen ``name`` (``None``: not
-    changed), with its spec and learning rate."""
+    """The network screen ``name`` changes (``None``: the shipped one, unchanged) as ``bench_siren --seed seed``
+    starts it, changed by the screen, with its spec and learning rate."""
+    screen = SCREENS[name] if name is not None else Screen(lambda model, spec: None)
     config = BenchSiren(seed=seed)
-    base = {v.name: v for v in variants(config)}[SIREN_INIT]
-    model, spec = seeded_network(base, seed, channels, config.hidden_layers)  # the shipped run's start
+    base = {v.name: v for v in variants(config)}[screen.base]
+    if screen.width is not None:
+        base = replace(base, width=screen.width)
+    model, spec = seeded_network(base, seed, channels, config.hidden_layers)  # the base run's start
+    if screen.weight_lr_scale is not None:
+        spec = replace(spec, weight_lr_scale=screen.weight_lr_scale)
     if name is not None:
         activations = [model.applies_activation(i) for i in range(len(model.layers))]
-        SCREENS[name](model, spec)
-        model.applies_activation = activations.__getitem__  # the wrappers carry their sine, as the layers did
+        screen.change(model, spec)
+        # a wrapper carries the sine of the EUGen layer it wraps (no activation after it); an EUGen layer that
+        # replaced a dense one carries its own
+        activations = [a and not isinstance(m, EUGenLinear) for a, m in zip(activations, model.layers)]
+        model.applies_activation = activations.__getitem__
         model.fuse_in_eval = False
     return model, spec, base.lr
 
@@ -180,6 +228,9 @@ def run_screen(name: str, config: ScreenSiren, target: torch.Tensor) -> dict:
         "history": result.history,
         "final_psnr": result.final_psnr,
         "lr": lr,
+        "network": SCREENS[name].base,
+        "width": model.layer_width,
+        "weight_lr_scale": spec.weight_lr_scale,
     }
 
 
@@ -209,9 +260,7 @@ def main(config: ScreenSiren) -> None:
             f"{name}: {results[name]['final_psnr']:.2f} dB ({results[name]['parameters']:,} parameters)",
             flush=True,
         )
-        path.parent.mkdir(
-            parents=True, exist_ok=True
-        )  # written after every screen: nothing lost on interruption
+        path.parent.mkdir(parents=True, exist_ok=True)  # written after every screen: nothing lost
         path.write_text(json.dumps({**setting, "screens": results}, indent=1))
 
 

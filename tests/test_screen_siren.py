@@ -33,7 +33,15 @@ def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
 
 @pytest.mark.parametrize(
     "name, extra",
-    [("readout", 3 * 128), ("products", 0), ("products-half-frequency", 0), ("norm", 0), ("gain", 2 * 128)],
+    [
+        ("readout", 3 * 128),
+        ("products", 0),
+        ("products-half-frequency", 0),
+        ("norm", 0),
+        ("gain", 2 * 128),
+        ("input-features", -451),  # h = 63 keeps it under the dense count
+        ("input-features-full-rate", -451),
+    ],
 )
 def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
     model, _, _ = screened_network(name, seed=1, channels=1)
@@ -54,6 +62,18 @@ def test_the_gain_starts_as_the_shipped_network_and_products_do_not(coords):
     with torch.no_grad():
         torch.testing.assert_close(gained(coords), shipped(coords))
         assert not torch.allclose(product(coords), shipped(coords))
+
+
+def test_the_input_features_screen_makes_every_layer_eugen_with_only_the_input_g_learned(coords):
+    model, spec, _ = screened_network("input-features", seed=1, channels=1)
+    assert all(isinstance(layer, EUGenLinear) for layer in model.layers)
+    assert [layer.trainable_projections for layer in model.layers] == [True, False, False, False]
+    assert [layer.num_features for layer in model.layers] == [256] * 4 and model.layer_width == 63
+    assert not any(model.applies_activation(i) for i in range(4))  # each EUGen layer carries its sine
+    assert spec.weight_lr_scale == 0.5
+    assert screened_network("input-features-full-rate", seed=1, channels=1)[1].weight_lr_scale == 1.0
+    first = model.layers[0].projections
+    assert first[:, :2].abs().max() <= 15.0 and first[:, 2].abs().max() <= 30.0 / 2**0.5  # SIREN's x ω₀
 
 
 def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
