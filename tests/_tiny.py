@@ -25,6 +25,35 @@ SMALL = {
     "siren": _NERF_MODEL,  # NeRF's model with a SIREN field: the same sizes
 }
 """Per method family (the part of the method's name after ``eugen-``/``dense-``)."""
+CLI_SIZES = {
+    "nerf": [
+        "--pipeline.datamanager.train-num-rays-per-batch",
+        "128",
+        "--pipeline.model.num-coarse-samples",
+        "16",
+        "--pipeline.model.num-importance-samples",
+        "16",
+        "--pipeline.model.trunk-width",
+        "64",
+        "--pipeline.model.head-width",
+        "32",
+    ],
+    "nerfacto": [
+        "--pipeline.datamanager.train-num-rays-per-batch",
+        "256",
+        "--pipeline.model.num-proposal-samples-per-ray",
+        "32",
+        "16",
+        "--pipeline.model.num-nerf-samples-per-ray",
+        "16",
+        "--pipeline.model.log2-hashmap-size",
+        "14",
+        "--pipeline.model.max-res",
+        "128",
+    ],
+}
+"""Tiny sizes as ``ns-train`` options, for the tests that train through the command line (NeRF at 128 rays a
+batch, where ``SMALL`` has 256)."""
 FIELDS_LR = {"nerf": 2e-3}
 """The fields' learning rate per family where the method's own is too slow for a short CPU run: NeRF's paper
 rate 5e-4 rendered white fog after 600 tiny steps; 2e-3 is the README's CPU configuration."""

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from _scripts import run_command
-from _tiny import registered_config, set_sizes
+from _tiny import CLI_SIZES, registered_config, set_sizes
 
 from eugen_nerf.scenes.framing import FRAMING_KEY
 
@@ -44,33 +44,6 @@ TINY = {
         "log2_hashmap_size": 12,
         "max_res": 64,
     },
-}
-CLI_TINY = {
-    "nerf": [
-        "--pipeline.datamanager.train-num-rays-per-batch",
-        "128",
-        "--pipeline.model.num-coarse-samples",
-        "16",
-        "--pipeline.model.num-importance-samples",
-        "16",
-        "--pipeline.model.trunk-width",
-        "64",
-        "--pipeline.model.head-width",
-        "32",
-    ],
-    "nerfacto": [
-        "--pipeline.datamanager.train-num-rays-per-batch",
-        "256",
-        "--pipeline.model.num-proposal-samples-per-ray",
-        "32",
-        "16",
-        "--pipeline.model.num-nerf-samples-per-ray",
-        "16",
-        "--pipeline.model.log2-hashmap-size",
-        "14",
-        "--pipeline.model.max-res",
-        "128",
-    ],
 }
 
 
@@ -223,7 +196,7 @@ def test_ns_train_and_ns_eval_on_each_scene_kind(method, kind, tmp_path):
             "20",
             "--vis",
             "tensorboard",
-            *CLI_TINY[family(method)],
+            *CLI_SIZES[family(method)],
             "nerfstudio-data",
             "--data",
             str(scene),
