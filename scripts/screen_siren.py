@@ -248,7 +248,7 @@ def main(config: ScreenSiren) -> None:
         "size": config.size,
         "steps": config.steps,
         "seed": config.seed,
-        "base": SIREN_INIT,
+        "base": SIREN_INIT,  # the shipped network the screens read against; each screen names the one it changes
     }
     earlier = json.loads(path.read_text()) if path.exists() else {}
     # screens run before in the same setting are kept (a run of one screen adds to the others); any other

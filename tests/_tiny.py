@@ -25,35 +25,6 @@ SMALL = {
     "siren": _NERF_MODEL,  # NeRF's model with a SIREN field: the same sizes
 }
 """Per method family (the part of the method's name after ``eugen-``/``dense-``)."""
-CLI_SIZES = {
-    "nerf": [
-        "--pipeline.datamanager.train-num-rays-per-batch",
-        "128",
-        "--pipeline.model.num-coarse-samples",
-        "16",
-        "--pipeline.model.num-importance-samples",
-        "16",
-        "--pipeline.model.trunk-width",
-        "64",
-        "--pipeline.model.head-width",
-        "32",
-    ],
-    "nerfacto": [
-        "--pipeline.datamanager.train-num-rays-per-batch",
-        "256",
-        "--pipeline.model.num-proposal-samples-per-ray",
-        "32",
-        "16",
-        "--pipeline.model.num-nerf-samples-per-ray",
-        "16",
-        "--pipeline.model.log2-hashmap-size",
-        "14",
-        "--pipeline.model.max-res",
-        "128",
-    ],
-}
-"""Tiny sizes as ``ns-train`` options, for the tests that train through the command line (NeRF at 128 rays a
-batch, where ``SMALL`` has 256)."""
 FIELDS_LR = {"nerf": 2e-3}
 """The fields' learning rate per family where the method's own is too slow for a short CPU run: NeRF's paper
 rate 5e-4 rendered white fog after 600 tiny steps; 2e-3 is the README's CPU configuration."""
@@ -66,11 +37,25 @@ def registered_config(method: str):
     return copy.deepcopy(discover_methods()[0][method])
 
 
+def owner(size: str) -> str:
+    """The part of the pipeline's config that holds ``size``: the ray batch is the datamanager's."""
+    return "datamanager" if size == "train_num_rays_per_batch" else "model"
+
+
+def cli_options(sizes: dict) -> list[str]:
+    """``sizes`` as ``ns-train`` options, each where :func:`set_sizes` puts it."""
+    options = []
+    for key, value in sizes.items():
+        values = value if isinstance(value, tuple) else (value,)
+        options += [f"--pipeline.{owner(key)}.{key.replace('_', '-')}", *map(str, values)]
+    return options
+
+
 def set_sizes(config, sizes: dict, strict: bool = True) -> None:
     """Set ``sizes`` on ``config``'s model (the ray batch on its datamanager); an option the method does not
     have is an error, or skipped with ``strict=False`` (one table for a family whose methods differ)."""
     for key, value in sizes.items():
-        target = config.pipeline.datamanager if key == "train_num_rays_per_batch" else config.pipeline.model
+        target = getattr(config.pipeline, owner(key))
         if hasattr(target, key):
             setattr(target, key, value)
         else:
@@ -110,3 +95,11 @@ def train_steps(config, pipeline, steps: int, before_step=None, after_backward=N
         optimizers.optimizer_step_all()
         losses.append(float(loss.detach()))
     return losses
+
+
+CLI_SIZES = {
+    "nerf": cli_options({**SMALL["nerf"], "train_num_rays_per_batch": 128}),
+    "nerfacto": cli_options(SMALL["nerfacto"]),
+}
+"""``SMALL`` as ``ns-train`` options, for the tests that train through the command line (NeRF at 128 rays a
+batch)."""
