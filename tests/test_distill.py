@@ -107,6 +107,22 @@ def distill(opts: DistillOptions):
     return run(opts)
 
 
+def record_finetune(monkeypatch) -> list[dict]:
+    """Replace the run's fine-tune by a recorder: each call's ``model``, ``rays``, ``targets`` and keyword
+    arguments, answered with an empty log. What a run hands the fine-tune, without running it."""
+    import eugen_nerf.distill.run as run_module
+    from eugen_nerf.distill.finetune import FinetuneLog
+
+    calls = []
+
+    def record(model, rays, targets, *args, **kwargs):
+        calls.append({"model": model, "rays": rays, "targets": targets, **kwargs})
+        return FinetuneLog()
+
+    monkeypatch.setattr(run_module, "finetune", record)
+    return calls
+
+
 @pytest.fixture(scope="module")
 def dense_result(dense_teacher, tmp_path_factory, request):
     """One closed-form distillation of the dense teacher, checking no gradient is ever enabled."""
@@ -750,16 +766,8 @@ def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(
     itself, so the novel cameras trained on are not rendered ahead (only the validation cameras are); with
     ``colour`` every trained ray comes with the teacher's colour rendered ahead."""
     import eugen_nerf.distill.run as run_module
-    from eugen_nerf.distill.finetune import FinetuneLog
 
-    calls, rendered = [], []
-    monkeypatch.setattr(
-        run_module,
-        "finetune",
-        lambda model, rays, targets, *args, teacher=None, **kwargs: (
-            calls.append((model, rays, targets, teacher)) or FinetuneLog()
-        ),
-    )
+    calls, rendered = record_finetune(monkeypatch), []
     original = run_module.Distillation.novel_targets
     monkeypatch.setattr(
         run_module.Distillation,
@@ -778,7 +786,8 @@ def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(
             finetune_target=target,
         )
     )
-    ((student, rays, targets, teacher),) = calls
+    (call,) = calls
+    student, rays, targets, teacher = call["model"], call["rays"], call["targets"], call["teacher"]
     if target == "fields":
         assert rendered == [1] and targets is None
         assert teacher is not None and teacher is not student
@@ -867,16 +876,9 @@ def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_s
 ):
     """``eugen-distill --finetune-novel-rays fresh``: the pool holds the capture rays only, the fresh share of
     a batch is the share the fixed novel cameras would have had, and two steps get different cameras."""
-    import eugen_nerf.distill.run as run_module
-    from eugen_nerf.distill.finetune import FinetuneLog
     from eugen_nerf.distill.sampling import novel_rays
 
-    calls = []
-    monkeypatch.setattr(
-        run_module,
-        "finetune",
-        lambda model, rays, targets, *args, **kwargs: calls.append((rays, args, kwargs)) or FinetuneLog(),
-    )
+    calls = record_finetune(monkeypatch)
     result = distill(
         options(
             dense_teacher,
@@ -892,7 +894,8 @@ def test_fresh_finetune_hands_the_fixed_pools_novel_share_and_new_cameras_each_s
             finetune_camera_rays="capture",
         )
     )
-    ((pool, _args, kwargs),) = calls
+    (kwargs,) = calls
+    pool = kwargs["rays"]
     first, second = kwargs["fresh"](1), kwargs["fresh"](2)
     assert len(first) == len(second) and not torch.allclose(first.origins, second.origins)
     assert torch.equal(kwargs["fresh"](1).origins, first.origins)  # seeded: a rerun draws the same cameras
@@ -945,16 +948,9 @@ def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(
     """``--finetune-camera-rays all``: the fine-tune's pool is every full-resolution pixel ray of every
     training camera except those held out for validation, whose rays still validate; with ``colour`` it is
     refused."""
-    import eugen_nerf.distill.run as run_module
-    from eugen_nerf.distill.finetune import FinetuneLog
     from eugen_nerf.distill.sampling import PixelRays, camera_rays
 
-    calls = []
-    monkeypatch.setattr(
-        run_module,
-        "finetune",
-        lambda model, rays, targets, *args, **kwargs: calls.append((rays, kwargs)) or FinetuneLog(),
-    )
+    calls = record_finetune(monkeypatch)
     result = distill(
         options(
             dense_teacher,
@@ -968,7 +964,8 @@ def test_all_camera_rays_are_every_training_pixel_but_the_held_out_cameras(
             finetune_camera_rays="all",
         )
     )
-    ((pool, kwargs),) = calls
+    (kwargs,) = calls
+    pool = kwargs["rays"]
     cameras = result.teacher.pipeline.datamanager.train_dataset.cameras
     held = kwargs["validation"][0].camera_indices.unique().tolist()
     assert held and set(held) <= set(range(len(cameras)))
