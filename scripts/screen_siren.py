@@ -29,7 +29,20 @@ a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense 
   frequencies (``G₀`` is ``m × 3``, started as SIREN's first layer times ω₀) and every later ``G`` frozen; ``h``
   is w/2 - 1 so the count stays under the dense one, and ``A``'s rate is halved (each next pre-activation sums
   2w sine units);
-- ``input-features-full-rate``: the same at ``A``'s full rate.
+- ``input-features-full-rate``: the same at ``A``'s full rate;
+- ``wide-a-rate-0.7``: the wide variant itself with ``A``'s rate at 0.7 (≈ 1/√2), between the full rate (which
+  stalls at seed 1 and is best at seed 0) and the half rate (``bench_siren``'s ``SIREN_WIDE_SCALED``: no stall,
+  3 dB behind on the mean).
+
+One screen is a diagnostic, not an idea: ``dense-start`` sets every weight of the shipped network so that it
+computes the tuned dense SIREN of the same seed exactly (``A = ω₀ G⁻¹ W`` through each frozen ``G``, the learned
+``G`` as ``ω₀ [W b]``). Both networks then start as one function and take steps of the same size; what differs
+is only the basis in which Adam steps on ``A``: the frozen ``G`` rotates it away from the sine units. With ``G``
+a signed permutation (no rotation) Adam on ``A`` is Adam on the dense ``W``; the one other difference is Adam's
+ε, which weighs 30 times more on the learned ``G = ω₀ [W b]`` (its gradients are 1/ω₀ of ``W``'s). Without ε
+the two fits coincide (``tests/test_screen_siren.py``). ``dense-start-unrotated`` is that network, so of the
+gap between ``dense-start`` and the dense run of the same seed, what ``dense-start-unrotated`` does not share
+is what the rotation costs.
 
 Every screen's network is evaluated unfused (the wrappers here have no merged form).
 
@@ -58,6 +71,8 @@ from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.siren.fit_image import fit, save_png
 from eugen_nerf.siren.image import load_image
 
+TUNED_DENSE = "dense lr3e-3"
+"""The tuned dense SIREN in this setting (``bench_siren``'s best rate at 256², cosine, 400 steps)."""
 OMEGA = 30.0
 """ω = ω₀ of the shipped siren-init network (its frozen ``G`` is about ω times an orthogonal matrix)."""
 
@@ -152,6 +167,47 @@ def input_features(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
     model.layers[1] = siren_layer(model, 1, spec.offset_seed(1))
 
 
+def copy_dense_start(model: EUGenMLP, dense: EUGenMLP) -> None:
+    """Set the shipped network ``model`` to compute the dense SIREN ``dense`` (same width and depth) exactly.
+
+    ``model``'s layers are the dense input layer and the EUGen layers 1..L (the first with a learned ``G``, the
+    last a readout); ``dense``'s are the input layer, L hidden sine layers and the output layer."""
+    omega = dense.activation.omega_0
+    first, *eugen = model.layers
+    with torch.no_grad():
+        first.weight.copy_(dense.layers[0].weight)
+        first.bias.copy_(dense.layers[0].bias)
+        hidden = dense.layers[1]  # sin(G [h; 1]) = sin(ω₀ (W h + b))
+        eugen[0].projections.copy_(omega * torch.cat([hidden.weight, hidden.bias[:, None]], dim=1))
+        for layer, after, target in zip(eugen, [*eugen[1:], None], dense.layers[2:]):
+            if after is None:  # the readout: the output layer itself
+                layer.weight.copy_(target.weight)
+                layer.bias.copy_(target.bias)
+                continue
+            # the next sine reads G (A h + c) + G's constant column, the dense one ω₀ (W h + b)
+            g = after.projections.double()
+            square, constant = g[:, : after.in_features], g[:, after.in_features]
+            layer.weight.copy_(torch.linalg.solve(square, omega * target.weight.double()))
+            layer.bias.copy_(torch.linalg.solve(square, omega * target.bias.double() - constant))
+
+
+def unchanged(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    """The network as its base builds it (a screen that changes only the start, the width or a rate)."""
+
+
+def unrotated(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    """Each frozen ``G`` becomes ω₀ times a random signed permutation: still orthogonal at the shipped scale,
+    but it turns no coordinate into a mix of sine units (``G`` drawn from each layer's own seed)."""
+    for i in frozen_layers(model):
+        g = model.layers[i].projections
+        n = g.shape[0]
+        generator = torch.Generator().manual_seed(model.layers[i].seed)
+        signs = torch.randint(0, 2, (n,), generator=generator) * 2.0 - 1.0
+        with torch.no_grad():
+            g.zero_()
+            g[torch.arange(n), torch.randperm(n, generator=generator)] = OMEGA * signs
+
+
 @dataclass(frozen=True)
 class Screen:
     """One change to a network of ``bench_siren``, with the width and ``A``'s rate factor it runs at."""
@@ -163,6 +219,8 @@ class Screen:
     """hidden width (``h``); ``None``: the base's."""
     weight_lr_scale: float | None = None
     """``A``'s learning-rate factor; ``None``: the base's."""
+    dense_start: bool = False
+    """start as the tuned dense SIREN of the same seed computes (:func:`copy_dense_start`)."""
 
 
 SCREENS: dict[str, Screen] = {
@@ -173,6 +231,9 @@ SCREENS: dict[str, Screen] = {
     "gain": Screen(gain),
     "input-features": Screen(input_features, SIREN_WIDE, width=63, weight_lr_scale=0.5),
     "input-features-full-rate": Screen(input_features, SIREN_WIDE, width=63),
+    "dense-start": Screen(unchanged, dense_start=True),
+    "dense-start-unrotated": Screen(unrotated, dense_start=True),
+    "wide-a-rate-0.7": Screen(unchanged, SIREN_WIDE, weight_lr_scale=0.7),
 }
 
 
@@ -195,9 +256,10 @@ class ScreenSiren:
 def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenMLP, SirenEUGenSpec, float]:
     """The network screen ``name`` changes (``None``: the shipped one, unchanged) as ``bench_siren --seed seed``
     starts it, changed by the screen, with its spec and learning rate."""
-    screen = SCREENS[name] if name is not None else Screen(lambda model, spec: None)
+    screen = SCREENS[name] if name is not None else Screen(unchanged)
     config = BenchSiren(seed=seed)
-    base = {v.name: v for v in variants(config)}[screen.base]
+    by_name = {v.name: v for v in variants(config)}
+    base = by_name[screen.base]
     if screen.width is not None:
         base = replace(base, width=screen.width)
     model, spec = seeded_network(base, seed, channels, config.hidden_layers)  # the base run's start
@@ -211,6 +273,9 @@ def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenM
         activations = [a and not isinstance(m, EUGenLinear) for a, m in zip(activations, model.layers)]
         model.applies_activation = activations.__getitem__
         model.fuse_in_eval = False
+    if screen.dense_start:
+        dense, _ = seeded_network(by_name[TUNED_DENSE], seed, channels, config.hidden_layers)
+        copy_dense_start(model, dense)
     return model, spec, base.lr
 
 

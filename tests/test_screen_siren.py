@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
 import pytest
 import torch
@@ -15,7 +16,17 @@ from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.siren.image import pixel_grid
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from screen_siren import SCREENS, GainedSine, ProductSine, frozen_layers, screened_network  # scripts/ above
+from bench_siren import BenchSiren, seeded_network, variants  # scripts/ above
+from screen_siren import (
+    SCREENS,
+    TUNED_DENSE,
+    GainedSine,
+    ProductSine,
+    frozen_layers,
+    screened_network,
+)
+
+from eugen_nerf.siren.fit_image import fit
 
 SHIPPED_PARAMETERS = 50_049  # the dense SIREN's count at width 128, which the shipped network matches
 
@@ -41,6 +52,8 @@ def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
         ("gain", 2 * 128),
         ("input-features", -451),  # h = 63 keeps it under the dense count
         ("input-features-full-rate", -451),
+        ("dense-start", 0),
+        ("dense-start-unrotated", 0),
     ],
 )
 def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
@@ -74,6 +87,39 @@ def test_the_input_features_screen_makes_every_layer_eugen_with_only_the_input_g
     assert screened_network("input-features-full-rate", seed=1, channels=1)[1].weight_lr_scale == 1.0
     first = model.layers[0].projections
     assert first[:, :2].abs().max() <= 15.0 and first[:, 2].abs().max() <= 30.0 / 2**0.5  # SIREN's x ω₀
+
+
+def tuned_dense(seed: int):
+    return seeded_network({v.name: v for v in variants(BenchSiren(seed=seed))}[TUNED_DENSE], seed, 1, 3)
+
+
+def test_the_dense_start_computes_the_dense_siren_of_its_seed(coords):
+    model, _, lr = screened_network("dense-start", seed=2, channels=1)
+    dense, _ = tuned_dense(seed=2)
+    other, _ = tuned_dense(seed=1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(coords), dense(coords), atol=1e-5, rtol=0)
+        assert not torch.allclose(model(coords), other(coords), atol=1e-3)
+    assert lr == 3e-3 and count_parameters(model) == count_parameters(dense)
+
+
+def test_with_an_unrotated_g_the_dense_start_takes_the_dense_sirens_steps(monkeypatch):
+    """The diagnostic's premise: with each frozen ``G`` ω₀ times a signed permutation (no rotation), Adam on ``A``
+    is Adam on the dense ``W`` (once ε, which weighs more on the learned ``G``, is taken out), so the two fits
+    coincide; with the shipped orthogonal ``G`` they part."""
+    monkeypatch.setattr(torch.optim, "Adam", partial(torch.optim.Adam, eps=1e-30))
+    target = torch.rand(16, 16, 1)
+    fits = {}
+    for name in ("dense-start", "dense-start-unrotated"):
+        model, spec, lr = screened_network(name, seed=1, channels=1)
+        fits[name] = fit(model, target, 4, lr, 4, spec, progress=False).reconstruction
+    dense, _ = tuned_dense(seed=1)
+    dense_fit = fit(dense, target, 4, lr, 4, spec, progress=False).reconstruction
+    unrotated = screened_network("dense-start-unrotated", seed=1, channels=1)[0]
+    g = unrotated.layers[2].projections
+    assert ((g != 0).sum(dim=1) == 1).all() and set(g.abs().unique().tolist()) == {0.0, 30.0}
+    assert abs(fits["dense-start-unrotated"] - dense_fit).max() < 1e-4
+    assert abs(fits["dense-start"] - dense_fit).max() > 1e-3
 
 
 def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
