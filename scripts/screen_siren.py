@@ -32,7 +32,12 @@ a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense 
 - ``input-features-full-rate``: the same at ``A``'s full rate;
 - ``wide-a-rate-0.7``: the wide variant itself with ``A``'s rate at 0.7 (≈ 1/√2), between the full rate (which
   stalls at seed 1 and is best at seed 0) and the half rate (``bench_siren``'s ``SIREN_WIDE_SCALED``: no stall,
-  3 dB behind on the mean).
+  3 dB behind on the mean);
+- ``wide-sine-basis``: the wide variant with each ``A`` and ``c`` that a frozen ``G`` reads held, for training,
+  as ``V = G A / ω`` (:class:`SineBasisWeights`), so that Adam steps on one entry per pair of sine units, as on
+  a dense SIREN's ``W``, and not in the rotated basis of ``h`` (what ``dense-start`` below measures at
+  ``m = w``); ``G A`` moves by the projection of each step onto ``G``'s columns, and what is stored is ``A``;
+- ``wide-sine-basis-0.5``: the same with the steps on ``V`` halved.
 
 One screen is a diagnostic, not an idea: ``dense-start`` sets every weight of the shipped network so that it
 computes the tuned dense SIREN of the same seed exactly (``A = ω₀ G⁻¹ W`` through each frozen ``G``, the learned
@@ -56,6 +61,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from pathlib import Path
 
 import torch
@@ -65,6 +71,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_siren import SIREN_INIT, SIREN_WIDE, BenchSiren, seeded_network, variants  # the networks screened
 
+from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_eugen_init_, siren_start_
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
@@ -109,6 +116,54 @@ class GainedSine(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         feats = torch.sin(self.layer.projections_of(h) * self.gain)
         return nn.functional.linear(feats, self.layer.weight, self.layer.bias)
+
+
+class SineBasisWeights(nn.Module):
+    """An EUGen layer whose ``A`` and ``c`` are stored as ``V = G A / ω`` and ``u = G c / ω``: the next layer's
+    sine pre-activations (ω aside, as a dense SIREN's ``W`` and ``b``), ``G`` the next layer's frozen
+    projections. The layer computes ``G⁺ V sin(G_l x⁺) + G⁺ u`` times ω, the same function, but Adam steps on
+    ``V``'s entries, one per pair of sine units as on a dense ``W``, and ``G A`` moves by the projection of that
+    step onto ``G``'s columns. ``V`` is a training-time form: what is stored is ``A`` and ``c``. ``rate``
+    multiplies the step Adam takes on ``V`` (``V`` is held divided by it)."""
+
+    def __init__(self, layer: EUGenLinear, after: EUGenLinear, rate: float = 1.0) -> None:
+        super().__init__()
+        self.layer = layer
+        g = after.projections[:, : after.in_features].detach().double()
+        self.register_buffer("back", (OMEGA * rate * torch.linalg.pinv(g)).float())  # ω G⁺, times the rate
+        self.sine_weight = nn.Parameter((g @ layer.weight.detach().double() / (OMEGA * rate)).float())
+        self.sine_bias = nn.Parameter((g @ layer.bias.detach().double() / (OMEGA * rate)).float())
+        self.stored = layer.weight.numel() + layer.bias.numel()
+        del layer.weight, layer.bias  # A and c live in V and u now
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(
+            self.layer.features(h), self.back @ self.sine_weight, self.back @ self.sine_bias
+        )
+
+    @property
+    def training_only(self) -> int:
+        """Parameters held for training beyond the stored ``A`` and ``c``."""
+        return self.sine_weight.numel() + self.sine_bias.numel() - self.stored
+
+
+def stored_parameters(model: EUGenMLP) -> int:
+    """What the network stores: its parameters, with :class:`SineBasisWeights` counted as ``A`` and ``c``."""
+    extra = sum(m.training_only for m in model.modules() if isinstance(m, SineBasisWeights))
+    return count_parameters(model) - extra
+
+
+def sine_basis(rate: float) -> Callable[[EUGenMLP, SirenEUGenSpec], None]:
+    """Every EUGen layer whose output a frozen ``G`` reads gets its ``A`` and ``c`` in that ``G``'s sine basis,
+    Adam's step on them times ``rate``."""
+
+    def change(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+        eugen = [i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear)]
+        for i, j in pairwise(eugen):
+            if j in frozen_layers(model):
+                model.layers[i] = SineBasisWeights(model.layers[i], model.layers[j], rate)
+
+    return change
 
 
 def frozen_layers(model: EUGenMLP) -> list[int]:
@@ -234,6 +289,8 @@ SCREENS: dict[str, Screen] = {
     "dense-start": Screen(unchanged, dense_start=True),
     "dense-start-unrotated": Screen(unrotated, dense_start=True),
     "wide-a-rate-0.7": Screen(unchanged, SIREN_WIDE, weight_lr_scale=0.7),
+    "wide-sine-basis": Screen(sine_basis(1.0), SIREN_WIDE),
+    "wide-sine-basis-0.5": Screen(sine_basis(0.5), SIREN_WIDE),
 }
 
 
@@ -289,7 +346,7 @@ def run_screen(name: str, config: ScreenSiren, target: torch.Tensor) -> dict:
     (config.output / "pictures").mkdir(parents=True, exist_ok=True)
     save_png(config.output / "pictures" / f"{name}.png", result.reconstruction)
     return {
-        "parameters": result.num_parameters,
+        "parameters": stored_parameters(model),
         "history": result.history,
         "final_psnr": result.final_psnr,
         "lr": lr,

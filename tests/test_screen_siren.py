@@ -22,8 +22,10 @@ from screen_siren import (
     TUNED_DENSE,
     GainedSine,
     ProductSine,
+    SineBasisWeights,
     frozen_layers,
     screened_network,
+    stored_parameters,
 )
 
 from eugen_nerf.siren.fit_image import fit
@@ -54,11 +56,14 @@ def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
         ("input-features-full-rate", -451),
         ("dense-start", 0),
         ("dense-start-unrotated", 0),
+        ("wide-a-rate-0.7", -64),  # the wide variant's own count
+        ("wide-sine-basis", -64),
+        ("wide-sine-basis-0.5", -64),
     ],
 )
 def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
     model, _, _ = screened_network(name, seed=1, channels=1)
-    assert count_parameters(model) == SHIPPED_PARAMETERS + extra
+    assert stored_parameters(model) == SHIPPED_PARAMETERS + extra
     model.eval()  # unfused: the wrappers have no merged form
     with torch.no_grad():
         out = model(coords)
@@ -120,6 +125,26 @@ def test_with_an_unrotated_g_the_dense_start_takes_the_dense_sirens_steps(monkey
     assert ((g != 0).sum(dim=1) == 1).all() and set(g.abs().unique().tolist()) == {0.0, 30.0}
     assert abs(fits["dense-start-unrotated"] - dense_fit).max() < 1e-4
     assert abs(fits["dense-start"] - dense_fit).max() > 1e-3
+
+
+@pytest.mark.parametrize("name, rate", [("wide-sine-basis", 1.0), ("wide-sine-basis-0.5", 0.5)])
+def test_the_sine_basis_holds_g_a_for_training_and_computes_the_wide_variant(name, rate, coords):
+    """``V = G A / ω`` for each layer a frozen ``G`` reads (not the readout), the same function at the start,
+    and a step on ``V``'s entries moves ``G A`` by ``rate`` times its projection onto ``G``'s columns."""
+    model, spec, _ = screened_network(name, seed=1, channels=1)
+    wide, _, _ = screened_network("wide-a-rate-0.7", seed=1, channels=1)
+    assert [isinstance(m, SineBasisWeights) for m in model.layers] == [False, True, True, False]
+    assert spec.weight_lr_scale == 1.0
+    with torch.no_grad():
+        torch.testing.assert_close(model(coords), wide(coords), atol=1e-5, rtol=0)
+    layer, after = model.layers[2], model.layers[3]
+    g = after.projections[:, : after.in_features].double()
+    assert layer.sine_weight.shape == (256, 256) and layer.training_only == 256 * 256 + 256 - 64 * 256 - 64
+    step = torch.randn(256, 256, dtype=torch.float64)
+    a = layer.back.double() @ layer.sine_weight.double()
+    moved = layer.back.double() @ (layer.sine_weight.double() + step)
+    projection = g @ torch.linalg.pinv(g)
+    torch.testing.assert_close(g @ (moved - a), 30.0 * rate * projection @ step, atol=1e-4, rtol=1e-4)
 
 
 def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
