@@ -2,52 +2,55 @@
 """Benchmark (not a test): ideas screened for the EUGen SIREN on the cameraman, kept with their command.
 
 Each screen changes the shipped siren-init EUGen SIREN at ``m = w`` (``bench_siren``'s ``SIREN_INIT``) in one
-way and fits it in that network's setting (256², cosine to 1%, 400 steps, lr 3e-3, one thread) at one seed.
-So its PSNR reads against that network's and the tuned dense SIREN's at the same seed
+way and fits it in that network's setting (256², cosine to 1%, 400 steps, lr 3e-3, one thread) at one seed. So
+its PSNR reads against that network's and the tuned dense SIREN's at the same seed
 (``benchmarks/siren_256_siren_init*`` and ``siren_256_parity*``). The screens ran at seeds 1 and 2, where the
-dense SIREN leads the shipped network. None of them is an option of the package, because none of them paid:
+dense SIREN leads the shipped network (the diagnostic and two wide-variant screens at seed 0 too). None of
+them is an option of the package, because none of them paid:
 
 - ``readout``: the output layer reads M = 4w frozen random sine features of the last ``h`` (the frozen ``G``
   costs no parameters, so the output layer is the one place where more sine features cost only M outputs'
   weights: 384 parameters more);
-- ``products``: every frozen-``G`` layer reads ``sin(G₁h) · sin(G₂h)``, the degree-2 products of the spec, under
-  the sine (2w cosine units a layer with paired weights; ``A`` starts √2 wider, since a product of two sines has
-  half a sine's variance);
-- ``products-half-frequency``: the same with both ``G`` scaled by 1/√2 (their sum and difference frequencies at
-  SIREN's scale);
+- ``products``: every frozen-``G`` layer reads ``sin(G₁h) · sin(G₂h)``, the degree-2 products of the spec,
+  under the sine (2w cosine units a layer with paired weights; ``A`` starts √2 wider, since a product of two
+  sines has half a sine's variance);
+- ``products-half-frequency``: the same with both ``G`` scaled by 1/√2 (their sum and difference frequencies
+  at SIREN's scale);
 - ``norm``: the frozen-``G`` layers get the spec's norm entry, ``x⁺ = [h; ‖h‖]`` (a radial term a dense sine
   unit cannot form; one more frozen column);
 - ``gain``: a learned gain per sine unit on the frozen-``G`` layers, ``sin(g ⊙ G(A h + c))`` (256 parameters
-  more). At ``m = w`` this network is the dense SIREN with ``W = G A``; Adam steps on the entries of ``A``, whose
-  rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it back.
+  more). At ``m = w`` this network is the dense SIREN with ``W = G A``; Adam steps on the entries of ``A``,
+  whose rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it
+  back.
 
-Two screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread over
-``m = 2w`` frozen-``G`` sine units a layer, the dense parameter count spent on sine units), whose input layer is
-a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense SIREN has w:
+Six screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
+over ``m = 2w`` frozen-``G`` sine units a layer, the dense parameter count spent on sine units), whose input
+layer is a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense SIREN has w:
 
 - ``input-features``: every layer EUGen, the input layer too, ``A₀ sin(G₀ x⁺) + c₀`` with ``m = 2w`` learned
-  frequencies (``G₀`` is ``m × 3``, started as SIREN's first layer times ω₀) and every later ``G`` frozen; ``h``
-  is w/2 - 1 so the count stays under the dense one, and ``A``'s rate is halved (each next pre-activation sums
-  2w sine units);
+  frequencies (``G₀`` is ``m × 3``, started as SIREN's first layer times ω₀) and every later ``G`` frozen;
+  ``h`` is w/2 - 1 so the count stays under the dense one, and ``A``'s rate is halved (each next
+  pre-activation sums 2w sine units);
 - ``input-features-full-rate``: the same at ``A``'s full rate;
 - ``wide-a-rate-0.7``: the wide variant itself with ``A``'s rate at 0.7 (≈ 1/√2), between the full rate (which
-  stalls at seed 1 and is best at seed 0) and the half rate (``bench_siren``'s ``SIREN_WIDE_SCALED``: no stall,
-  3 dB behind on the mean);
-- ``wide-sine-basis``: the wide variant with each ``A`` and ``c`` that a frozen ``G`` reads held, for training,
-  as ``V = G A / ω`` (:class:`SineBasisWeights`), so that Adam steps on one entry per pair of sine units, as on
-  a dense SIREN's ``W``, and not in the rotated basis of ``h`` (what ``dense-start`` below measures at
-  ``m = w``); ``G A`` moves by the projection of each step onto ``G``'s columns, and what is stored is ``A``;
+  stalls at seed 1 and is best at seed 0) and the half rate (``bench_siren``'s ``SIREN_WIDE_SCALED``: no
+  stall, 3 dB behind on the mean);
+- ``wide-sine-basis``: the wide variant with each ``A`` and ``c`` that a frozen ``G`` reads held, for
+  training, as ``V = G A / ω`` (:class:`SineBasisWeights`), so that Adam steps on one entry per pair of sine
+  units, as on a dense SIREN's ``W``, and not in the rotated basis of ``h`` (what ``dense-start`` below
+  measures at ``m = w``); ``G A`` moves by the projection of each step onto ``G``'s columns, and what is
+  stored is ``A``;
 - ``wide-sine-basis-0.5``: the same with the steps on ``V`` halved.
 
-One screen is a diagnostic, not an idea: ``dense-start`` sets every weight of the shipped network so that it
-computes the tuned dense SIREN of the same seed exactly (``A = ω₀ G⁻¹ W`` through each frozen ``G``, the learned
-``G`` as ``ω₀ [W b]``). Both networks then start as one function and take steps of the same size; what differs
-is only the basis in which Adam steps on ``A``: the frozen ``G`` rotates it away from the sine units. With ``G``
-a signed permutation (no rotation) Adam on ``A`` is Adam on the dense ``W``; the one other difference is Adam's
-ε, which weighs 30 times more on the learned ``G = ω₀ [W b]`` (its gradients are 1/ω₀ of ``W``'s). Without ε
-the two fits coincide (``tests/test_screen_siren.py``). ``dense-start-unrotated`` is that network, so of the
-gap between ``dense-start`` and the dense run of the same seed, what ``dense-start-unrotated`` does not share
-is what the rotation costs.
+Two screens are a diagnostic, not an idea. ``dense-start`` sets every weight of the shipped network so that it
+computes the tuned dense SIREN of the same seed exactly (``A = ω₀ G⁻¹ W`` through each frozen ``G``, the
+learned ``G`` as ``ω₀ [W b]``). Both networks then start as one function and take steps of the same size; what
+differs is only the basis in which Adam steps on ``A``: the frozen ``G`` rotates it away from the sine units.
+With ``G`` a signed permutation (no rotation) Adam on ``A`` is Adam on the dense ``W``; the one other
+difference is Adam's ε, which weighs 30 times more on the learned ``G = ω₀ [W b]`` (its gradients are 1/ω₀ of
+``W``'s). Without ε the two fits coincide (``tests/test_screen_siren.py``). ``dense-start-unrotated`` is that
+network, so of the gap between ``dense-start`` and the dense run of the same seed, what
+``dense-start-unrotated`` does not share is what the rotation costs.
 
 Every screen's network is evaluated unfused (the wrappers here have no merged form).
 
@@ -78,6 +81,8 @@ from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.siren.fit_image import fit, save_png
 from eugen_nerf.siren.image import load_image
 
+LR_SCHEDULE = "cosine"
+"""Every screen's schedule: the rate falls along a cosine to 1%."""
 TUNED_DENSE = "dense lr3e-3"
 """The tuned dense SIREN in this setting (``bench_siren``'s best rate at 256², cosine, 400 steps)."""
 OMEGA = 30.0
@@ -302,23 +307,33 @@ class ScreenSiren:
     """seeds the initialisation and the EUGen projections, as bench_siren's --seed."""
     screens: tuple[str, ...] = tuple(SCREENS)
     """screens to run (default: all)."""
+    image: str = "camera"
+    """a skimage.data image by name (camera, astronaut, ...), as bench_siren's --image."""
     size: int = 256
-    """the cameraman is resized to size x size pixels."""
+    """the image is resized to size x size pixels."""
+    num_features: int | None = None
+    """the EUGen layers' m (default: each screened network's own); a colour image's wider output layer may
+    need one fewer to stay at the dense parameter count (255 for the wide variant's 256)."""
     steps: int = 400
     """Adam steps (full-image batches), the rate falling along a cosine to 1%."""
     log_every: int = 40
     """steps between two logged PSNRs."""
 
 
-def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenMLP, SirenEUGenSpec, float]:
+def screened_network(
+    name: str | None, seed: int, channels: int, num_features: int | None = None
+) -> tuple[EUGenMLP, SirenEUGenSpec, float]:
     """The network screen ``name`` changes (``None``: the shipped one, unchanged) as ``bench_siren --seed seed``
-    starts it, changed by the screen, with its spec and learning rate."""
+    starts it, changed by the screen, with its spec and learning rate; ``num_features`` replaces the base's
+    ``m``."""
     screen = SCREENS[name] if name is not None else Screen(unchanged)
     config = BenchSiren(seed=seed)
     by_name = {v.name: v for v in variants(config)}
     base = by_name[screen.base]
     if screen.width is not None:
         base = replace(base, width=screen.width)
+    if num_features is not None:
+        base = replace(base, eugen=replace(base.eugen, num_features=num_features))
     model, spec = seeded_network(base, seed, channels, config.hidden_layers)  # the base run's start
     if screen.weight_lr_scale is not None:
         spec = replace(spec, weight_lr_scale=screen.weight_lr_scale)
@@ -336,10 +351,17 @@ def screened_network(name: str | None, seed: int, channels: int) -> tuple[EUGenM
     return model, spec, base.lr
 
 
+def bench_setting() -> dict:
+    """What ``screens.json`` leaves out of ``bench_siren``'s setting, fixed for every screen (the sizes of
+    ``bench_siren``'s defaults, from which each screened network is built, and the schedule)."""
+    defaults = BenchSiren()
+    return {"width": defaults.width, "hidden_layers": defaults.hidden_layers, "lr_schedule": LR_SCHEDULE}
+
+
 def run_screen(name: str, config: ScreenSiren, target: torch.Tensor) -> dict:
-    model, spec, lr = screened_network(name, config.seed, target.shape[-1])
+    model, spec, lr = screened_network(name, config.seed, target.shape[-1], config.num_features)
     result = fit(
-        model, target, config.steps, lr, config.log_every, spec, progress=False, lr_schedule="cosine"
+        model, target, config.steps, lr, config.log_every, spec, progress=False, lr_schedule=LR_SCHEDULE
     )
     if not math.isfinite(result.final_psnr):
         raise SystemExit(f"screen {name}: the fit's PSNR is {result.final_psnr}")
@@ -363,13 +385,14 @@ def main(config: ScreenSiren) -> None:
             "screen_siren", f"unknown screen(s) {', '.join(unknown)}; choose from {', '.join(SCREENS)}"
         )
     torch.set_num_threads(1)
-    target = torch.from_numpy(load_image("camera", config.size))
+    target = torch.from_numpy(load_image(config.image, config.size))
     path = config.output / "screens.json"
     setting = {
-        "image": "camera",
+        "image": config.image,
         "size": config.size,
         "steps": config.steps,
         "seed": config.seed,
+        "num_features": config.num_features,
         "base": SIREN_INIT,  # the shipped network the screens read against; each screen names the one it changes
     }
     earlier = json.loads(path.read_text()) if path.exists() else {}

@@ -1,6 +1,7 @@
 """Benchmark summary (not a test): one EUGen SIREN against the tuned dense SIREN over several seeds.
 
-``bench_siren.py`` runs one seed per suite; this reads one ``siren.json`` per seed for the EUGen side and any
+``bench_siren.py`` runs one seed per suite; this reads one ``siren.json`` (or ``screen_siren.py``'s
+``screens.json``, a screen standing for the variant) per seed for the EUGen side and any
 number per seed for the dense side (a learning-rate bracket may span several suites; the same file may serve
 both sides), pairs them by the seed each file records, takes the EUGen variant's final PSNR and the best of
 the named dense variants' over that seed's files (the dense SIREN tuned over its learning rates, per seed),
@@ -21,6 +22,9 @@ from pathlib import Path
 
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from screen_siren import bench_setting  # the setting screens.json leaves out
+
 from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.inputs.errors import usage_error
 
@@ -33,7 +37,8 @@ whose widths cannot hit the dense count exactly, as twice the sine units over a 
 @dataclass
 class SummarizeSiren:
     eugen: tuple[Path, ...]
-    """one bench_siren output (siren.json) per seed holding the EUGen variant."""
+    """one bench_siren output (siren.json) or screen_siren output (screens.json) per seed holding the EUGen
+    variant (a screen by its name)."""
     dense: tuple[Path, ...]
     """bench_siren outputs holding the dense variants, one or more per seed of --eugen (paired by seed)."""
     eugen_variant: str
@@ -45,9 +50,18 @@ class SummarizeSiren:
 
 
 def read_runs(path: Path) -> dict:
+    """One seed's runs: a ``bench_siren`` output (``siren.json``, variants by name) or a ``screen_siren`` one
+    (``screens.json``, screens by name)."""
     if not path.is_file():
         usage_error("summarize_siren", f"{path} does not exist (run its eugen-bench suite first)")
     payload = json.loads(path.read_text())
+    if "screens" in payload:
+        setting = {**{key: payload.get(key) for key in SETTING}, **bench_setting()}
+        return {
+            "seed": payload["seed"],
+            "setting": {key: setting[key] for key in SETTING},
+            "results": {name: {"name": name, **run} for name, run in payload["screens"].items()},
+        }
     setting = {key: payload["config"].get(key) for key in SETTING}
     return {
         "seed": payload["config"].get("seed", 0),

@@ -823,3 +823,42 @@ def test_summarize_distill_reports_seeds_against_the_goals_and_refuses_other_rec
     ):
         result = run_main("summarize_distill.py", *bad, "--output", tmp_path / "bad.json")
         assert result.returncode == 2 and message in result.stderr and not (tmp_path / "bad.json").exists()
+
+
+def test_summarize_siren_reads_a_screen_as_the_eugen_side_in_the_screens_setting(tmp_path):
+    """A ``screen_siren`` output stands for the EUGen side (a screen by name), with the setting its networks
+    and schedule fix; a dense run of another schedule is refused."""
+    screens = tmp_path / "screens.json"
+    screens.write_text(
+        json.dumps(
+            {
+                "image": "camera",
+                "size": 256,
+                "steps": 400,
+                "seed": 2,
+                "screens": {"s": {"final_psnr": 43.0, "parameters": 1000}},
+            }
+        )
+    )
+    config = {"seed": 2, "image": "camera", "size": 256, "steps": 400, "width": 128, "hidden_layers": 3}
+    dense = tmp_path / "siren.json"
+    for schedule, code in (("cosine", 0), ("constant", 2)):
+        results = [{"name": "d", "final_psnr": 42.5, "parameters": 1000}]
+        dense.write_text(json.dumps({"config": {**config, "lr_schedule": schedule}, "results": results}))
+        result = run_main(
+            "summarize_siren.py",
+            "--eugen",
+            screens,
+            "--dense",
+            dense,
+            "--eugen-variant",
+            "s",
+            "--dense-variants",
+            "d",
+            "--output",
+            tmp_path / f"{schedule}.json",
+        )
+        assert result.returncode == code, result.stderr
+    summary = json.loads((tmp_path / "cosine.json").read_text())
+    assert summary["seeds"] == [2] and summary["gap_mean"] == pytest.approx(0.5) and summary["met"] is True
+    assert not (tmp_path / "constant.json").exists()

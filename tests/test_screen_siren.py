@@ -180,3 +180,16 @@ def test_an_unknown_screen_is_one_line_before_anything_is_written(tmp_path):
         f"screen_siren: error: unknown screen(s) wider; choose from {', '.join(SCREENS)}"
     ]
     assert not (tmp_path / "x").exists()
+
+
+def test_a_colour_image_keeps_the_wide_variant_at_the_dense_count_with_one_sine_unit_fewer():
+    """On a colour image the output layer reads 3 × m: ``m = 255`` keeps the wide variant at most the dense
+    SIREN's 50,307 parameters (and within 1% of it), where ``m = 256`` would exceed it."""
+    dense, _ = seeded_network(
+        {v.name: v for v in variants(BenchSiren(seed=0))}[TUNED_DENSE], 0, channels=3, hidden_layers=3
+    )
+    fits, _, _ = screened_network("wide-sine-basis", seed=0, channels=3, num_features=255)
+    over, _, _ = screened_network("wide-sine-basis", seed=0, channels=3)
+    assert count_parameters(dense) == 50_307
+    assert 0.99 * 50_307 <= stored_parameters(fits) <= 50_307 < stored_parameters(over)
+    assert [m.layer.num_features for m in fits.layers[1:3]] == [255, 255]
