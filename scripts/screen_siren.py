@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark (not a test): ideas screened for the EUGen SIREN on the cameraman, kept with their command.
+"""Benchmark (not a test): ideas screened for the EUGen SIREN on the cameraman (``--image``: another one).
 
 Each screen changes the shipped siren-init EUGen SIREN at ``m = w`` (``bench_siren``'s ``SIREN_INIT``) in one
 way and fits it in that network's setting (256², cosine to 1%, 400 steps, lr 3e-3, one thread) at one seed. So
@@ -23,7 +23,7 @@ them is an option of the package, because none of them paid:
   whose rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it
   back.
 
-Six screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
+Five screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
 over ``m = 2w`` frozen-``G`` sine units a layer, the dense parameter count spent on sine units), whose input
 layer is a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense SIREN has w:
 
@@ -270,7 +270,7 @@ def unrotated(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
 
 @dataclass(frozen=True)
 class Screen:
-    """One change to a network of ``bench_siren``, with the width and ``A``'s rate factor it runs at."""
+    """One change to a network of ``bench_siren``, with the width, ``A``'s rate factor and start it runs at."""
 
     change: Callable[[EUGenMLP, SirenEUGenSpec], None]
     base: str = SIREN_INIT

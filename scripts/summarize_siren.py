@@ -1,12 +1,12 @@
 """Benchmark summary (not a test): one EUGen SIREN against the tuned dense SIREN over several seeds.
 
 ``bench_siren.py`` runs one seed per suite; this reads one ``siren.json`` (or ``screen_siren.py``'s
-``screens.json``, a screen standing for the variant) per seed for the EUGen side and any
-number per seed for the dense side (a learning-rate bracket may span several suites; the same file may serve
-both sides), pairs them by the seed each file records, takes the EUGen variant's final PSNR and the best of
-the named dense variants' over that seed's files (the dense SIREN tuned over its learning rates, per seed),
-and writes the per-seed pairs, mean ± std (population, as every suite's: ``bench.seeds``) of each side and of
-the paired gap, and whether the goal (EUGen ≥ the tuned dense SIREN, on the mean) is met.
+``screens.json``, a screen standing for the variant) per seed for the EUGen side and any number per seed for
+the dense side (a learning-rate bracket may span several suites; the same file may serve both sides), pairs
+them by the seed each file records, takes the EUGen variant's final PSNR and the best of the named dense
+variants' over that seed's files (the dense SIREN tuned over its learning rates, per seed), and writes the
+per-seed pairs, mean ± std (population, as every suite's: ``bench.seeds``) of each side and of the paired gap,
+and whether the goal (EUGen ≥ the tuned dense SIREN, on the mean) is met.
 
     python scripts/summarize_siren.py --eugen A/siren.json B/siren.json --dense C/siren.json D/siren.json \\
         --eugen-variant NAME --dense-variants 'dense lr3e-3' --output benchmarks/S.json

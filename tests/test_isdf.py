@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -140,11 +141,15 @@ def test_keyframe_buffer() -> None:
     "layers", [(1, 2, 3), pytest.param((), marks=pytest.mark.slow)], ids=["eugen", "dense"]
 )
 def test_streaming_sphere_loss_falls_and_sign_is_right(layers) -> None:
+    """20 steps a frame: at 15 the EUGen field's sign inside the sphere sat at the 90% line (0.85-0.95 with
+    the same code under two builds of the numeric libraries); at 20 it is 99-100% inside and out."""
     torch.manual_seed(0)
     scene, frames = sphere_scene(8)
-    trainer = StreamingTrainer(small_config(layers), scene, frames, torch.device("cpu"))
+    trainer = StreamingTrainer(
+        replace(small_config(layers), steps_per_frame=20), scene, frames, torch.device("cpu")
+    )
     log = trainer.run(progress=False)
-    assert log.steps == len(frames) * 15 and log.keyframes[0] == 0
+    assert log.steps == len(frames) * 20 and log.keyframes[0] == 0
     assert np.mean(log.losses[-10:]) < 0.6 * np.mean(log.losses[:10])
     field = trainer.field.eval()
     direction = torch.randn(200, 3)

@@ -166,6 +166,9 @@ def test_shipped_scenes_are_valid_and_documented(name: str) -> None:
 
 
 def test_shipped_scene_regenerates_byte_for_byte(tmp_path: Path) -> None:
+    """Every file of the shipped scene comes back byte for byte, but that the ray caster may round a rare colour
+    one 8-bit level the other way under another build of the numeric libraries (seen: one value in 3,072 of
+    one image, with open3d 0.20), which an image may differ by, no more."""
     shipped = SHIPPED_SCENES_DIR / "bunny32"
     config = tiny_config(tmp_path / "bunny32", width=32, height=32, num_train=20, num_val=4, num_test=4)
     fresh = read_tree(generate_scene(config))
@@ -175,4 +178,9 @@ def test_shipped_scene_regenerates_byte_for_byte(tmp_path: Path) -> None:
         fresh.pop("scene.json")
         == (json.dumps({**scene_json, "command": config.command()}, indent=2) + "\n").encode()
     )
-    assert fresh == expected
+    assert set(fresh) == set(expected)
+    for name in [n for n in expected if fresh[n] != expected[n]]:
+        assert name.endswith(".png"), name
+        new, old = (iio.imread(tree[name]).astype(int) for tree in (fresh, expected))
+        assert new.shape == old.shape and np.abs(new - old).max() <= 1, name
+        assert (new != old).mean() <= 1e-3, name
