@@ -138,7 +138,6 @@ class SineBasisWeights(nn.Module):
         self.register_buffer("back", (OMEGA * rate * torch.linalg.pinv(g)).float())  # ω G⁺, times the rate
         self.sine_weight = nn.Parameter((g @ layer.weight.detach().double() / (OMEGA * rate)).float())
         self.sine_bias = nn.Parameter((g @ layer.bias.detach().double() / (OMEGA * rate)).float())
-        self.stored = layer.weight.numel() + layer.bias.numel()
         del layer.weight, layer.bias  # A and c live in V and u now
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -148,8 +147,9 @@ class SineBasisWeights(nn.Module):
 
     @property
     def training_only(self) -> int:
-        """Parameters held for training beyond the stored ``A`` and ``c``."""
-        return self.sine_weight.numel() + self.sine_bias.numel() - self.stored
+        """Parameters held for training beyond the stored ``A`` and ``c`` (``h × m`` and ``h``)."""
+        h, m = self.back.shape[0], self.sine_weight.shape[1]
+        return self.sine_weight.numel() + self.sine_bias.numel() - h * (m + 1)
 
 
 def stored_parameters(model: EUGenMLP) -> int:
@@ -328,8 +328,7 @@ def screened_network(
     ``m``."""
     screen = SCREENS[name] if name is not None else Screen(unchanged)
     config = BenchSiren(seed=seed)
-    by_name = {v.name: v for v in variants(config)}
-    base = by_name[screen.base]
+    base = {v.name: v for v in variants(config)}[screen.base]
     if screen.width is not None:
         base = replace(base, width=screen.width)
     if num_features is not None:
@@ -346,9 +345,15 @@ def screened_network(
         model.applies_activation = activations.__getitem__
         model.fuse_in_eval = False
     if screen.dense_start:
-        dense, _ = seeded_network(by_name[TUNED_DENSE], seed, channels, config.hidden_layers)
-        copy_dense_start(model, dense)
+        copy_dense_start(model, tuned_dense(seed, channels))
     return model, spec, base.lr
+
+
+def tuned_dense(seed: int, channels: int) -> EUGenMLP:
+    """The tuned dense SIREN as ``bench_siren --seed seed`` starts it (what ``dense-start`` computes)."""
+    config = BenchSiren(seed=seed)
+    variant = {v.name: v for v in variants(config)}[TUNED_DENSE]
+    return seeded_network(variant, seed, channels, config.hidden_layers)[0]
 
 
 def bench_setting() -> dict:

@@ -56,10 +56,9 @@ def read_runs(path: Path) -> dict:
         usage_error("summarize_siren", f"{path} does not exist (run its eugen-bench suite first)")
     payload = json.loads(path.read_text())
     if "screens" in payload:
-        setting = {**{key: payload.get(key) for key in SETTING}, **bench_setting()}
         return {
             "seed": payload["seed"],
-            "setting": {key: setting[key] for key in SETTING},
+            "setting": {**{key: payload.get(key) for key in SETTING}, **bench_setting()},
             "results": {name: {"name": name, **run} for name, run in payload["screens"].items()},
         }
     setting = {key: payload["config"].get(key) for key in SETTING}

@@ -16,16 +16,15 @@ from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.siren.image import pixel_grid
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_siren import BenchSiren, seeded_network, variants  # scripts/ above
 from screen_siren import (
     SCREENS,
-    TUNED_DENSE,
     GainedSine,
     ProductSine,
     SineBasisWeights,
     frozen_layers,
     screened_network,
     stored_parameters,
+    tuned_dense,
 )
 
 from eugen_nerf.siren.fit_image import fit
@@ -94,14 +93,9 @@ def test_the_input_features_screen_makes_every_layer_eugen_with_only_the_input_g
     assert first[:, :2].abs().max() <= 15.0 and first[:, 2].abs().max() <= 30.0 / 2**0.5  # SIREN's x ω₀
 
 
-def tuned_dense(seed: int):
-    return seeded_network({v.name: v for v in variants(BenchSiren(seed=seed))}[TUNED_DENSE], seed, 1, 3)
-
-
 def test_the_dense_start_computes_the_dense_siren_of_its_seed(coords):
     model, _, lr = screened_network("dense-start", seed=2, channels=1)
-    dense, _ = tuned_dense(seed=2)
-    other, _ = tuned_dense(seed=1)
+    dense, other = tuned_dense(seed=2, channels=1), tuned_dense(seed=1, channels=1)
     with torch.no_grad():
         torch.testing.assert_close(model(coords), dense(coords), atol=1e-5, rtol=0)
         assert not torch.allclose(model(coords), other(coords), atol=1e-3)
@@ -118,7 +112,7 @@ def test_with_an_unrotated_g_the_dense_start_takes_the_dense_sirens_steps(monkey
     for name in ("dense-start", "dense-start-unrotated"):
         model, spec, lr = screened_network(name, seed=1, channels=1)
         fits[name] = fit(model, target, 4, lr, 4, spec, progress=False).reconstruction
-    dense, _ = tuned_dense(seed=1)
+    dense = tuned_dense(seed=1, channels=1)
     dense_fit = fit(dense, target, 4, lr, 4, spec, progress=False).reconstruction
     unrotated = screened_network("dense-start-unrotated", seed=1, channels=1)[0]
     g = unrotated.layers[2].projections
@@ -185,9 +179,7 @@ def test_an_unknown_screen_is_one_line_before_anything_is_written(tmp_path):
 def test_a_colour_image_keeps_the_wide_variant_at_the_dense_count_with_one_sine_unit_fewer():
     """On a colour image the output layer reads 3 × m: ``m = 255`` keeps the wide variant at most the dense
     SIREN's 50,307 parameters (and within 1% of it), where ``m = 256`` would exceed it."""
-    dense, _ = seeded_network(
-        {v.name: v for v in variants(BenchSiren(seed=0))}[TUNED_DENSE], 0, channels=3, hidden_layers=3
-    )
+    dense = tuned_dense(seed=0, channels=3)
     fits, _, _ = screened_network("wide-sine-basis", seed=0, channels=3, num_features=255)
     over, _, _ = screened_network("wide-sine-basis", seed=0, channels=3)
     assert count_parameters(dense) == 50_307
