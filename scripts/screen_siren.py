@@ -23,7 +23,7 @@ them is an option of the package, because none of them paid:
   whose rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it
   back.
 
-Five screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
+Seven screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
 over ``m = 2w`` frozen-``G`` sine units a layer, the dense parameter count spent on sine units), whose input
 layer is a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense SIREN has w:
 
@@ -40,7 +40,11 @@ layer is a dense ``2 → h`` sine layer, so it has w/2 input frequencies where t
   units, as on a dense SIREN's ``W``, and not in the rotated basis of ``h`` (what ``dense-start`` below
   measures at ``m = w``); ``G A`` moves by the projection of each step onto ``G``'s columns, and what is
   stored is ``A``;
-- ``wide-sine-basis-0.5``: the same with the steps on ``V`` halved.
+- ``wide-sine-basis-0.5``: the same with the steps on ``V`` halved;
+- ``input-features-sine-basis``: ``input-features`` with every ``A`` a frozen ``G`` reads (the input layer's
+  too) in the sine basis, at the full rate (the basis took the wide variant's stall away);
+- ``mid-sine-basis``: between the shipped network and the wide one, ``h = 96`` and ``m = 170`` (the most
+  sine units under the dense count at that ``h``, on a colour image too), in the sine basis.
 
 Two screens are a diagnostic, not an idea. ``dense-start`` sets every weight of the shipped network so that it
 computes the tuned dense SIREN of the same seed exactly (``A = ω₀ G⁻¹ W`` through each frozen ``G``, the
@@ -227,6 +231,12 @@ def input_features(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
     model.layers[1] = siren_layer(model, 1, spec.offset_seed(1))
 
 
+def input_features_in_sine_basis(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
+    """``input-features`` with every ``A`` a frozen ``G`` reads (the input layer's too) in the sine basis."""
+    input_features(model, spec)
+    sine_basis(1.0)(model, spec)
+
+
 def copy_dense_start(model: EUGenMLP, dense: EUGenMLP) -> None:
     """Set the shipped network ``model`` to compute the dense SIREN ``dense`` (same width and depth) exactly.
 
@@ -277,6 +287,8 @@ class Screen:
     """the ``bench_siren`` variant changed."""
     width: int | None = None
     """hidden width (``h``); ``None``: the base's."""
+    num_features: int | None = None
+    """sine units a layer (``m``); ``None``: the base's."""
     weight_lr_scale: float | None = None
     """``A``'s learning-rate factor; ``None``: the base's."""
     dense_start: bool = False
@@ -296,6 +308,8 @@ SCREENS: dict[str, Screen] = {
     "wide-a-rate-0.7": Screen(unchanged, SIREN_WIDE, weight_lr_scale=0.7),
     "wide-sine-basis": Screen(sine_basis(1.0), SIREN_WIDE),
     "wide-sine-basis-0.5": Screen(sine_basis(0.5), SIREN_WIDE),
+    "input-features-sine-basis": Screen(input_features_in_sine_basis, SIREN_WIDE, width=63),
+    "mid-sine-basis": Screen(sine_basis(1.0), SIREN_WIDE, width=96, num_features=170),
 }
 
 
@@ -316,6 +330,9 @@ class ScreenSiren:
     need one fewer to stay at the dense parameter count (255 for the wide variant's 256)."""
     steps: int = 400
     """Adam steps (full-image batches), the rate falling along a cosine to 1%."""
+    lr: float | None = None
+    """Adam's learning rate (default: each screened network's own, 3e-3); the dense SIREN's best differs by
+    image (1e-3 on the astronaut)."""
     log_every: int = 40
     """steps between two logged PSNRs."""
 
@@ -331,6 +348,7 @@ def screened_network(
     base = {v.name: v for v in variants(config)}[screen.base]
     if screen.width is not None:
         base = replace(base, width=screen.width)
+    num_features = num_features if num_features is not None else screen.num_features
     if num_features is not None:
         base = replace(base, eugen=replace(base.eugen, num_features=num_features))
     model, spec = seeded_network(base, seed, channels, config.hidden_layers)  # the base run's start
@@ -339,9 +357,9 @@ def screened_network(
     if name is not None:
         activations = [model.applies_activation(i) for i in range(len(model.layers))]
         screen.change(model, spec)
-        # a wrapper carries the sine of the EUGen layer it wraps (no activation after it); an EUGen layer that
-        # replaced a dense one carries its own
-        activations = [a and not isinstance(m, EUGenLinear) for a, m in zip(activations, model.layers)]
+        # only a dense sine layer is followed by its sine: an EUGen layer, or a wrapper of one, outputs the
+        # linear A f + c that the next layer's sine reads (so a dense layer the screen replaced loses its sine)
+        activations = [a and isinstance(m, nn.Linear) for a, m in zip(activations, model.layers)]
         model.applies_activation = activations.__getitem__
         model.fuse_in_eval = False
     if screen.dense_start:
@@ -365,6 +383,7 @@ def bench_setting() -> dict:
 
 def run_screen(name: str, config: ScreenSiren, target: torch.Tensor) -> dict:
     model, spec, lr = screened_network(name, config.seed, target.shape[-1], config.num_features)
+    lr = config.lr if config.lr is not None else lr
     result = fit(
         model, target, config.steps, lr, config.log_every, spec, progress=False, lr_schedule=LR_SCHEDULE
     )
@@ -389,6 +408,8 @@ def main(config: ScreenSiren) -> None:
         usage_error(
             "screen_siren", f"unknown screen(s) {', '.join(unknown)}; choose from {', '.join(SCREENS)}"
         )
+    if config.lr is not None and not config.lr > 0:
+        usage_error("screen_siren", f"--lr must be positive, got {config.lr}")
     torch.set_num_threads(1)
     target = torch.from_numpy(load_image(config.image, config.size))
     path = config.output / "screens.json"
@@ -398,6 +419,7 @@ def main(config: ScreenSiren) -> None:
         "steps": config.steps,
         "seed": config.seed,
         "num_features": config.num_features,
+        "lr": config.lr,  # None: each screen's own (files from before the option have no entry, and match)
         "base": SIREN_INIT,  # the shipped network the screens read against; each screen names the one it changes
     }
     earlier = json.loads(path.read_text()) if path.exists() else {}

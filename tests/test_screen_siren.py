@@ -58,6 +58,8 @@ def test_the_unchanged_network_is_the_shipped_one_and_has_two_frozen_layers():
         ("wide-a-rate-0.7", -64),  # the wide variant's own count
         ("wide-sine-basis", -64),
         ("wide-sine-basis-0.5", -64),
+        ("input-features-sine-basis", -451),
+        ("mid-sine-basis", -268),  # h = 96, m = 170: the most sine units under the dense count at that h
     ],
 )
 def test_each_screen_costs_the_parameters_it_says_and_starts_finite(name, extra, coords):
@@ -141,6 +143,28 @@ def test_the_sine_basis_holds_g_a_for_training_and_computes_the_wide_variant(nam
     torch.testing.assert_close(g @ (moved - a), 30.0 * rate * projection @ step, atol=1e-4, rtol=1e-4)
 
 
+def test_the_input_features_in_the_sine_basis_start_as_the_input_features_screen(coords):
+    """Every ``A`` a frozen ``G`` reads is held in the sine basis, the input layer's too (which then loses the
+    dense layer's sine after it: an EUGen layer outputs ``A f + c``), and the function is unchanged."""
+    model, _, _ = screened_network("input-features-sine-basis", seed=1, channels=1)
+    plain, _, _ = screened_network("input-features-full-rate", seed=1, channels=1)
+    assert [isinstance(m, SineBasisWeights) for m in model.layers] == [True, True, True, False]
+    assert not any(model.applies_activation(i) for i in range(len(model.layers)))
+    with torch.no_grad():
+        torch.testing.assert_close(model(coords), plain(coords), atol=1e-5, rtol=0)
+
+
+def test_the_mid_screen_sits_between_the_shipped_and_the_wide_network_in_the_sine_basis(coords):
+    """``h = 96`` and ``m = 170`` a layer, the frozen ``G`` 170 × 96 (tall, so ``V = G A / ω`` is 170 × 170); on
+    a colour image it stays under the dense SIREN's count too."""
+    model, _, _ = screened_network("mid-sine-basis", seed=1, channels=1)
+    assert model.layer_width == 96 and [m.layer.num_features for m in model.layers[1:3]] == [170, 170]
+    assert [isinstance(m, SineBasisWeights) for m in model.layers] == [False, True, True, False]
+    assert model.layers[2].sine_weight.shape == (170, 170)
+    colour, _, _ = screened_network("mid-sine-basis", seed=1, channels=3)
+    assert stored_parameters(colour) <= 50_307
+
+
 def test_the_norm_screen_feeds_the_norm_entry_to_the_frozen_layers_only():
     model, _, _ = screened_network("norm", seed=1, channels=1)
     uses_norm = [
@@ -165,6 +189,34 @@ def test_a_run_writes_each_screen_and_keeps_the_earlier_ones_of_the_same_setting
     assert ran.returncode == 0, ran.stderr
     data = json.loads((out / "screens.json").read_text())  # another seed's run replaces, never mixes
     assert set(data["screens"]) == {"gain"} and data["seed"] == 2
+
+
+def test_a_learning_rate_given_is_the_runs_and_part_of_its_setting(tmp_path):
+    out = tmp_path / "screens"
+    ran = run_main(
+        "screen_siren.py",
+        "--size",
+        "16",
+        "--steps",
+        "2",
+        "--lr",
+        "1e-3",
+        "--screens",
+        "gain",
+        "--output",
+        out,
+    )
+    assert ran.returncode == 0, ran.stderr
+    data = json.loads((out / "screens.json").read_text())
+    assert data["lr"] == 1e-3 and data["screens"]["gain"]["lr"] == 1e-3
+    ran = run_main("screen_siren.py", "--size", "16", "--steps", "2", "--screens", "norm", "--output", out)
+    data = json.loads((out / "screens.json").read_text())  # each screen's own rate: another setting
+    assert set(data["screens"]) == {"norm"} and data["lr"] is None and data["screens"]["norm"]["lr"] == 3e-3
+    bad = run_main("screen_siren.py", "--lr", "0", "--output", tmp_path / "x")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "screen_siren: error: --lr must be positive, got 0.0"
+    ]
+    assert not (tmp_path / "x").exists()
 
 
 def test_an_unknown_screen_is_one_line_before_anything_is_written(tmp_path):
