@@ -193,23 +193,12 @@ def test_a_run_writes_each_screen_and_keeps_the_earlier_ones_of_the_same_setting
 
 def test_a_learning_rate_given_is_the_runs_and_part_of_its_setting(tmp_path):
     out = tmp_path / "screens"
-    ran = run_main(
-        "screen_siren.py",
-        "--size",
-        "16",
-        "--steps",
-        "2",
-        "--lr",
-        "1e-3",
-        "--screens",
-        "gain",
-        "--output",
-        out,
-    )
+    short = ("screen_siren.py", "--size", "16", "--steps", "2", "--output", out)
+    ran = run_main(*short, "--lr", "1e-3", "--screens", "gain")
     assert ran.returncode == 0, ran.stderr
     data = json.loads((out / "screens.json").read_text())
     assert data["lr"] == 1e-3 and data["screens"]["gain"]["lr"] == 1e-3
-    ran = run_main("screen_siren.py", "--size", "16", "--steps", "2", "--screens", "norm", "--output", out)
+    ran = run_main(*short, "--screens", "norm")
     data = json.loads((out / "screens.json").read_text())  # each screen's own rate: another setting
     assert set(data["screens"]) == {"norm"} and data["lr"] is None and data["screens"]["norm"]["lr"] == 3e-3
     bad = run_main("screen_siren.py", "--lr", "0", "--output", tmp_path / "x")
