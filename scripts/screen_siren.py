@@ -76,7 +76,14 @@ import tyro
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_siren import SIREN_INIT, SIREN_WIDE, BenchSiren, seeded_network, variants  # the networks screened
+from bench_siren import (  # the networks screened
+    SIREN_INIT,
+    SIREN_WIDE,
+    BenchSiren,
+    Variant,
+    seeded_network,
+    variants,
+)
 
 from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.fields.siren import SirenEUGenSpec, siren_eugen_init_, siren_start_
@@ -168,8 +175,9 @@ def sine_basis(rate: float) -> Callable[[EUGenMLP, SirenEUGenSpec], None]:
 
     def change(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
         eugen = [i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear)]
+        frozen = frozen_layers(model)  # before any layer is wrapped
         for i, j in pairwise(eugen):
-            if j in frozen_layers(model):
+            if j in frozen:
                 model.layers[i] = SineBasisWeights(model.layers[i], model.layers[j], rate)
 
     return change
@@ -344,8 +352,7 @@ def screened_network(
     starts it, changed by the screen, with its spec and learning rate; ``num_features`` replaces the base's
     ``m``."""
     screen = SCREENS[name] if name is not None else Screen(unchanged)
-    config = BenchSiren(seed=seed)
-    base = {v.name: v for v in variants(config)}[screen.base]
+    base, config = bench_variant(screen.base, seed)
     if screen.width is not None:
         base = replace(base, width=screen.width)
     num_features = num_features if num_features is not None else screen.num_features
@@ -369,9 +376,14 @@ def screened_network(
 
 def tuned_dense(seed: int, channels: int) -> EUGenMLP:
     """The tuned dense SIREN as ``bench_siren --seed seed`` starts it (what ``dense-start`` computes)."""
-    config = BenchSiren(seed=seed)
-    variant = {v.name: v for v in variants(config)}[TUNED_DENSE]
+    variant, config = bench_variant(TUNED_DENSE, seed)
     return seeded_network(variant, seed, channels, config.hidden_layers)[0]
+
+
+def bench_variant(name: str, seed: int) -> tuple[Variant, BenchSiren]:
+    """``bench_siren``'s variant ``name`` and its config, as ``bench_siren --seed seed`` builds them."""
+    config = BenchSiren(seed=seed)
+    return next(v for v in variants(config) if v.name == name), config
 
 
 def bench_setting() -> dict:

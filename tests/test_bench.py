@@ -845,19 +845,8 @@ def test_summarize_siren_reads_a_screen_as_the_eugen_side_in_the_screens_setting
     for schedule, code in (("cosine", 0), ("constant", 2)):
         results = [{"name": "d", "final_psnr": 42.5, "parameters": 1000}]
         dense.write_text(json.dumps({"config": {**config, "lr_schedule": schedule}, "results": results}))
-        result = run_main(
-            "summarize_siren.py",
-            "--eugen",
-            screens,
-            "--dense",
-            dense,
-            "--eugen-variant",
-            "s",
-            "--dense-variants",
-            "d",
-            "--output",
-            tmp_path / f"{schedule}.json",
-        )
+        sides = ("--eugen", screens, "--dense", dense, "--eugen-variant", "s", "--dense-variants", "d")
+        result = run_main("summarize_siren.py", *sides, "--output", tmp_path / f"{schedule}.json")
         assert result.returncode == code, result.stderr
     summary = json.loads((tmp_path / "cosine.json").read_text())
     assert summary["seeds"] == [2] and summary["gap_mean"] == pytest.approx(0.5) and summary["met"] is True
