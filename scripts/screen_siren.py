@@ -23,10 +23,12 @@ them is an option of the package, because none of them paid:
   whose rows are rotated sine units, so the per-unit step size a dense row gets is lost, and the gain gives it
   back.
 
-Seven screens change the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
+Eight screens run the wide variant instead (``bench_siren``'s ``SIREN_WIDE``: an ``h = w/2`` state spread
 over ``m = 2w`` frozen-``G`` sine units a layer, the dense parameter count spent on sine units), whose input
 layer is a dense ``2 → h`` sine layer, so it has w/2 input frequencies where the dense SIREN has w:
 
+- ``wide``: the wide variant unchanged, as ``bench_siren`` runs it, but at a screen's ``--num-features`` and
+  ``--lr`` (the astronaut's colour output layer needs ``m = 255`` to stay at the dense count);
 - ``input-features``: every layer EUGen, the input layer too, ``A₀ sin(G₀ x⁺) + c₀`` with ``m = 2w`` learned
   frequencies (``G₀`` is ``m × 3``, started as SIREN's first layer times ω₀) and every later ``G`` frozen;
   ``h`` is w/2 - 1 so the count stays under the dense one, and ``A``'s rate is halved (each next
@@ -313,6 +315,7 @@ SCREENS: dict[str, Screen] = {
     "input-features-full-rate": Screen(input_features, SIREN_WIDE, width=63),
     "dense-start": Screen(unchanged, dense_start=True),
     "dense-start-unrotated": Screen(unrotated, dense_start=True),
+    "wide": Screen(unchanged, SIREN_WIDE),
     "wide-a-rate-0.7": Screen(unchanged, SIREN_WIDE, weight_lr_scale=0.7),
     "wide-sine-basis": Screen(sine_basis(1.0), SIREN_WIDE),
     "wide-sine-basis-0.5": Screen(sine_basis(0.5), SIREN_WIDE),
