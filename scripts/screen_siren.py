@@ -70,7 +70,6 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from itertools import pairwise
 from pathlib import Path
 
 import torch
@@ -93,6 +92,7 @@ from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.siren.fit_image import fit, save_png
 from eugen_nerf.siren.image import load_image
+from eugen_nerf.siren.sine_basis import SineBasisWeights, frozen_layers, hold_in_sine_basis
 
 LR_SCHEDULE = "cosine"
 """Every screen's schedule: the rate falls along a cosine to 1%."""
@@ -136,35 +136,6 @@ class GainedSine(nn.Module):
         return nn.functional.linear(feats, self.layer.weight, self.layer.bias)
 
 
-class SineBasisWeights(nn.Module):
-    """An EUGen layer whose ``A`` and ``c`` are stored as ``V = G A / ω`` and ``u = G c / ω``: the next layer's
-    sine pre-activations (ω aside, as a dense SIREN's ``W`` and ``b``), ``G`` the next layer's frozen
-    projections. The layer computes ``G⁺ V sin(G_l x⁺) + G⁺ u`` times ω, the same function, but Adam steps on
-    ``V``'s entries, one per pair of sine units as on a dense ``W``, and ``G A`` moves by the projection of that
-    step onto ``G``'s columns. ``V`` is a training-time form: what is stored is ``A`` and ``c``. ``rate``
-    multiplies the step Adam takes on ``V`` (``V`` is held divided by it)."""
-
-    def __init__(self, layer: EUGenLinear, after: EUGenLinear, rate: float = 1.0) -> None:
-        super().__init__()
-        self.layer = layer
-        g = after.projections[:, : after.in_features].detach().double()
-        self.register_buffer("back", (OMEGA * rate * torch.linalg.pinv(g)).float())  # ω G⁺, times the rate
-        self.sine_weight = nn.Parameter((g @ layer.weight.detach().double() / (OMEGA * rate)).float())
-        self.sine_bias = nn.Parameter((g @ layer.bias.detach().double() / (OMEGA * rate)).float())
-        del layer.weight, layer.bias  # A and c live in V and u now
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return nn.functional.linear(
-            self.layer.features(h), self.back @ self.sine_weight, self.back @ self.sine_bias
-        )
-
-    @property
-    def training_only(self) -> int:
-        """Parameters held for training beyond the stored ``A`` and ``c`` (``h × m`` and ``h``)."""
-        h, m = self.back.shape[0], self.sine_weight.shape[1]
-        return self.sine_weight.numel() + self.sine_bias.numel() - h * (m + 1)
-
-
 def stored_parameters(model: EUGenMLP) -> int:
     """What the network stores: its parameters, with :class:`SineBasisWeights` counted as ``A`` and ``c``."""
     extra = sum(m.training_only for m in model.modules() if isinstance(m, SineBasisWeights))
@@ -173,25 +144,12 @@ def stored_parameters(model: EUGenMLP) -> int:
 
 def sine_basis(rate: float) -> Callable[[EUGenMLP, SirenEUGenSpec], None]:
     """Every EUGen layer whose output a frozen ``G`` reads gets its ``A`` and ``c`` in that ``G``'s sine basis,
-    Adam's step on them times ``rate``."""
+    Adam's step on them times ``rate`` (the package's ``eugen-fit-image --sine-basis``)."""
 
     def change(model: EUGenMLP, spec: SirenEUGenSpec) -> None:
-        eugen = [i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear)]
-        frozen = frozen_layers(model)  # before any layer is wrapped
-        for i, j in pairwise(eugen):
-            if j in frozen:
-                model.layers[i] = SineBasisWeights(model.layers[i], model.layers[j], rate)
+        hold_in_sine_basis(model, OMEGA, rate)
 
     return change
-
-
-def frozen_layers(model: EUGenMLP) -> list[int]:
-    """Indices of the layers with a frozen ``G``: every EUGen layer after the first (whose ``G`` is learned)."""
-    return [
-        i
-        for i, layer in enumerate(model.layers)
-        if isinstance(layer, EUGenLinear) and not layer.trainable_projections
-    ]
 
 
 def siren_layer(model: EUGenMLP, index: int, spec: SirenEUGenSpec) -> EUGenLinear:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -12,22 +13,25 @@ import torch
 from _scripts import ROOT, run_main
 
 from eugen_nerf.eval.size import count_parameters  # frozen projections are buffers: not counted
+from eugen_nerf.fields.siren import SIREN_OMEGA_0, SirenEUGenSpec
 from eugen_nerf.layers import EUGenLinear
-from eugen_nerf.siren.image import pixel_grid
+from eugen_nerf.siren.image import load_image, pixel_grid
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from screen_siren import (
     SCREENS,
     GainedSine,
     ProductSine,
+    ScreenSiren,
     SineBasisWeights,
     frozen_layers,
+    run_screen,
     screened_network,
     stored_parameters,
     tuned_dense,
 )
 
-from eugen_nerf.siren.fit_image import fit
+from eugen_nerf.siren.fit_image import FitImageConfig, fit, main
 
 SHIPPED_PARAMETERS = 50_049  # the dense SIREN's count at width 128, which the shipped network matches
 
@@ -227,3 +231,27 @@ def test_a_colour_image_keeps_the_wide_variant_at_the_dense_count_with_one_sine_
     assert count_parameters(dense) == 50_307
     assert 0.99 * 50_307 <= stored_parameters(fits) <= 50_307 < stored_parameters(over)
     assert [m.layer.num_features for m in fits.layers[1:3]] == [255, 255]
+
+
+def test_the_wide_sine_basis_screen_is_the_package_option_at_seed_0(tmp_path):
+    """``eugen-fit-image --width 64 --eugen.num-features 256 --sine-basis`` (with the shipped network's flags)
+    fits exactly what the screen fits at seed 0 (later seeds draw their projections as ``bench_siren`` does,
+    apart), and its stored, merged network renders what was trained."""
+    target = torch.from_numpy(load_image("camera", 16))
+    setting = ScreenSiren(output=tmp_path / "screen", seed=0, size=16, steps=6, log_every=3)
+    screen = run_screen("wide-sine-basis", setting, target)
+    spec = SirenEUGenSpec(
+        num_features=256,
+        trainable_projections=False,
+        projection="orthogonal",
+        learn_first_projections=True,
+        readout=True,
+        init="siren",
+        projection_scale=SIREN_OMEGA_0,
+        projection_lr_scale=30.0,
+    )
+    config = FitImageConfig(layers="eugen", width=64, size=16, steps=6, lr=3e-3, lr_schedule="cosine")
+    package = main(replace(config, output=tmp_path / "fit", eugen=spec, sine_basis=True, log_every=3))
+    assert package.history == [tuple(entry) for entry in screen["history"]]
+    assert package.final_psnr == pytest.approx(screen["final_psnr"], abs=1e-4)
+    assert package.num_parameters == screen["parameters"] == 49_985

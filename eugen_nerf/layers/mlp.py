@@ -156,14 +156,17 @@ class EUGenMLP(nn.Module):
         return self.out_dim
 
     def applies_activation(self, index: int) -> bool:
-        """Hidden dense/low-rank layers are followed by ``activation``; EUGen layers carry their own.
+        """Hidden dense/low-rank layers are followed by ``activation``; EUGen layers carry their own, and so
+        does a module that wraps one as ``.layer`` (a training-time form of it, e.g. ``--sine-basis``'s).
 
         Read from the layers on every call, not cached: distillation swaps layers after construction.
         """
+        layer = self.layers[index]
         return (
             self.activation is not None
             and index < self.num_layers - 1
-            and not isinstance(self.layers[index], EUGenLinear)
+            and not isinstance(layer, EUGenLinear)
+            and not isinstance(getattr(layer, "layer", None), EUGenLinear)
         )
 
     @property

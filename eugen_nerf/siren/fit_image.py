@@ -38,6 +38,7 @@ from eugen_nerf.inputs.outputs import atomic_write_bytes
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import check_choice
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
+from eugen_nerf.siren.sine_basis import hold_in_sine_basis, store_weights
 
 CONSOLE = Console()
 
@@ -75,6 +76,11 @@ class FitImageConfig:
     gradient's size, and at a large rate they can knock a fit off its start)."""
     log_every: int = 50
     """Print (and record) the PSNR every this many steps."""
+    sine_basis: bool = False
+    """Train every EUGen layer whose output a frozen ``G`` reads in the sine units' basis: ``A`` and ``c`` held
+    as ``V = G A / ω`` while training, so Adam steps on one entry per pair of sine units as on a dense SIREN's
+    ``W`` (the frozen ``G`` otherwise rotates that basis, measured 0.7 dB on the cameraman); ``A`` is stored.
+    Needs --layers eugen with frozen projections; V is m × m a layer while training."""
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto: CUDA when available, otherwise CPU."""
@@ -122,12 +128,14 @@ def fit(
     eugen: SirenEUGenSpec | None = None,
     progress: bool = True,
     lr_schedule: LrSchedule = "constant",
+    sine_basis: bool = False,
 ) -> FitResult:
     """Full-batch Adam on the MSE of ``target`` ``(H, W, C)`` in [0, 1]; PSNR logged from the training pass.
 
     ``lr_schedule``: ``constant``, ``cosine`` or ``warmup-cosine`` (see :class:`FitImageConfig`). Only the
     optimisation step is timed (PSNR bookkeeping is not), with device synchronisation. The reconstruction
-    comes from the eval-mode (merged) network.
+    comes from the eval-mode (merged) network. ``sine_basis``: train in the sine units' basis
+    (:mod:`eugen_nerf.siren.sine_basis`); ``model`` is left with its ``A`` written back.
     """
     device = target.device
     height, width, channels = target.shape
@@ -136,7 +144,12 @@ def fit(
     check_choice("lr-schedule", lr_schedule, LR_SCHEDULES)
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
-    optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen or SirenEUGenSpec()))
+    eugen = eugen or SirenEUGenSpec()
+    if sine_basis and not hold_in_sine_basis(model, eugen.projection_scale, eugen.weight_lr_scale):
+        raise InputError(
+            "--sine-basis needs EUGen layers whose output a frozen G reads (--layers eugen, frozen G)"
+        )
+    optimizer = torch.optim.Adam(siren_param_groups(model, lr, eugen))
     schedule = None
     if lr_schedule != "constant":  # a factor: each group scales its own rate (G's too)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(lr_factor, lr_schedule, steps=steps))
@@ -168,6 +181,7 @@ def fit(
                 if progress:
                     bar.console.log(f"step {step:5d}  PSNR {history[-1][1]:6.2f} dB")
             bar.advance(task)
+    store_weights(model)  # A and c back from the sine basis (a no-op otherwise)
     model.eval()
     with torch.no_grad():
         reconstruction = from_signed(model(coords)).reshape(height, width, channels)
@@ -214,7 +228,14 @@ def main(config: FitImageConfig) -> FitResult:
         f"SIREN ({config.layers}) {model.layers}  {sum(p.numel() for p in model.parameters()):,} parameters"
     )
     result = fit(
-        model, target, config.steps, config.lr, config.log_every, config.eugen, lr_schedule=config.lr_schedule
+        model,
+        target,
+        config.steps,
+        config.lr,
+        config.log_every,
+        config.eugen,
+        lr_schedule=config.lr_schedule,
+        sine_basis=config.sine_basis,
     )
     check_finite(torch.from_numpy(result.reconstruction), "the fitted image (eval-mode network)")
     config.output.mkdir(parents=True, exist_ok=True)
