@@ -346,6 +346,12 @@ CASES = [
         "eugen-fit-image",
         lambda i, s: "--lr must be a finite number",
     ),
+    Case(
+        "fit-image-sine-basis-dense",
+        lambda i, s: ["--sine-basis", "--size", "8", "--steps", "1", "--output", str(s / "out")],
+        "eugen-fit-image",
+        lambda i, s: "--sine-basis needs EUGen layers whose output a frozen G reads",
+    ),
     # ---------------------------------------------------------------- eugen-eval
     Case(
         "eval-missing-config",
