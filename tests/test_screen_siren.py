@@ -11,9 +11,9 @@ from functools import partial
 import pytest
 import torch
 from _scripts import ROOT, run_main
+from test_sine_basis import WIDE
 
 from eugen_nerf.eval.size import count_parameters  # frozen projections are buffers: not counted
-from eugen_nerf.fields.siren import SIREN_OMEGA_0, SirenEUGenSpec
 from eugen_nerf.layers import EUGenLinear
 from eugen_nerf.siren.image import load_image, pixel_grid
 
@@ -240,16 +240,7 @@ def test_the_wide_sine_basis_screen_is_the_package_option_at_seed_0(tmp_path):
     target = torch.from_numpy(load_image("camera", 16))
     setting = ScreenSiren(output=tmp_path / "screen", seed=0, size=16, steps=6, log_every=3)
     screen = run_screen("wide-sine-basis", setting, target)
-    spec = SirenEUGenSpec(
-        num_features=256,
-        trainable_projections=False,
-        projection="orthogonal",
-        learn_first_projections=True,
-        readout=True,
-        init="siren",
-        projection_scale=SIREN_OMEGA_0,
-        projection_lr_scale=30.0,
-    )
+    spec = replace(WIDE, num_features=256)  # the shipped network's flags
     config = FitImageConfig(layers="eugen", width=64, size=16, steps=6, lr=3e-3, lr_schedule="cosine")
     package = main(replace(config, output=tmp_path / "fit", eugen=spec, sine_basis=True, log_every=3))
     assert package.history == [tuple(entry) for entry in screen["history"]]

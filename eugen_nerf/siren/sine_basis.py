@@ -33,8 +33,7 @@ class SineBasisWeights(nn.Module):
         self.register_buffer("back", (omega * rate * torch.linalg.pinv(g)).to(dtype))  # ω G⁺, times the rate
         self.sine_weight = nn.Parameter((g @ layer.weight.detach().double() / (omega * rate)).to(dtype))
         self.sine_bias = nn.Parameter((g @ layer.bias.detach().double() / (omega * rate)).to(dtype))
-        del layer.weight, layer.bias  # A and c live in V and u while training
-        layer.register_parameter("weight", None)
+        layer.register_parameter("weight", None)  # A and c live in V and u while training
         layer.register_parameter("bias", None)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
