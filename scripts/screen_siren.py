@@ -6,7 +6,7 @@ way and fits it in that network's setting (256², cosine to 1%, 400 steps, lr 3e
 its PSNR reads against that network's and the tuned dense SIREN's at the same seed
 (``benchmarks/siren_256_siren_init*`` and ``siren_256_parity*``). The screens ran at seeds 1 and 2, where the
 dense SIREN leads the shipped network (the diagnostic and two wide-variant screens at seed 0 too). None of
-them is an option of the package, because none of them paid:
+these five is an option of the package, because none of them paid:
 
 - ``readout``: the output layer reads M = 4w frozen random sine features of the last ``h`` (the frozen ``G``
   costs no parameters, so the output layer is the one place where more sine features cost only M outputs'
@@ -41,7 +41,7 @@ layer is a dense ``2 → h`` sine layer, so it has w/2 input frequencies where t
   training, as ``V = G A / ω`` (:class:`SineBasisWeights`), so that Adam steps on one entry per pair of sine
   units, as on a dense SIREN's ``W``, and not in the rotated basis of ``h`` (what ``dense-start`` below
   measures at ``m = w``); ``G A`` moves by the projection of each step onto ``G``'s columns, and what is
-  stored is ``A``;
+  stored is ``A``. It became the package's ``eugen-fit-image --sine-basis``, which this screen calls;
 - ``wide-sine-basis-0.5``: the same with the steps on ``V`` halved;
 - ``input-features-sine-basis``: ``input-features`` with every ``A`` a frozen ``G`` reads (the input layer's
   too) in the sine basis, at the full rate (the basis took the wide variant's stall away);
