@@ -92,7 +92,7 @@ from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenLinear, EUGenMLP
 from eugen_nerf.siren.fit_image import fit, save_png
 from eugen_nerf.siren.image import load_image
-from eugen_nerf.siren.sine_basis import SineBasisWeights, frozen_layers, hold_in_sine_basis
+from eugen_nerf.siren.sine_basis import SineBasisWeights, hold_in_sine_basis
 
 LR_SCHEDULE = "cosine"
 """Every screen's schedule: the rate falls along a cosine to 1%."""
@@ -150,6 +150,15 @@ def sine_basis(rate: float) -> Callable[[EUGenMLP, SirenEUGenSpec], None]:
         hold_in_sine_basis(model, OMEGA, rate)
 
     return change
+
+
+def frozen_layers(model: EUGenMLP) -> list[int]:
+    """Indices of the layers with a frozen ``G``: every EUGen layer after the first (whose ``G`` is learned)."""
+    return [
+        i
+        for i, layer in enumerate(model.layers)
+        if isinstance(layer, EUGenLinear) and not layer.trainable_projections
+    ]
 
 
 def siren_layer(model: EUGenMLP, index: int, spec: SirenEUGenSpec) -> EUGenLinear:
@@ -323,12 +332,9 @@ def screened_network(
     if screen.weight_lr_scale is not None:
         spec = replace(spec, weight_lr_scale=screen.weight_lr_scale)
     if name is not None:
-        activations = [model.applies_activation(i) for i in range(len(model.layers))]
+        # EUGenMLP puts no sine after an EUGen layer or a wrapper of one (``.layer``), read from the layers
+        # as the screen leaves them; the wrappers have no merged form
         screen.change(model, spec)
-        # only a dense sine layer is followed by its sine: an EUGen layer, or a wrapper of one, outputs the
-        # linear A f + c that the next layer's sine reads (so a dense layer the screen replaced loses its sine)
-        activations = [a and isinstance(m, nn.Linear) for a, m in zip(activations, model.layers)]
-        model.applies_activation = activations.__getitem__
         model.fuse_in_eval = False
     if screen.dense_start:
         copy_dense_start(model, tuned_dense(seed, channels))

@@ -181,7 +181,7 @@ def fit(
                 if progress:
                     bar.console.log(f"step {step:5d}  PSNR {history[-1][1]:6.2f} dB")
             bar.advance(task)
-    store_weights(model)  # A and c back from the sine basis (a no-op otherwise)
+    store_weights(model)  # every layer held in the sine basis (here or by the caller) stores its A back
     model.eval()
     with torch.no_grad():
         reconstruction = from_signed(model(coords)).reshape(height, width, channels)

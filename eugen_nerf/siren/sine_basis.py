@@ -55,24 +55,17 @@ class SineBasisWeights(nn.Module):
         return self.layer
 
 
-def frozen_layers(model: EUGenMLP) -> list[int]:
-    """Indices of the EUGen layers with a frozen ``G``."""
-    return [
-        i
-        for i, layer in enumerate(model.layers)
-        if isinstance(layer, EUGenLinear) and not layer.trainable_projections
-    ]
-
-
 def hold_in_sine_basis(model: EUGenMLP, omega: float, rate: float = 1.0) -> int:
     """Wrap every EUGen layer whose output a frozen ``G`` reads in :class:`SineBasisWeights` (in place) and
     return how many were wrapped (0: nothing to change, e.g. a dense SIREN or trainable ``G``)."""
-    eugen = [i for i, layer in enumerate(model.layers) if isinstance(layer, EUGenLinear)]
-    frozen = frozen_layers(model)  # before any layer is wrapped
     wrapped = 0
-    for i, j in pairwise(eugen):
-        if j in frozen and j == i + 1:
-            model.layers[i] = SineBasisWeights(model.layers[i], model.layers[j], omega, rate)
+    for i, (layer, after) in enumerate(pairwise(list(model.layers))):  # the layers before any is wrapped
+        if (
+            isinstance(layer, EUGenLinear)
+            and isinstance(after, EUGenLinear)
+            and not after.trainable_projections
+        ):
+            model.layers[i] = SineBasisWeights(layer, after, omega, rate)
             wrapped += 1
     return wrapped
 
