@@ -84,7 +84,7 @@ def opacity(density: Tensor, ray_samples: RaySamples) -> Tensor:
 
 def transmittance_before(alpha: Tensor) -> Tensor:
     """``T`` before each sample of (rays, samples, 1) opacities: the exact product, where nerfstudio's
-    ``get_weights_and_transmittance_from_alphas`` adds 1e-7 to every factor (the measured runs used this one)."""
+    ``get_weights_and_transmittance_from_alphas`` adds 1e-7 to every factor."""
     return torch.cumprod(
         torch.cat([torch.ones_like(alpha[..., :1, :]), 1.0 - alpha[..., :-1, :]], dim=-2), dim=-2
     )

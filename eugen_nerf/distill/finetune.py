@@ -10,12 +10,11 @@ EUGen layers' inputs, which the closed form cannot do for layers it did not repl
 trains only the EUGen layers' ``A``, ``c`` (and trainable ``G``). Adam with a cosine-decayed learning rate.
 
 **Never worse than where it started.** Adam's first steps move every parameter by about the learning rate
-whatever the gradient, which can undo a closed form that already renders like the teacher (the low-rank
-student: 99.7% of the teacher's PSNR before 300 steps at 1e-3, 98.5% after). Given validation rays (the
+whatever the gradient, which can undo a closed form that already renders like the teacher. Given validation rays (the
 distillation's held-out cameras, which neither the fit nor the fine-tune sees, and the teacher's render of
 ``--finetune-validation-views`` novel cameras of their own), their error against the teacher is measured
 before the first step and every ``check_every`` steps, and the best state is kept. One held-out camera alone
-was too small a check: it let a fine-tune keep a state that was worse on every test view.
+is too small a check: it can let a fine-tune keep a state that is worse on every test view.
 """
 
 from __future__ import annotations
@@ -140,7 +139,7 @@ def finetune(
     generator = torch.Generator().manual_seed(seed)
     log = FinetuneLog()
     model.train()
-    # its colours as the test renders them, no sampler jitter (jittered: 98.4% vs 99.0%)
+    # its colours as the test renders them, no sampler jitter (jittered targets fine-tune worse)
     if teacher is not None:
         teacher.eval()
     best = None

@@ -81,22 +81,21 @@ FractionArg = Annotated[
 
 
 DEFAULT_REFINE_STEPS = 300
-"""Refinement steps per layer by default (EUGen and SNNK layers): the measured student's."""
+"""Refinement steps per layer by default (EUGen and SNNK layers)."""
 
 DEFAULT_WIDTH_FRACTION = 7 / 16
-"""``m`` per layer by default: 112 of a 256-wide layer, the best student measured on the paper-sized
-teacher."""
+"""``m`` per layer by default: 112 of a 256-wide layer (the best width fraction on a paper-sized NeRF
+teacher)."""
 
 
 def distill_spec() -> EUGenSpec:
     """The EUGen layers a distillation creates by default, the best measured with the teacher's units as ``G``
     (the default ``--projections``): degree 1 and the ReLU map, so each feature is one of the teacher's own
-    units, activated as the teacher does, and the layer refits how its outputs are made from them (at about
-    the fused cost of ``k = 2, m = 64``, ``m = 96`` reached 37.79 dB against the teacher's render where ``k =
-    2`` reached 30.38 dB; ``scripts/ablate_distill.py``). Polynomial scaling needs no ``||x||`` and a unit
-    row's norm entry is 0, so the fused student carries no norm rows. With ``--projections seeded``,
-    ``--eugen.degree 2 --eugen.feature-map identity --eugen.scaling linear --eugen.use-norm`` fits better
-    (20.04 dB against 18.57 dB with the ReLU map)."""
+    units, activated as the teacher does, and the layer refits how its outputs are made from them (at the
+    same fused cost it reproduces the teacher's render far more closely than ``k = 2``). Polynomial scaling
+    needs no ``||x||`` and a unit row's norm entry is 0, so the fused student carries no norm rows. With
+    ``--projections seeded``, ``--eugen.degree 2 --eugen.feature-map identity --eugen.scaling linear
+    --eugen.use-norm`` fits better than the ReLU map."""
     return EUGenSpec(feature_map="relu", scaling="polynomial", use_norm=False, degree=1)
 
 
@@ -127,8 +126,7 @@ class DistillOptions:
     eugen.num-features counts only with --width-fraction None."""
     width_fraction: FractionArg | None = DEFAULT_WIDTH_FRACTION
     """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 7/16 gives
-    m = 112 on a 256-wide teacher (the README's student: 99.21 ± 0.26% of the teacher's PSNR in closed form,
-    1.72x render, three seeds) and m = 28 on a 64-wide one. None: --eugen.num-features for every layer."""
+    m = 112 on a 256-wide teacher and m = 28 on a 64-wide one. None: --eugen.num-features for every layer."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
@@ -137,8 +135,7 @@ class DistillOptions:
     unit's pre-activation to the power ``i``; stored in the student's checkpoint (refined, the orders stay one
     projection). With the ReLU map, polynomial scaling and no norm (the default ``--eugen``) order 1 is the
     teacher's own ReLU of those units, and the fused student projects once for all orders and carries no norm
-    rows (on the paper-sized NeRF, layers 2, 3, 5, 6, k = 2, m = 64: 94.8% of the teacher's PSNR in closed
-    form where seeded ``G`` kept 82.0%; at the default k = 1, m = 112: 99.6%; README, Distillation).
+    rows; its closed form keeps far more of the teacher's PSNR than seeded ``G``.
     ``teacher-pairs`` (``--eugen.degree`` 2 or more): the same units, but order ``i`` multiplies a unit's
     pre-activation by those of the ``i - 1`` units pivoted just before it (``z_j z_{j-1}`` for ``k = 2``)
     instead of its own power; still ``m`` projection rows in the fused form."""
@@ -152,9 +149,8 @@ class DistillOptions:
     max_rays: int | None = 16384
     """At most about this many rays are rendered: where the sampled cameras have more pixels at
     --resolution-scale, the scale is lowered until they do not (None: no cap). The defaults (1/4 of the images
-    at 1/2 resolution, 1/4 of the pairs, at most 16,384 rays) are the benchmark's sampling: 13,312 rays of the
-    64-pixel scenes, 47 s of closed form for the paper teacher; the 1/16, 1/8, 10% of before left 256 rays
-    there (64.8% of the teacher's PSNR)."""
+    at 1/2 resolution, 1/4 of the pairs, at most 16,384 rays) are the benchmark's sampling; fewer rays leave
+    too few pairs for a 256-wide layer on small scenes."""
     pair_fraction: FractionArg = 1 / 4
     """Fraction of the recorded (input, output) pairs that enter the fit."""
     heldout_fraction: FractionArg = 0.1
@@ -172,12 +168,11 @@ class DistillOptions:
     finetune_steps: int = 0
     """Steps of the whole-student fine-tune on teacher renders after the closed form (0: none)."""
     finetune_lr: float = 1e-4
-    """Adam learning rate of the fine-tune at its start (cosine-decayed to 1% of it). 1e-4 is the rate the
-    default student (k = 1, m = 112 of 256) was measured at: from 99.6% of the teacher's PSNR to 100.3% in 300
-    steps, where at 3e-4 an m = 128 student never bettered its closed form; the k = 2 students were fine-tuned
-    at 3e-4 (1e-3 undid a closed form already at 99.7%)."""
+    """Adam learning rate of the fine-tune at its start (cosine-decayed to 1% of it). 1e-4 suits the default
+    student (k = 1): larger rates can undo a closed form that is already close to the teacher; k = 2 students
+    take 3e-4."""
     finetune_rays: int = 512
-    """Rays per fine-tune step, drawn from the distillation's rays and the novel views (512 as measured)."""
+    """Rays per fine-tune step, drawn from the distillation's rays and the novel views."""
     finetune_average: float = 0.0
     """Decay per step of an exponential moving average of the fine-tuned parameters; the average is what is
     validated and kept (0: the parameters themselves). Smooths the step-to-step noise of small batches."""
@@ -192,9 +187,7 @@ class DistillOptions:
     (``image-fraction`` of the cameras at ``resolution-scale``); ``all`` (``fields`` only: the teacher renders
     each batch), every pixel of every training camera at full resolution, the held-out cameras excepted (each
     ray generated when drawn: no more memory than a batch's). Default: ``all`` with ``fields``, ``capture``
-    with ``colour``. With ``fresh`` novel rays, 1000 steps at lr 3e-4 kept 100.15 ± 0.27% of the paper-sized
-    teacher's PSNR over three seeds, where the capture's pool with fixed cameras kept 99.6% (1000 steps, one
-    seed); at 300 steps the two were level (99.35 ± 0.66% and 99.38 ± 0.38%; README, Distillation)."""
+    with ``colour``. With ``fresh`` novel rays, long fine-tunes do not over-fit the way a fixed pool does."""
     finetune_novel_views: int = 8
     """Cameras near the training ones whose rays the fine-tune also trains on (0: none); with ``colour`` the teacher
     renders them ahead, with ``fields`` it renders each batch as it is drawn."""
@@ -202,8 +195,8 @@ class DistillOptions:
     """``fixed``: the novel cameras are drawn once and their rays join the pool every step draws from;
     ``fresh`` (``fields`` only: the teacher renders each batch): every step draws ``finetune-novel-views`` new
     cameras and takes the share of its batch that fixed cameras would have among the capture rays from them,
-    so no novel camera is trained on twice (a fixed pool was over-fitted: the held-out error rose after
-    100-550 steps). Default: ``fresh`` with ``fields`` (given novel views and at least 2 rays a step),
+    so no novel camera is trained on twice (a fixed pool can be over-fitted: its held-out error rises after a
+    few hundred steps). Default: ``fresh`` with ``fields`` (given novel views and at least 2 rays a step),
     ``fixed`` otherwise."""
     finetune_validation_views: int = 4
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
@@ -212,9 +205,8 @@ class DistillOptions:
     refine_steps: int | None = None
     """The paper's refinement: Adam steps per layer on ``G`` and ``A`` (from the closed form) on the same layer
     loss, over up to ``refine_rows`` captured (input, target) rows; 0: the closed form alone. The student's
-    projections are then stored in its checkpoint (trainable ``G``). Default: 300 for EUGen and SNNK layers
-    (the measured student's; 36 s on the paper teacher), 0 for low-rank ones (nothing to refine); one process
-    only (give 0 under torchrun)."""
+    projections are then stored in its checkpoint (trainable ``G``). Default: 300 for EUGen and SNNK layers,
+    0 for low-rank ones (nothing to refine); one process only (give 0 under torchrun)."""
     refine_rows: int = 65536
     """Training rows kept per layer for the refinement (the first ones captured; 1/8 as many held out)."""
     refine_lr: float = 1e-3

@@ -1,8 +1,8 @@
 """nerfstudio's hash grid with a faster pure-torch forward (corners hashed by broadcasting, one gather).
 
 nerfstudio's torch ``HashEncoding`` hashes the eight cell corners in eight passes (int64 modulo included)
-and interpolates pairwise; on a CPU that costs several times the MLPs it feeds (measured: 4.7 s of 5.3 s
-for a Zip-NeRF field at 131k frustums), which would hide any MLP saving. This subclass computes the same
+and interpolates pairwise; on a CPU that costs several times the MLPs it feeds (most of a Zip-NeRF field's
+forward), which would hide any MLP saving. This subclass computes the same
 function (same table, hash and trilinear weights; tests compare it with nerfstudio's):
 
 - each axis's two hashed coordinates and two weights are combined by broadcasting over a ``[corner, level,

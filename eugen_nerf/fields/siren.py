@@ -9,7 +9,7 @@ random-Fourier-feature layer whose projections ``G`` (scaled by a frequency ω) 
 Being an ``EUGenMLP``, the network runs its merged form in eval mode: a stack of EUGen sine layers runs
 feature to feature (``G_{l+1} A_l`` is one ``m × m`` matrix).
 
-Two details make EUGen sine layers train like sine layers (measured by ``scripts/bench_siren.py``):
+Two details make EUGen sine layers train like sine layers:
 
 * ``A`` starts at ``U(-√(3/M), √(3/M))``: with sine features of variance 1/2 the output has variance 1/2,
   a sine layer's, so the next layer's pre-activation stays in SIREN's regime.
@@ -50,8 +50,8 @@ SIREN_INITS = ("eugen", "siren")
 
 @dataclass
 class SirenEUGenSpec(EUGenSpec):
-    """EUGen sine layers: :class:`EUGenSpec` with SIREN's defaults (chosen by measurement, see
-    ``scripts/bench_siren.py``) and the learning-rate factor of ``G``."""
+    """EUGen sine layers: :class:`EUGenSpec` with SIREN's defaults (chosen by measurement) and the
+    learning-rate factor of ``G``."""
 
     num_features: int = 128
     """m, random features per order (128 at width 256 with trainable G: the dense layer's parameter count)."""
@@ -155,8 +155,8 @@ def siren_eugen_init_(layer: EUGenLinear, omega_0: float, output: bool) -> None:
     has the distribution of SIREN's ``ω₀ (W h + b)``. The output ``A`` (``readout``) is SIREN's linear output
     layer, unscaled. A learned ``G`` is ω₀ times SIREN's hidden weights and bias (its constant column), which
     is what the sine is applied to. :func:`siren_mlp` draws the frozen ``G`` without a constant column (a
-    fixed random phase as wide as the rest), so the ``c`` before it is the bias. Measured by
-    ``scripts/bench_siren.py`` (the ``siren init`` variants)."""
+    fixed random phase as wide as the rest), so the ``c`` before it is the bias (``eugen-bench siren``
+    compares this start with the dense SIREN)."""
     fan_in = layer.feature_dim
     gain = 1.0 if output else omega_0 / layer.projection_scale
     with torch.no_grad():

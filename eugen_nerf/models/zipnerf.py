@@ -33,20 +33,17 @@ class ZipNeRFEUGenConfig(EUGenSpec):
     """EUGen knobs of the Zip-NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 32
-    """m: 32 features per order (64 wide at degree 2) against the 256-wide view layers. At m = 32 the merged
-    MLPs of a trained field run 2.8x faster than dense on one CPU core, render 1.44x, at -0.17 dB over three
-    seeds (``benchmarks/zipnerf.json``); m = 64 gained +0.11 dB but rendered only 1.02x."""
+    """m: 32 features per order (64 wide at degree 2) against the 256-wide view layers: the merged view MLP
+    costs a fraction of the dense one's MACs, where m = 64 gains little quality and leaves little of the
+    speed-up (``eugen-bench zipnerf`` measures both)."""
 
     feature_map: FeatureMap = "identity"
-    """Phi of the view MLP's EUGen layers. Identity (each layer a degree-2 polynomial of its input) beat the ReLU
-    map over three seeds: at 1200 steps -0.01 against -0.06 dB at full resolution and -0.13 against -0.26 dB at
-    1/4, at 2400 steps +0.02 against -0.02 dB and -0.10 against -0.20 dB (EUGen minus dense;
-    ``benchmarks/zipnerf_long*/zipnerf.json``, README)."""
+    """Phi of the view MLP's EUGen layers. Identity: each layer is a degree-2 polynomial of its input; it came
+    closer to the dense twin than the ReLU map at every resolution and training length compared."""
     density_layers: tuple[int, ...] = ()
-    """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: over three seeds
-    a dense bottleneck (EUGen in the view MLP only) lost 0.17 dB against the dense twin where an EUGen bottleneck
-    lost 0.35 dB, at the same MLP speed (2.7x): an EUGen bottleneck's 256-wide output is built anyway (its
-    first channel is the density), so it saves nothing."""
+    """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: an EUGen
+    bottleneck's 256-wide output is built anyway (its first channel is the density), so it saves no time and
+    costs quality."""
     view_layers: tuple[int, ...] = (0, 1)
     """EUGen layers of the 3-layer view-dependent MLP (0 and 1 are 256 wide, 2 outputs RGB)."""
 

@@ -1,10 +1,9 @@
-"""Training an EUGen SIREN in its sine units' basis (``eugen-fit-image --sine-basis``).
+"""Training an EUGen SIREN in its sine units' basis (``eugen-fit-image --sine-basis``, experimental).
 
 A frozen ``G`` reads each EUGen layer's output ``A f + c``, so the next sine pre-activation is ``G (A f + c)``.
 Adam scales every coordinate's step by that coordinate's own gradient history, so it depends on the basis:
 a coordinate of ``A`` is a rotated mix of the next layer's sine units, one of a dense SIREN's ``W`` a pair of
-sine units. The rotation costs about 0.7 dB on the cameraman (docs/siren-isdf.md, *What the frozen G costs*).
-Held for training as ``V = G A / ω`` and ``u = G c / ω`` (one entry per pair of sine units, SIREN's ``W`` and
+sine units. Held for training as ``V = G A / ω`` and ``u = G c / ω`` (one entry per pair of sine units, SIREN's ``W`` and
 ``b``), the layer computes ``ω G⁺ V``: the same function, with Adam in the sine units' basis. A step on ``V``
 moves ``G A`` by its projection onto ``G``'s columns. ``V`` is a training-time form (``m × m`` a layer);
 :func:`store_weights` writes ``A = ω G⁺ V`` back, so what is stored and merged is the EUGen network.
