@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# `make demo`: train a small EUGen field on a shipped scene on the CPU (a few minutes), then evaluate it.
-# Uses the stock nerfstudio command line; everything lands in outputs/demo/.
+# `make demo`: the promise of EUGen layers in one table and one picture, on a 2-core CPU in minutes.
+#
+# 1. eugen-distill turns the shipped dense NeRF teacher (the paper's 8x256 NeRF, trained on scenes/bunny64)
+#    into an EUGen student in closed form: its defaults without the per-layer refinement
+#    (--refine-steps 0), so no gradient step at all, only one ridge solve per layer.
+# 2. eugen-eval scores both on the same test views (PSNR / SSIM / LPIPS), times their renders side by side,
+#    counts parameters, measures each one's render memory in a fresh process, and writes a picture:
+#    teacher | student | ground truth | difference.
+# Everything lands in outputs/demo/. A second run reuses the student (delete outputs/demo to start over).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SCENE=${1:-scenes/bunny64}
-STEPS=${DEMO_STEPS:-200}
+TEACHER=${TEACHER:-teachers/bunny64/dense-nerf/paper}
+VIEWS=${DEMO_VIEWS:-4}
+OUT=${DEMO_OUT:-outputs/demo}
 BIN=.venv/bin
 
-"$BIN/eugen-scenes" check "$SCENE"
-echo "[demo] training eugen-nerfacto on $SCENE for $STEPS steps (CPU-sized settings; Ctrl-C keeps the last checkpoint)"
-"$BIN/ns-train" eugen-nerfacto --data "$SCENE" \
-  --output-dir outputs --experiment-name demo --timestamp latest \
-  --max-num-iterations "$STEPS" --steps-per-save 100 --steps-per-eval-image 1000000 --steps-per-eval-all-images 1000000 \
-  --pipeline.datamanager.train-num-rays-per-batch 512 \
-  --pipeline.model.num-proposal-samples-per-ray 64 32 --pipeline.model.num-nerf-samples-per-ray 32 \
-  --pipeline.model.max-res 512 --pipeline.model.log2-hashmap-size 16
-config=outputs/demo/eugen-nerfacto/latest/config.yml
-echo "[demo] evaluating $config on the test split"
-"$BIN/eugen-eval" --load-config "$config" --output outputs/demo/report.json --plots outputs/demo/plots
-echo "[demo] report: outputs/demo/report.json, plots and error images: outputs/demo/plots/"
+[ -f "$TEACHER/config.yml" ] || { echo "[demo] no teacher at $TEACHER (config.yml missing)" >&2; exit 1; }
+mkdir -p "$OUT"
+if [ -f "$OUT/student/config.yml" ]; then
+  echo "[demo] reusing the student in $OUT/student"
+else
+  echo "[demo] distilling $TEACHER into an EUGen student (closed form: one ridge solve per layer)"
+  "$BIN/eugen-distill" --teacher "$TEACHER" --output-dir "$OUT/student" --refine-steps 0 --no-evaluate
+fi
+echo "[demo] comparing teacher and student on $VIEWS test views"
+"$BIN/eugen-eval" --load-config "$TEACHER/config.yml" "$OUT/student/config.yml" --names "dense teacher" "EUGen student" \
+  --max-views "$VIEWS" --output "$OUT/report.json" --side-by-side "$OUT/side_by_side.png"
+echo "[demo] the picture: $OUT/side_by_side.png (teacher | student | ground truth | difference x4)"
+echo "[demo] next: train your own, e.g. .venv/bin/ns-train eugen-nerf --data scenes/bunny64 (see README.md)"

@@ -12,7 +12,6 @@ import contextlib
 import importlib
 import io
 import os
-import runpy
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -28,21 +27,20 @@ class Ran:
     stderr: str
 
 
-def run_main(target: str, *args: object, module: bool = False) -> Ran:
-    """Run ``scripts/<target>`` as ``__main__`` (or, with ``module=True``, the console-script ``entrypoint()``
-    of the module ``target``) with ``args`` as its command line; its exit status, stdout and stderr are
-    captured, ``sys.argv``/``sys.path`` restored."""
-    path = target if module else str(ROOT / "scripts" / target)
+def run_main(target: str, *args: object, module: bool = True) -> Ran:
+    """Run the console-script ``entrypoint()`` of the module ``target`` with ``args`` as its command line; its
+    exit status, stdout and stderr are captured, ``sys.argv``/``sys.path`` restored. (``module`` stays for the
+    callers that name it: every target is a package module.)"""
+    if not module:
+        raise ValueError("run_main runs package modules only (module=True)")
     out, err = io.StringIO(), io.StringIO()
     argv, path_before = sys.argv, list(sys.path)
-    sys.argv = [path, *map(str, args)]
+    sys.argv = [target, *map(str, args)]
     code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            if module:  # what the console script calls (runpy would re-run an imported module's body)
-                importlib.import_module(target).entrypoint()
-            else:
-                runpy.run_path(path, run_name="__main__")
+            # what the console script calls (runpy would re-run an imported module's body)
+            importlib.import_module(target).entrypoint()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:

@@ -1,2 +1,2 @@
-"""``eugen-bench``: the benchmark protocol as data (``configs/bench/*.yaml``), run by one command, and the
-README's results tables generated from ``benchmarks/*.json`` (never copied by hand)."""
+"""``eugen-bench``: the benchmark suites (:mod:`eugen_nerf.bench.suites`), their protocol as package data
+(``protocols/*.yaml``), and the results tables generated from the suites' JSON (never copied by hand)."""

@@ -1,21 +1,23 @@
-"""``eugen-bench``: run benchmark suites from the protocol and regenerate the results tables (README, docs/).
+"""``eugen-bench``: run the benchmark suites and regenerate the results tables.
 
-    eugen-bench --list                          # the suites of the protocol
-    eugen-bench distill ablate-distill          # run two suites (full protocol), then regenerate the tables
-    eugen-bench layers --quick                  # smoke run: small sizes, output under --quick-dir
-    eugen-bench --tables                        # only regenerate the tables from benchmarks/*.json
-    eugen-bench --tables --check                # exit 1 if a table differs from the JSON
-    eugen-bench --device cuda                   # the CUDA protocol (configs/bench/cuda.yaml)
+    eugen-bench --list                      # the suites of the protocol, with what each needs
+    eugen-bench nerf zipnerf                # run two suites: benchmarks/nerf/, benchmarks/zipnerf/
+    eugen-bench layers --quick              # smoke run at small sizes, under --quick-dir
+    eugen-bench --device cuda layers        # the CUDA protocol
+    eugen-bench --tables                    # in a checkout: regenerate the tables and benchmarks/README.md
+    eugen-bench --tables --check            # exit 1 if a table or the index differs from the JSON
 
-Every suite times its variants side by side in one run against the dense baseline and checks that what
-it times is finite; the numbers land in ``benchmarks/*.json`` and the tables (README, docs/) are regenerated
-from them. Bad input (an unknown suite, a protocol with a missing key or a missing scene, ``--device
-cuda`` without CUDA) is one line, before anything is written.
+Each suite times its variants side by side in one process against the dense baseline and checks that what
+it times is finite. It writes its JSON and plot into ``--output-dir/SUITE`` with ``command.txt`` (the command
+and the machine); rerunning a suite reuses the training runs it finished under ``--work-dir``. Scenes and
+teachers are read from ``--scenes`` and ``--teachers``. Bad input (an unknown suite, a missing scene,
+``--device cuda`` without CUDA) is one line, before anything is written.
 """
 
 from __future__ import annotations
 
 import builtins
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -24,11 +26,12 @@ from typing import Annotated, Literal
 
 import tyro
 
-from eugen_nerf.bench.protocol import load_protocol
+from eugen_nerf.bench.index import update_index, write_command
+from eugen_nerf.bench.protocol import PROTOCOLS, Places, Suite, load_protocol
 from eugen_nerf.bench.tables import Tables, documents
 from eugen_nerf.inputs.errors import InputError, one_line_errors, report
 
-ROOT = Path.cwd()
+TABLE_SPEC = PROTOCOLS / "tables.yaml"
 
 
 @dataclass
@@ -40,61 +43,101 @@ class BenchArgs:
     )
     """Suite names from the protocol (see --list)."""
     device: Literal["cpu", "cuda"] = "cpu"
-    """Which protocol: configs/bench/cpu.yaml or configs/bench/cuda.yaml."""
+    """Which protocol: the CPU one or the CUDA one."""
     protocol: Path | None = None
     """A protocol file instead of the device's."""
+    output_dir: Path = Path("benchmarks")
+    """Where each suite writes its results (a folder per suite) and the index page README.md."""
+    work_dir: Path = Path("outputs/bench")
+    """Where suites keep their training runs (a folder per suite); a rerun reuses the finished ones."""
+    scenes: Path = Path("scenes")
+    """The folder holding the scenes the suites read."""
+    teachers: Path = Path("teachers")
+    """The folder holding the distillation teachers."""
     quick: bool = False
-    """Smoke run: each suite's quick_args, outputs under --quick-dir, tables untouched."""
+    """Smoke run: small sizes, everything written under --quick-dir, no table touched."""
     quick_dir: Path = Path("outputs/bench-quick")
-    """Where --quick runs write ({quick_dir} in quick_args)."""
+    """Where --quick runs write (results and training runs)."""
     list: bool = False
     """List the suites and exit."""
     tables: bool = False
-    """Only regenerate the tables of README.md and docs/*.md from benchmarks/*.json (no suite runs)."""
+    """Only regenerate the tables of README.md and docs/benchmarks.md and the index page from the JSON."""
     check: bool = False
-    """With --tables: write nothing, exit 1 if a table differs from the JSON."""
-    table_spec: Path = Path("configs/bench/tables.yaml")
+    """With --tables: write nothing, exit 1 if a table or the index page differs from the JSON."""
+    root: Path = field(default_factory=Path.cwd)
+    """With --tables: the checkout whose README.md, docs/benchmarks.md and benchmarks/ are read."""
+
+
+def places(args: BenchArgs) -> Places:
+    if args.quick:
+        return Places(args.quick_dir, args.quick_dir / "work", args.scenes, args.teachers)
+    return Places(args.output_dir, args.work_dir, args.scenes, args.teachers)
+
+
+def regenerate(root: Path, protocol, check: bool) -> list[str]:
+    """Regenerate (or with ``check`` compare) the tables of the checkout at ``root`` and its index page;
+    the names of what differs from the JSON."""
+    if not (root / "README.md").is_file():
+        raise InputError(f"--tables: {root} is not a checkout of eugen-nerf (no README.md); pass --root")
+    tables = Tables(TABLE_SPEC, root)
+    stale = tables.update_documents(documents(root), check=check)
+    if (root / "benchmarks").is_dir() and update_index(protocol, root / "benchmarks", check=check):
+        stale.append("benchmarks/README.md")
+    return stale
+
+
+def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
+    command = suite.command(where, quick=args.quick)
+    out = where.output_dir / suite.name
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"== {suite.name}: python {shlex.join(command)}", flush=True)
+    code = subprocess.call([sys.executable, *command])
+    if code:
+        print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); no table was touched", flush=True)
+        return code
+    rerun = " ".join(
+        ["eugen-bench", suite.name]
+        + (["--device", args.device] if args.device != "cpu" else [])
+        + (["--quick"] if args.quick else [])
+    )
+    write_command(out, suite.name, command, rerun)
+    return 0
 
 
 def run(args: BenchArgs) -> int:
-    root = ROOT
     if args.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device is available here (use --device cpu)")
-    tables = Tables(root / args.table_spec, root)  # a broken table spec fails before hours of measuring
-    pages = documents(root)
+    protocol = load_protocol(args.protocol or PROTOCOLS / f"{args.device}.yaml")
     if args.tables:
-        stale = tables.update_documents(pages, check=args.check)
+        stale = regenerate(args.root, protocol, args.check)
         if args.check:
             print("the tables match the JSON" if not stale else f"tables differ from the JSON: {stale}")
             return 1 if stale else 0
-        names = ", ".join(str(page.relative_to(root)) for page in pages)
-        print(f"regenerated {len(tables.tables)} table(s) in {names}")
+        print(f"regenerated the tables of {args.root / 'README.md'} and {args.root / 'docs/benchmarks.md'}")
         return 0
-    protocol = load_protocol(args.protocol or root / "configs" / "bench" / f"{args.device}.yaml", root)
     suites = protocol.select(args.suites)
+    where = places(args)
     if args.list:
         for suite in protocol.suites.values():
-            print(
-                f"{suite.name:18s} {suite.script.relative_to(root)}  ->  {', '.join(map(str, suite.outputs))}"
-                f"\n{'':18s} {suite.description}"
-            )
+            needs = ", ".join(where.fill(n, suite.name) for n in suite.needs)
+            print(f"{suite.name:13s} {suite.description}")
+            print(f"{'':13s} {suite.setting}{f'; reads {needs}' if needs else ''}")
         return 0
+    problems = [line for line in (suite.missing(where, args.quick) for suite in suites) if line]
+    if problems:
+        raise InputError(problems[0])
     for suite in suites:
-        flags = [a.format(quick_dir=args.quick_dir) for a in (suite.quick_args if args.quick else suite.args)]
-        if args.quick:
-            args.quick_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, str(suite.script), *flags]
-        print(f"== {suite.name}: {' '.join(command[1:])}", flush=True)
-        code = subprocess.call(command, cwd=root)
+        code = run_suite(suite, args, where)
         if code:
-            print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); no table was touched", flush=True)
             return code
     if not args.quick:
-        tables.update_documents(pages)
-        print("regenerated the tables in README.md and docs/")
+        update_index(protocol, where.output_dir)
+        print(
+            f"wrote {where.output_dir / 'README.md'}; `eugen-bench --tables` in a checkout regenerates the tables"
+        )
     return 0
 
 

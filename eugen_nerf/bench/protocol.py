@@ -1,23 +1,24 @@
 """The benchmark protocol: which suites exist, what each runs, with which flags, and what it writes.
 
-A protocol file (``configs/bench/cpu.yaml``, ``configs/bench/cuda.yaml``) maps suite names to
+A protocol file (package data: ``eugen_nerf/bench/protocols/cpu.yaml``, ``cuda.yaml``) maps suite names to
 
-* ``script``: the script under ``scripts/`` that measures (each times its variants side by side in one run);
-* ``args`` / ``quick_args``: its flags for the full protocol and for ``--quick`` (a smoke run a test can afford);
-* ``outputs``: the ``benchmarks/*.json`` files it writes (``--quick`` writes under ``--quick-dir`` instead);
-* ``needs``: paths that must exist first (scenes, teachers);
-* ``seeds`` (optional): one suite per seed instead of near-copies. ``{seed}`` in the flags and outputs is
-  the seed and ``{seed_suffix}`` is ``_seed<N>``; the suite of seed N is named ``<name>-seed<N>``. Seed 0
-  keeps the bare name and an empty suffix, the repository's convention for a first run that later seeds
-  repeat. A name holding ``{seed}`` (``siren-256-snnk-seed{seed}``) is filled in instead: the later seeds of a
-  first run whose own suite measured more (several rates or variants) than its repeats do.
+* ``module``: the suite's module under :mod:`eugen_nerf.bench.suites` (each times its variants side by side
+  in one run against the dense baseline);
+* ``args`` / ``quick_args``: its flags for the full protocol and for ``--quick`` (a smoke run a test can
+  afford);
+* ``outputs``: the files it writes into its output folder (``benchmarks/<suite>/`` by default);
+* ``needs`` (optional): the scenes or teachers its flags name, each with how to make it;
+* ``setting`` (optional): the scene, resolution, steps and seeds in words, for the index page.
 
-It is checked whole before anything runs: a missing key, an unknown suite, a script or a needed path that does
-not exist is one :class:`~eugen_nerf.inputs.errors.InputError` naming the file and the key.
+In the flags, ``{out}`` is the suite's output folder, ``{work}`` its folder for training runs (reused by a
+rerun, so an interrupted suite continues where it stopped), ``{scenes}`` and ``{teachers}`` the folders the
+user points ``eugen-bench`` at. The file is checked whole before anything runs: a missing key, an unknown
+suite or module, or a needed path that does not exist is one :class:`~eugen_nerf.inputs.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,19 +26,57 @@ import yaml
 
 from eugen_nerf.inputs.errors import InputError
 
-REQUIRED = ("script", "args", "quick_args", "outputs")
-SEED_FIELDS = ("args", "quick_args", "outputs", "description")
+PROTOCOLS = Path(__file__).resolve().parent / "protocols"
+"""The protocols shipped with the package (one per device) and the tables spec."""
+SUITES = "eugen_nerf.bench.suites"
+REQUIRED = ("module", "args", "quick_args", "outputs")
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a run reads and writes: the values of ``{out}``, ``{work}``, ``{scenes}`` and ``{teachers}``."""
+
+    output_dir: Path
+    work_dir: Path
+    scenes: Path
+    teachers: Path
+
+    def fill(self, text: str, suite: str) -> str:
+        return (
+            text.replace("{out}", str(self.output_dir / suite))
+            .replace("{work}", str(self.work_dir / suite))
+            .replace("{scenes}", str(self.scenes))
+            .replace("{teachers}", str(self.teachers))
+        )
 
 
 @dataclass(frozen=True)
 class Suite:
     name: str
-    script: Path
+    module: str
     args: tuple[str, ...]
     quick_args: tuple[str, ...]
-    outputs: tuple[Path, ...]
-    needs: tuple[Path, ...]
+    outputs: tuple[str, ...]
+    needs: dict[str, str]
     description: str
+    setting: str
+
+    def command(self, places: Places, quick: bool = False) -> list[str]:
+        """``python -m <module> <flags>`` with the places filled in."""
+        flags = self.quick_args if quick else self.args
+        return ["-m", f"{SUITES}.{self.module}", *(places.fill(a, self.name) for a in flags)]
+
+    def missing(self, places: Places, quick: bool = False) -> str | None:
+        """One line naming the first path that the command reads (a ``needs`` entry among its flags) and
+        that does not exist, with how to make it."""
+        flags = self.command(places, quick)
+        for need, makes in self.needs.items():
+            path = places.fill(need, self.name)
+            if path in flags and not Path(path).exists():
+                return (
+                    f"suite {self.name!r} needs {path}, which does not exist; {places.fill(makes, self.name)}"
+                )
+        return None
 
 
 @dataclass(frozen=True)
@@ -51,8 +90,7 @@ class Protocol:
         unknown = [n for n in names if n not in self.suites]
         if unknown:
             raise InputError(
-                f"unknown suite(s) {', '.join(map(repr, unknown))} in {self.path}; "
-                f"known: {', '.join(self.suites)}"
+                f"unknown suite(s) {', '.join(map(repr, unknown))}; known: {', '.join(self.suites)}"
             )
         return [self.suites[n] for n in (names or list(self.suites))]
 
@@ -63,36 +101,8 @@ def _strings(value, where: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def _per_seed(name: str, entry: dict, where: str) -> dict[str, dict]:
-    """``entry`` itself, or one entry per seed of its ``seeds`` list, ``{seed}``/``{seed_suffix}`` filled in.
-
-    ``str.replace``, not ``str.format``: ``{quick_dir}`` is filled in later, by the runner.
-    """
-    if "seeds" not in entry:
-        return {name: entry}
-    seeds = entry["seeds"]
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise InputError(f"{where}: seeds must be a list of integers >= 0")
-    if len(set(seeds)) != len(seeds):
-        raise InputError(f"{where}: seeds lists a seed twice")
-
-    def fill(value, seed: int):
-        suffix = "" if seed == 0 else f"_seed{seed}"
-        if isinstance(value, list):
-            return [fill(v, seed) for v in value]
-        return str(value).replace("{seed}", str(seed)).replace("{seed_suffix}", suffix)
-
-    expanded = {}
-    for seed in seeds:
-        copy = {k: v for k, v in entry.items() if k != "seeds"}
-        copy.update({k: fill(entry[k], seed) for k in SEED_FIELDS if k in entry})
-        named = fill(name, seed) if "{seed}" in name else name if seed == 0 else f"{name}-seed{seed}"
-        expanded[named] = copy
-    return expanded
-
-
-def load_protocol(path: Path, root: Path) -> Protocol:
-    """Read and check ``path``; paths in it are relative to the repository ``root``."""
+def load_protocol(path: Path) -> Protocol:
+    """Read and check the protocol at ``path``."""
     if not path.is_file():
         raise InputError(f"protocol file {path} does not exist")
     try:
@@ -104,38 +114,27 @@ def load_protocol(path: Path, root: Path) -> Protocol:
     device = data.get("device", "cpu")
     if device not in ("cpu", "cuda"):
         raise InputError(f"{path}: device must be 'cpu' or 'cuda', got {device!r}")
-    entries: dict[str, dict] = {}
+    suites = {}
     for name, entry in data["suites"].items():
         where = f"{path}: suite {name!r}"
         if not isinstance(entry, dict):
             raise InputError(f"{where} must be a mapping")
-        for seeded, seeded_entry in _per_seed(name, entry, where).items():
-            if seeded in entries:
-                raise InputError(
-                    f"{where}: the suite {seeded!r} is defined twice (a suite with seeds: [N] "
-                    "also defines <its name>-seedN)"
-                )
-            entries[seeded] = seeded_entry
-    suites = {}
-    for name, entry in entries.items():
-        where = f"{path}: suite {name!r}"
         missing = [key for key in REQUIRED if key not in entry]
         if missing:
             raise InputError(f"{where} is missing the key(s) {', '.join(missing)}")
-        script = root / entry["script"]
-        if not script.is_file():
-            raise InputError(f"{where}: script {entry['script']} does not exist")
-        needs = tuple(Path(p) for p in _strings(entry.get("needs", []), f"{where}: needs"))
-        for need in needs:
-            if not (root / need).exists():
-                raise InputError(f"{where}: needs {need}, which does not exist")
+        if importlib.util.find_spec(f"{SUITES}.{entry['module']}") is None:
+            raise InputError(f"{where}: module {SUITES}.{entry['module']} does not exist")
+        needs = entry.get("needs") or {}
+        if not isinstance(needs, dict) or not all(isinstance(v, str) for v in needs.values()):
+            raise InputError(f"{where}: needs must map each path to how to make it")
         suites[name] = Suite(
             name=name,
-            script=script,
+            module=str(entry["module"]),
             args=_strings(entry["args"], f"{where}: args"),
             quick_args=_strings(entry["quick_args"], f"{where}: quick_args"),
-            outputs=tuple(Path(p) for p in _strings(entry["outputs"], f"{where}: outputs")),
-            needs=needs,
+            outputs=_strings(entry["outputs"], f"{where}: outputs"),
+            needs={str(k): v for k, v in needs.items()},
             description=str(entry.get("description", "")),
+            setting=str(entry.get("setting", "")),
         )
     return Protocol(path, device, suites)

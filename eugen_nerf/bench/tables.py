@@ -1,11 +1,11 @@
-"""Results tables generated from ``benchmarks/*.json`` (spec: ``configs/bench/tables.yaml``).
+"""Results tables generated from the suites' JSON (spec: ``eugen_nerf/bench/protocols/tables.yaml``).
 
-The tables live in the README and in the pages under ``docs/`` (:func:`documents`), each table in exactly
-one of them, between ``<!-- bench-table: NAME -->`` and ``<!-- /bench-table -->``. Its rows come from the
+The tables live in the README and in ``docs/benchmarks.md`` of a checkout (:func:`documents`), each table in
+exactly one of them, between ``<!-- bench-table: NAME -->`` and ``<!-- /bench-table -->``. Its rows come from the
 spec, every figure read from a JSON file by key path, so no figure is copied by hand and a test checks the
 documents against the JSON. A cell is either literal text or a mapping::
 
-    {file: benchmarks/distill_paper.json, key: measured.fps_ratio, fmt: "{:.2f}×"}
+    {file: benchmarks/distill/distill.json, key: measured.fps_ratio, fmt: "{:.2f}×"}
     {file: ..., key: met.fps_ratio, map: {true: "yes", false: "**no**"}}   (a list of keys: each mapped, joined)
 
 A table can also take one row per entry of a JSON mapping or list (``rows_from``: one source, or a list of
@@ -28,8 +28,9 @@ import yaml
 
 from eugen_nerf.inputs.errors import InputError
 
-DOCUMENT_PATTERNS = ("README.md", "docs/*.md")
-"""Where generated tables may sit: the README and the pages it links to for the measurements behind it."""
+DOCUMENTS = ("README.md", "docs/benchmarks.md")
+"""Where generated tables sit: the README's headline table, every other one on the benchmarks page. Markers in
+other pages are not read."""
 
 MARKER = re.compile(
     r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.DOTALL
@@ -37,8 +38,8 @@ MARKER = re.compile(
 
 
 def documents(root: Path) -> list[Path]:
-    """The Markdown files under ``root`` that may hold generated tables, README first."""
-    return [path for pattern in DOCUMENT_PATTERNS for path in sorted(root.glob(pattern)) if path.is_file()]
+    """The Markdown files under ``root`` that hold generated tables (those that exist), README first."""
+    return [root / name for name in DOCUMENTS if (root / name).is_file()]
 
 
 class Tables:
@@ -135,13 +136,14 @@ class Tables:
         table = self.tables[name]
         where = f"{self.spec_path}: table {name!r}"
         lines = ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
-        rows: list[list[str]] = [[self.cell(c, where) for c in row] for row in table.get("rows", [])]
+        rows: list[list[str]] = []
         sources = table.get("rows_from") or []
         for source in sources if isinstance(sources, list) else [sources]:
             rows += [
                 [self.cell(c, where, entry, entry_name, source) for c in source["columns"]]
                 for entry_name, entry in self.entries(source, where).items()
             ]
+        rows += [[self.cell(c, where) for c in row] for row in table.get("rows", [])]  # totals last
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 

@@ -65,7 +65,7 @@ def without_unused_eugen_knobs(model: object) -> object:
 def seed_everything(seed: int) -> None:
     """What ``ns-train`` does before building the trainer (python, numpy and torch seeded with the machine seed):
     without it a run's initialisation and ray batches depend on whatever the process drew before, and a
-    benchmark's rerun of the same seed is another run (a 300-step SIREN moved by 0.8 dB)."""
+    benchmark's rerun of the same seed is another run."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -1,0 +1,602 @@
+"""Train each EUGen method beside its dense twin (and a dense twin narrowed to the EUGen parameter count;
+with ``--baselines`` the reviewers' low-rank and SNNK layers in EUGen's place) on a shipped scene for the
+same number of steps and seeds, then measure quality, speed and size.
+
+Writes the JSON report given by ``--out`` (merged with the families measured before) and its plot beside
+it. Measured on the test split from the saved
+checkpoint (``eugen_nerf.eval.runs.load_run``): PSNR/SSIM (LPIPS when its offline weights exist), render
+FPS and rays per second (one warm-up render, median of ``--repeats`` timed renders per view, median over
+views, metrics computed outside the timed region), parameters, model and checkpoint bytes, peak memory.
+EUGen models are also timed with fused inference off, to show what the merged form buys.
+
+Quality is the mean (and population std) over ``--seeds`` (the seed sets the initialisation, the ray
+batches and the EUGen projections; ``--baseline-seeds`` for the narrowed twin and the baselines); speed and
+size are measured on the first seed's run. Finished runs are
+reused (``--retrain`` trains afresh).
+
+The default invocation uses the small CPU configuration; ``--steps`` and ``--full-size`` for longer runs.
+``eugen-bench nerf`` runs the NeRF family with the protocol's setting; by hand:
+``python -m eugen_nerf.bench.suites.methods --families nerf --steps 300 --seeds 0 1 2 --baselines``.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+import tyro
+from nerfstudio.engine.trainer import TrainerConfig
+
+from eugen_nerf.bench.merge import write_report
+from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
+from eugen_nerf.bench.suites import command_line
+from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process
+from eugen_nerf.eval.evaluate import score_test_views
+from eugen_nerf.eval.lpips import lpips_unavailable_reason
+from eugen_nerf.eval.runs import load_run
+from eugen_nerf.eval.size import PeakMemory, count_parameters
+from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.layers.eugen import FeatureMap
+from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
+from eugen_nerf.methods import nerfacto as nerfacto_methods
+from eugen_nerf.methods import zipnerf as zipnerf_methods
+
+GOAL_SPEEDUP = 1.5
+GOAL_MAX_PSNR_LOSS_DB = 0.1
+
+
+def small_nerf(config: TrainerConfig) -> None:
+    """The small CPU configuration for the NeRF methods."""
+    config.pipeline.datamanager.train_num_rays_per_batch = 256
+    config.pipeline.model.num_coarse_samples = 32
+    config.pipeline.model.num_importance_samples = 32
+    config.optimizers["fields"]["optimizer"].lr = 2e-3
+
+
+def small_nerfacto(config: TrainerConfig) -> None:
+    """The small CPU configuration for the nerfacto-style methods."""
+    config.pipeline.datamanager.train_num_rays_per_batch = 512
+    model = config.pipeline.model
+    model.num_proposal_samples_per_ray = (64, 32)
+    model.num_nerf_samples_per_ray = 32
+    model.max_res = 512
+    model.log2_hashmap_size = 16
+
+
+def small_zipnerf(config: TrainerConfig) -> None:
+    """The CPU preset for Zip-NeRF: a 6-level grid to 512 (2^16 entries), proposal grids to 128 and 256,
+    256 rays a step with 64 + 32 proposal and 32 NeRF samples (the 256-wide MLPs stay)."""
+    config.pipeline.datamanager.train_num_rays_per_batch = 256
+    model = config.pipeline.model
+    model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (64, 32), 32
+    model.num_levels, model.max_res, model.log2_hashmap_size = 6, 512, 16
+    model.proposal_net_args_list = [
+        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 4, "max_res": 128, "features_per_level": 1},
+        {"hidden_dim": 16, "log2_hashmap_size": 16, "num_levels": 5, "max_res": 256, "features_per_level": 1},
+    ]
+
+
+def _model_params(config: TrainerConfig) -> int:
+    """Trainable parameters of the model ``config`` builds (frozen projections are buffers, not counted)."""
+    from nerfstudio.data.scene_box import SceneBox
+
+    model = config.pipeline.model.setup(
+        scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1, metadata={}
+    )
+    return count_parameters(model)
+
+
+def at_width(config: TrainerConfig, width_field: str, width: int) -> TrainerConfig:
+    """A copy of ``config`` with its model's ``width_field`` set to ``width``."""
+    config = copy.deepcopy(config)
+    setattr(config.pipeline.model, width_field, width)
+    return config
+
+
+def narrowed(dense: TrainerConfig, width_field: str, target: int) -> TrainerConfig:
+    """``dense`` with ``width_field`` shrunk until its parameter count is closest to ``target``."""
+    best, best_gap = dense, None
+    for width in range(8, getattr(dense.pipeline.model, width_field) + 1, 4):
+        candidate = at_width(dense, width_field, width)
+        gap = abs(_model_params(candidate) - target)
+        if best_gap is None or gap < best_gap:
+            best, best_gap = candidate, gap
+    return best
+
+
+VARIANT_KINDS = ("eugen", "dense", "narrowed", "lowrank", "snnk", "narrowed-speed")
+"""The names ``--variants`` takes: what ``variants`` returns, in order (low-rank and SNNK with ``baselines``),
+then the dense twin narrowed to EUGen's render speed (:func:`narrowed_to_speed`, which times renders)."""
+
+
+BASELINE_KINDS = ("lowrank", "snnk")
+
+
+def baseline_label(method_name: str, kind: str) -> str:
+    """The row label of ``method_name`` with its EUGen layers replaced by a reviewers' baseline ``kind``."""
+    return f"{method_name} (layer-type={kind})"
+
+
+def variants(
+    family: str,
+    full_size: bool,
+    baselines: bool = False,
+    feature_map: FeatureMap | None = None,
+    speed_from: tuple[Path, Path] | None = None,
+) -> dict[str, tuple[str, TrainerConfig]]:
+    """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
+    EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
+    SNNK layers; with ``speed_from = (scene, cache)``, the dense twin narrowed to EUGen's render speed on that
+    scene (:func:`narrowed_to_speed`). ``feature_map`` sets the EUGen method's; a map given is always in the
+    label, so the run folder names the map whatever the method's default is (the narrowed twins keep the
+    parameter count and speed, which the feature map does not change)."""
+    if family == "nerf":
+        eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
+        shrink, width_field = small_nerf, "trunk_width"
+    elif family == "zipnerf":
+        eugen, dense = zipnerf_methods.eugen_zipnerf.config, zipnerf_methods.dense_zipnerf.config
+        shrink, width_field = small_zipnerf, "hidden_dim_color"
+    else:
+        eugen, dense = nerfacto_methods.eugen_nerfacto.config, nerfacto_methods.dense_nerfacto.config
+        shrink, width_field = small_nerfacto, "hidden_dim_color"
+    eugen, dense = copy.deepcopy(eugen), copy.deepcopy(dense)
+    eugen_label = eugen.method_name
+    if feature_map is not None:
+        eugen.pipeline.model.eugen.feature_map = feature_map
+        eugen.pipeline.model.eugen.validate()
+        eugen_label = f"{eugen.method_name} (feature-map={feature_map})"
+    if not full_size:
+        shrink(eugen)
+        shrink(dense)
+    eugen_params = _model_params(eugen)
+    narrow = narrowed(dense, width_field, eugen_params)
+    narrow.method_name = dense.method_name
+    width = getattr(narrow.pipeline.model, width_field)
+    out = {
+        "eugen": (eugen_label, eugen),
+        "dense": (dense.method_name, dense),
+        "narrowed": (f"{dense.method_name} ({width_field}={width})", narrow),
+    }
+    if baselines:
+        for kind in BASELINE_KINDS:
+            baseline = copy.deepcopy(eugen)
+            baseline.pipeline.model.eugen.layer_type = kind
+            baseline.pipeline.model.eugen.feature_map = "relu"
+            baseline.pipeline.model.eugen.validate()
+            out[kind] = (baseline_label(eugen.method_name, kind), baseline)
+    if speed_from is not None:
+        out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, eugen_params, *speed_from)
+    return out
+
+
+def narrowed_to_speed(
+    eugen: TrainerConfig,
+    dense: TrainerConfig,
+    width_field: str,
+    eugen_params: int,
+    scene: Path,
+    cache: Path,
+    repeats: int = 3,
+) -> tuple[str, TrainerConfig]:
+    """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
+    fused render time, the untrained models timed side by side (the cost is the shapes, not the weights).
+    The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
+    from eugen_nerf.eval.timing import closest_in_time
+    from eugen_nerf.scenes import dataparser_config
+
+    key = f"{eugen.method_name} vs {dense.method_name}, {width_field}, {eugen_params} parameters"
+    try:
+        found = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        found = {}
+    if key not in found:
+        outputs = dataparser_config(data=scene).setup().get_dataparser_outputs("test")
+        view = outputs.cameras[0:1]
+        view.rescale_output_resolution(0.5)
+        widths = range(32, getattr(dense.pipeline.model, width_field) + 1, 16)
+
+        def renderer(config: TrainerConfig):
+            torch.manual_seed(0)
+            model = config.pipeline.model.setup(
+                scene_box=outputs.scene_box, num_train_data=8, metadata={}
+            ).eval()
+            return lambda: model.get_outputs_for_camera(view)["rgb"]
+
+        print(
+            f"[bench_methods] timing {len(widths)} dense widths against {eugen.method_name}'s render",
+            flush=True,
+        )
+        with torch.no_grad():
+            width, timings = closest_in_time(
+                renderer(eugen),
+                {str(w): renderer(at_width(dense, width_field, w)) for w in widths},
+                "cpu",
+                warmup=1,
+                repeats=repeats,
+            )
+        found[key] = {
+            "width": int(width),
+            "render_seconds_median": {name: t.median for name, t in timings.items()},
+            "view": "first test view at half resolution",
+            "threads": torch.get_num_threads(),
+        }
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(found, indent=1) + "\n")
+    width = found[key]["width"]
+    narrow = at_width(dense, width_field, width)
+    return f"{dense.method_name} ({width_field}={width}, EUGen's render speed)", narrow
+
+
+def timestamp(label: str, seed: int = 0) -> str:
+    """The run folder of a variant: its label without spaces, brackets, commas and apostrophes (seeds other
+    than 0 suffixed)."""
+    name = (
+        label.replace(" ", "_")
+        .replace("(", "")
+        .replace(")", "")
+        .replace("=", "")
+        .replace(",", "")
+        .replace("'", "")
+    )
+    return name if seed == 0 else f"{name}_seed{seed}"
+
+
+def quality(config_path: Path) -> dict[str, float]:
+    """Test-view quality only (no timing): the runs of the seeds after the first (kept beside the run's
+    checkpoint, so a rerun that adds seeds or variants does not score the finished runs again)."""
+
+    def score() -> dict[str, float]:
+        run = load_run(config_path)
+        return score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name).means()
+
+    return cached_for_checkpoint(config_path, "bench_quality.json", score)
+
+
+def over_seeds(first: dict[str, object], per_seed: list[dict[str, object]]) -> dict[str, object]:
+    """The first seed's row with its quality replaced by the mean over seeds (std and each seed beside)."""
+    row = dict(first)
+    means, spread = mean_and_std(per_seed, ("psnr", "ssim", "lpips"))
+    row.update(means)
+    if len(per_seed) > 1:
+        row.update({f"{key}_std": value for key, value in spread.items()})
+    row["seeds"] = [s["seed"] for s in per_seed]
+    row["per_seed"] = per_seed
+    return row
+
+
+def set_fused(model: torch.nn.Module, fused: bool) -> None:
+    for module in model.modules():
+        if isinstance(module, EUGenMLP):
+            module.fuse_in_eval = fused
+
+
+def earlier_families(path: Path) -> dict[str, dict[str, object]]:
+    """The families of the report already at ``path`` (none if it is absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()).get("families", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def kind_by_label(configs: dict[str, tuple[str, TrainerConfig]]) -> dict[str, str]:
+    """Row label -> variant kind for this run's ``configs`` (``variants``), and the baselines' labels when this run
+    trains none: rows written before rows carried their kind are recognised by their label."""
+    method_name = configs["eugen"][1].method_name
+    known = {baseline_label(method_name, kind): kind for kind in BASELINE_KINDS}
+    known.update({label: kind for kind, (label, _) in configs.items()})
+    return known
+
+
+def keep_earlier_rows(
+    earlier: dict[str, object] | None,
+    rows: dict[str, dict[str, object]],
+    labels: dict[str, str],
+    steps: int,
+    scene: str,
+    kinds: dict[str, str],
+) -> list[str]:
+    """Add to ``rows``/``labels`` the rows an earlier run of the same family, steps and scene measured and this
+    run did not, so variants trained later (a narrowed twin) are judged against the EUGen rows measured before.
+    Quality is comparable across runs (the same seeds train the same runs); each row names the command that
+    timed it (``measured_by``), so speeds are compared only where they were timed together. Returns the labels
+    kept; ``kinds`` maps today's labels to variant kinds for rows written before rows carried their kind."""
+    if not earlier or earlier.get("steps") != steps or earlier.get("scene") != scene:
+        return []
+    kept = []
+    for label, row in earlier.get("runs", {}).items():
+        kind = row.get("kind") or kinds.get(label)
+        if label in rows or kind is None or kind in labels:
+            continue
+        rows[label] = {"kind": kind, "measured_by": row.get("measured_by", earlier.get("command")), **row}
+        labels[kind] = label
+        kept.append(label)
+    return kept
+
+
+def measure(config_path: Path, repeats: int) -> dict[str, object]:
+    """Quality, speed and size of a trained run on its test split (the shared evaluation loop)."""
+    run = load_run(config_path)
+    model = run.pipeline.model
+    memory = PeakMemory(run.pipeline.device)
+    memory.reset()
+    scored = score_test_views(run.pipeline, warmup=1, repeats=repeats, label=run.name)
+    peak = memory.read()
+    state = io.BytesIO()
+    torch.save(model.state_dict(), state)
+    result = {
+        "config": str(config_path),
+        "step": run.step,
+        **scored.means(),
+        "fps": scored.fps,
+        "rays_per_sec": scored.rays_per_second,
+        "parameters": count_parameters(model),
+        "model_bytes": state.getbuffer().nbytes,
+        "checkpoint_bytes": run.checkpoint.stat().st_size,
+        "peak_memory_bytes": peak,
+        "peak_memory_kind": memory.kind,
+    }
+    if any(isinstance(m, EUGenMLP) and m.has_eugen for m in model.modules()):
+        set_fused(model, False)
+        unfused = score_test_views(run.pipeline, warmup=1, repeats=repeats, label=f"{run.name} (unfused)")
+        result["rays_per_sec_unfused"], result["fps_unfused"] = unfused.rays_per_second, unfused.fps
+        set_fused(model, True)
+    return result
+
+
+def goals(rows: dict[str, dict[str, object]], labels: dict[str, str]) -> dict[str, object]:
+    """The goals from the rows (quality: means over seeds; ``labels``: variant kind -> row label).
+    A goal is judged only when the variants it compares were measured; beside each comparison with EUGen,
+    the per-seed paired gap over the seeds both variants share."""
+    row = {kind: rows[label] for kind, label in labels.items()}
+    if "eugen" not in row:
+        return {}
+    e = row["eugen"]
+    out: dict[str, object] = {}
+    if "dense" in row:
+        d = row["dense"]
+        speedup, psnr_loss = e["fps"] / d["fps"], d["psnr"] - e["psnr"]
+        out.update(
+            {
+                "fps_speedup_vs_dense": speedup,
+                "eugen_and_dense_timed_together": e.get("measured_by") == d.get("measured_by"),
+                "psnr_loss_vs_dense_db": psnr_loss,
+                "goal_quality_met": psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+                "goal_speed_and_quality_met": speedup >= GOAL_SPEEDUP and psnr_loss <= GOAL_MAX_PSNR_LOSS_DB,
+            }
+        )
+    if "narrowed" in row:
+        out["psnr_gain_vs_narrowed_dense_db"] = e["psnr"] - row["narrowed"]["psnr"]
+        out["goal_equal_parameters_met"] = e["psnr"] >= row["narrowed"]["psnr"]
+    if "narrowed-speed" in row:
+        out["psnr_gain_vs_speed_matched_dense_db"] = e["psnr"] - row["narrowed-speed"]["psnr"]
+        out["goal_equal_speed_met"] = e["psnr"] >= row["narrowed-speed"]["psnr"]
+    eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
+    gaps = {
+        labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
+        for kind in row
+        if kind != "eugen"
+    }
+    baselines = [kind for kind in (*BASELINE_KINDS, "narrowed-speed") if kind in row]
+    if baselines:
+        # over the seeds EUGen shares with each baseline (the same as the means' difference when the seeds
+        # agree; baselines trained at fewer seeds, --baseline-seeds, are compared on those seeds only)
+        gain = {
+            kind: (gaps[labels[kind]] or {"mean": e["psnr"] - row[kind]["psnr"]})["mean"]
+            for kind in ("narrowed", *baselines)
+            if kind in row
+        }
+        out["psnr_gain_vs_baselines_db"] = {labels[b]: gain[b] for b in baselines}
+        out["goal_ahead_of_every_baseline_met"] = all(value >= 0 for value in gain.values())
+    out["eugen_minus_variant_per_seed_db"] = {label: gap for label, gap in gaps.items() if gap is not None}
+    return out
+
+
+def plot(report: dict[str, object], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = report["families"]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 5))
+    timed_apart, index = False, 0
+    for data in families.values():
+        eugen_timing = next(
+            (row.get("measured_by") for row in data["runs"].values() if row.get("kind") == "eugen"), None
+        )
+        for label, row in data["runs"].items():
+            marker = "o" if label.startswith("eugen") else ("s" if "=" not in label else "^")
+            # timed by another command than EUGen
+            apart = row.get("measured_by", eugen_timing) != eugen_timing
+            timed_apart |= apart
+            colour, index = f"C{index % 10}", index + 1
+            # hollow: its FPS was not timed beside EUGen's, so its x position is only indicative
+            axes[0].scatter(
+                row["fps"],
+                row["psnr"],
+                marker=marker,
+                edgecolors=colour,
+                facecolors="none" if apart else colour,
+                label=label + (" (timed apart)" if apart else ""),
+            )
+            axes[1].scatter(row["parameters"], row["psnr"], marker=marker, color=colour, label=label)
+            axes[2].bar(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
+    rows = [row for data in families.values() for row in data["runs"].values()]
+
+    def scale(key: str) -> str:
+        """log where the values span a decade or more (several families), else linear (readable ticks)."""
+        values = [row[key] for row in rows]
+        return "log" if max(values) >= 10 * min(values) else "linear"
+
+    axes[0].set(
+        xlabel="render FPS (test views)",
+        ylabel="test PSNR (dB)",
+        xscale=scale("fps"),
+        title="quality vs speed",
+    )
+    axes[1].set(
+        xlabel="trainable parameters",
+        ylabel="test PSNR (dB)",
+        xscale=scale("parameters"),
+        title="quality vs size",
+    )
+    axes[2].set(ylabel="rays / s", yscale=scale("rays_per_sec"), title="render throughput")
+    axes[2].tick_params(axis="x", rotation=60, labelsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=5, frameon=False)
+    runs = sorted(
+        {
+            f"{data.get('scene', report['scene'])} {data.get('steps', report['steps'])} steps"
+            for data in families.values()
+        }
+    )
+    fig.suptitle(
+        f"{', '.join(runs)}; {report['device']}"
+        + (
+            "\nhollow markers and hatched bars: timed by another command than EUGen (speed comparable only roughly)"
+            if timed_apart
+            else ""
+        )
+    )
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=120)
+
+
+@dataclass
+class BenchMethods:
+    scene: Path = Path("scenes/bunny64")
+    """the scene every run trains on and is evaluated on."""
+    steps: int = 100
+    """training steps of every run"""
+    families: list[Literal["nerf", "nerfacto", "zipnerf"]] = field(
+        default_factory=lambda: ["nerf", "nerfacto"]
+    )
+    """method families to train and measure."""
+    repeats: int = 3
+    """timed renders per test view"""
+    full_size: bool = False
+    """the methods' default sizes, not the CPU ones"""
+    output_dir: Path = Path("outputs/bench/nerf")
+    """where the training runs go."""
+    out: Path = Path("benchmarks/nerf/nerf.json")
+    """the JSON written (merged with the families measured before; the plot goes beside it as .png)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """training seeds of every variant (quality: mean ± std over them; speed: the first)."""
+    baselines: bool = False
+    """also train the reviewers' baselines (low-rank, SNNK) in place of the EUGen layers"""
+    baseline_seeds: list[int] | None = None
+    """seeds of the narrowed dense twin and the baselines (default: ``--seeds``; fewer saves CPU time)"""
+    retrain: bool = False
+    """train every run afresh (otherwise a finished run of the same steps is reused)"""
+    feature_map: FeatureMap | None = None
+    """feature map of the EUGen variant (default: the method's own)"""
+    variants: tuple[str, ...] = ()
+    """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
+    first three, and the last three with --baselines); rows of an earlier run of the same steps and scene in
+    ``--out`` that this run does not measure are kept, and the goals judged over all rows"""
+
+
+def main() -> None:
+    args = tyro.cli(BenchMethods, description=__doc__)
+    if not args.families:
+        usage_error("eugen-bench nerf", "--families needs at least one family")
+    if not args.seeds or args.baseline_seeds == []:
+        usage_error("eugen-bench nerf", "--seeds and --baseline-seeds need at least one seed")
+    if args.steps < 1 or args.repeats < 1:
+        usage_error("eugen-bench nerf", "--steps and --repeats must be >= 1")
+    unknown = [name for name in args.variants if name not in VARIANT_KINDS]
+    if unknown:
+        usage_error(
+            "eugen-bench nerf", f"unknown --variants {' '.join(unknown)} (known: {' '.join(VARIANT_KINDS)})"
+        )
+    if not args.baselines and any(name in BASELINE_KINDS for name in args.variants):
+        usage_error("eugen-bench nerf", "--variants lowrank and snnk need --baselines")
+
+    started = time.time()
+    report: dict[str, object] = {
+        "command": command_line(),
+        "scene": str(args.scene),
+        "steps": args.steps,
+        "size": "full" if args.full_size else "small-cpu",
+        "device": "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "lpips": "computed"
+        if lpips_unavailable_reason() is None
+        else f"omitted: {lpips_unavailable_reason()}",
+        "goal": f"EUGen >= {GOAL_SPEEDUP}x render FPS of its dense twin at <= {GOAL_MAX_PSNR_LOSS_DB} dB PSNR loss; "
+        "PSNR >= the dense twin narrowed to the EUGen parameter count",
+        "families": {},
+    }
+    for family in args.families:
+        wanted = args.variants or ("eugen", "dense", "narrowed") + (
+            (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ()
+        )
+        speed_from = (
+            (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+        )
+        configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
+        rows: dict[str, dict[str, object]] = {}
+        labels: dict[str, str] = {}
+        for kind in wanted:
+            label, config = configs[kind]
+            per_seed = []
+            seeds = (
+                args.seeds
+                if kind in ("eugen", "dense") or args.baseline_seeds is None
+                else args.baseline_seeds
+            )
+            for seed in seeds:
+                config_path, sec_per_iter = train_in_process(
+                    with_seed(config, seed),
+                    args.scene,
+                    args.steps,
+                    args.output_dir,
+                    timestamp(label, seed),
+                    reuse=not args.retrain,
+                )
+                if seed == seeds[0]:
+                    first = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
+                    scores = {key: first.get(key) for key in ("psnr", "ssim", "lpips")}
+                else:
+                    scores = quality(config_path)
+                per_seed.append({"seed": seed, "config": str(config_path), **scores})
+                print(f"[bench_methods] {label} seed {seed}: PSNR {scores['psnr']:.2f}", flush=True)
+            rows[label] = {"kind": kind, "measured_by": report["command"], **over_seeds(first, per_seed)}
+            labels[kind] = label
+            print(json.dumps({label: rows[label]}, indent=1), flush=True)
+        # read now, not at the start: another run writing this report meanwhile keeps its rows
+        kept = keep_earlier_rows(
+            earlier_families(args.out).get(family),
+            rows,
+            labels,
+            args.steps,
+            str(args.scene),
+            kind_by_label(configs),
+        )
+        report["families"][family] = {
+            "command": report["command"],
+            "scene": str(args.scene),
+            "steps": args.steps,
+            "seeds": args.seeds,
+            "runs": rows,
+            "goals": goals(rows, labels),
+        }
+        if kept:
+            report["families"][family]["rows_kept_from_earlier_runs"] = kept
+    report["wall_seconds"] = time.time() - started
+    report = write_report(args.out, report, [("families",)])  # families not run here stay as measured before
+    plot(report, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
