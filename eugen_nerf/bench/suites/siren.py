@@ -110,16 +110,8 @@ def run_variant(variant: Variant, seed: int, target: torch.Tensor, config: Bench
         if saved.get("setting") == wanted:
             return saved["result"]
     model, spec = seeded_network(variant, seed, config.width, target.shape[-1], config.hidden_layers)
-    result = fit(
-        model,
-        target,
-        config.steps,
-        config.lr,
-        config.log_every,
-        spec,
-        progress=False,
-        lr_schedule=config.lr_schedule,
-    )
+    steps, lr, schedule = config.steps, config.lr, config.lr_schedule
+    result = fit(model, target, steps, lr, config.log_every, spec, progress=False, lr_schedule=schedule)
     coords = pixel_grid(*target.shape[:2])
     model.eval()
     with torch.no_grad():
