@@ -13,6 +13,11 @@ apt_missing=()
 ldconfig -p 2>/dev/null | grep 'libusb-1.0.so.0' >/dev/null || apt_missing+=(libusb-1.0-0)  # no -q: pipefail + SIGPIPE
 command -v ffmpeg >/dev/null || apt_missing+=(ffmpeg)
 if [ "${1:-}" = "--test" ]; then command -v chromium >/dev/null || apt_missing+=(chromium); fi
+# With --scenes also Blender and COLMAP, which only scene generation runs (`make scenes-setup`).
+if [ "${1:-}" = "--scenes" ]; then
+  command -v blender >/dev/null || apt_missing+=(blender)
+  command -v colmap >/dev/null || apt_missing+=(colmap)
+fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "[setup] installing Debian packages: ${apt_missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

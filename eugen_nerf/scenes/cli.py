@@ -1,4 +1,8 @@
-"""``eugen-scenes``: render, check and list the synthetic scenes (tyro subcommands, like nerfstudio's ns-*)."""
+"""``eugen-scenes``: render, check and list the synthetic scenes (tyro subcommands, like nerfstudio's ns-*).
+
+``render`` uses the project's own ray caster (small Lambertian scenes, no extra program); ``blender`` renders
+the named Blender scenes with Cycles (needs the ``blender`` program).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,13 @@ from rich.table import Table
 
 from eugen_nerf.inputs.errors import one_line_errors
 from eugen_nerf.scenes.appearance import PHOTOS
+from eugen_nerf.scenes.blender.check import check_blender_scene
+from eugen_nerf.scenes.blender.generate import BlenderSceneConfig, generate_blender_scene
+from eugen_nerf.scenes.blender.measure import Measure
+from eugen_nerf.scenes.contact_sheet import contact_sheet
 from eugen_nerf.scenes.generate import SceneConfig, generate_scene
 from eugen_nerf.scenes.meshes import BUNDLED_MESHES, bundled_mesh_dir
-from eugen_nerf.scenes.validate import validate_scene
+from eugen_nerf.scenes.validate import validate_any, validate_scene
 
 CONSOLE = Console()
 
@@ -28,15 +36,43 @@ class Render(SceneConfig):
 
 
 @dataclass
+class Blender(BlenderSceneConfig):
+    """Render a named Blender scene with Cycles on the CPU: an object in NeRF-Synthetic's format (shiny,
+    branches, patterns, sculpture) or the unbounded garden in nerfstudio-data's format. Cached: a folder
+    rendered with the same settings is reused; an interrupted render resumes. Needs the `blender` program."""
+
+    def main(self) -> None:
+        CONSOLE.print(str(check_blender_scene(generate_blender_scene(self))), soft_wrap=True)
+
+
+@dataclass
 class Check:
-    """Validate scene folders (or transforms.json files); exits non-zero with the reason if one is broken."""
+    """Validate scene folders (nerfstudio-data or NeRF-Synthetic format) or transforms.json files; exits
+    non-zero with the reason if one is broken."""
 
     paths: tyro.conf.Positional[tuple[Path, ...]]
     """Scene folders or transforms.json files to check."""
 
     def main(self) -> None:
         for path in self.paths:
-            CONSOLE.print(str(validate_scene(path)), soft_wrap=True)
+            CONSOLE.print(str(check_blender_scene(path) or validate_any(path)), soft_wrap=True)
+
+
+@dataclass
+class Sheet:
+    """Write a contact sheet (a grid of a scene's views, spread over its splits) as one PNG."""
+
+    scene: tyro.conf.Positional[Path]
+    """Scene folder (nerfstudio-data or NeRF-Synthetic format)."""
+    output: Path
+    """PNG file to write."""
+    count: int = 12
+    """How many views."""
+    columns: int = 6
+
+    def main(self) -> None:
+        validate_any(self.scene)
+        CONSOLE.print(f"wrote {contact_sheet(self.scene, self.output, self.count, self.columns)}")
 
 
 @dataclass
@@ -55,14 +91,17 @@ class ListMeshes:
 
 Commands = (
     Annotated[Render, tyro.conf.subcommand("render")]
+    | Annotated[Blender, tyro.conf.subcommand("blender")]
     | Annotated[Check, tyro.conf.subcommand("check")]
+    | Annotated[Measure, tyro.conf.subcommand("measure")]
+    | Annotated[Sheet, tyro.conf.subcommand("sheet")]
     | Annotated[ListMeshes, tyro.conf.subcommand("list-meshes")]
 )
 
 
 def entrypoint() -> None:
     """Console script: bad scenes and refused overwrites end with a one-line message and exit code 1."""
-    command = tyro.cli(Commands, description="Render, check and list the synthetic EUGen-NeRF scenes.")
+    command = tyro.cli(Commands, description="Render, check and list the EUGen-NeRF scenes.")
     # SIGINT/SIGTERM unwind too: the render's staging folder is removed, an earlier scene stays as it was
     with one_line_errors("eugen-scenes", code=1, also=(FileExistsError, FileNotFoundError, ValueError)):
         command.main()

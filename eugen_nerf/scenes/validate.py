@@ -203,7 +203,11 @@ def validate_blender(path: Path | str) -> SceneSummary:
     size: tuple[int, int] | None = None
     for split in SPLITS:
         source = root / f"transforms_{split}.json"
-        file_paths, split_size, _ = check_frames(root, load_json(source), source, image_suffix=".png")
+        meta = load_json(source)
+        angle = meta.get("camera_angle_x")
+        if not isinstance(angle, (int, float)) or not 0.0 < angle < math.pi:
+            raise SceneError(f"{source}: camera_angle_x = {angle!r}; blender-data needs the horizontal field of view in radians")
+        file_paths, split_size, _ = check_frames(root, meta, source, image_suffix=".png")
         if size is not None and split_size != size:
             raise SceneError(f"{source}: images are {split_size}, transforms_train.json's are {size}")
         size, sizes[split] = split_size, len(file_paths)
@@ -262,3 +266,12 @@ def validate_scene(path: Path | str) -> SceneSummary:
             if blender_size != size:
                 raise SceneError(f"{blender}: images are {blender_size} but transforms.json's are {size}")
     return SceneSummary(path, size[1], size[0], len(file_paths), split_sizes, has_depth)
+
+
+def validate_any(path: Path | str) -> SceneSummary:
+    """:func:`validate_scene` for a nerfstudio-data folder (or transforms.json), :func:`validate_blender` for a
+    folder that holds only NeRF-Synthetic's ``transforms_<split>.json``."""
+    path = Path(path)
+    if path.is_dir() and not (path / "transforms.json").exists() and (path / "transforms_train.json").exists():
+        return validate_blender(path)
+    return validate_scene(path)

@@ -141,6 +141,11 @@ def write_transforms(
 
 def write_ply(path: Path, vertices: np.ndarray, faces: np.ndarray, colors: np.ndarray | None) -> None:
     """Binary little-endian PLY (float32 positions, uchar colours), byte-for-byte deterministic."""
+    path.write_bytes(ply_bytes(vertices, faces, colors))
+
+
+def ply_bytes(vertices: np.ndarray, faces: np.ndarray, colors: np.ndarray | None = None) -> bytes:
+    """The contents of :func:`write_ply`'s file."""
     vertex_fields = [("x", "<f4"), ("y", "<f4"), ("z", "<f4")]
     if colors is not None:
         vertex_fields += [("red", "u1"), ("green", "u1"), ("blue", "u1")]
@@ -156,4 +161,4 @@ def write_ply(path: Path, vertices: np.ndarray, faces: np.ndarray, colors: np.nd
     header = ["ply", "format binary_little_endian 1.0", f"element vertex {len(vertices)}"]
     header += [f"property {'float' if kind == '<f4' else 'uchar'} {name}" for name, kind in vertex_fields]
     header += [f"element face {len(faces)}", "property list uchar int vertex_indices", "end_header"]
-    path.write_bytes(("\n".join(header) + "\n").encode("ascii") + vertex_data.tobytes() + face_data.tobytes())
+    return ("\n".join(header) + "\n").encode("ascii") + vertex_data.tobytes() + face_data.tobytes()

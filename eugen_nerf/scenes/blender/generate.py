@@ -1,0 +1,414 @@
+"""``eugen-scenes blender NAME``: render a named Blender scene into a dataset folder, cached and resumable.
+
+Object scenes are written in NeRF-Synthetic's format (``train/ val/ test/`` RGBA PNGs,
+``transforms_{train,val,test}.json`` with ``camera_angle_x``), the unbounded scene in nerfstudio-data's
+format (``images/`` JPEGs, ``transforms.json`` with intrinsics and split lists). Frames are rendered into
+a staging folder beside the output (``.NAME.partial``); a rerun continues there; the folder becomes the
+output when every frame is on disk. ``scene.json`` records the command, the Blender version, the render
+settings, every asset with its source and licence, and the measured time and noise floor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shlex
+import shutil
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import imageio.v3 as iio
+import numpy as np
+import tyro
+
+from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.outputs import staging_path, swap_into_place
+from eugen_nerf.scenes.blender.formats import write_nerfstudio_transforms, write_synthetic_transforms
+from eugen_nerf.scenes.blender.library import GARDEN_TARGET, SCENES
+from eugen_nerf.scenes.blender.rigs import SYNTHETIC_ANGLE_X, every_nth, inward_orbits, synthetic_splits
+from eugen_nerf.scenes.blender.runner import JobTiming, blender_version, find_blender, run_job
+from eugen_nerf.scenes.blender.spec import FrameSpec, RenderSettings, SceneDescription, check_description, job
+
+SceneName = Literal["shiny", "branches", "patterns", "sculpture", "garden"]
+FORMAT = "eugen-blender-scene/1"
+RESOLUTION_RANGE = (16, 2048)
+MAX_VIEWS = 1000
+UNBOUNDED_ANGLE_X = 1.0
+"""garden's horizontal field of view (57 degrees), wider than the objects' as in hand-held captures."""
+DEFAULT_VIEWS = {"object": (100, 100, 200), "unbounded": (160,)}
+
+
+@dataclass
+class BlenderSceneConfig:
+    """Render a named Blender scene: an object in NeRF-Synthetic's format, or the unbounded garden in
+    nerfstudio-data's format. Needs the `blender` program (Debian package `blender`)."""
+
+    name: tyro.conf.Positional[SceneName]
+    """shiny (glossy and metallic), branches (thin structures), patterns (high-frequency texture),
+    sculpture (large smooth surfaces, self-shadowing) or garden (unbounded 360 scene)."""
+    output: Path
+    """Dataset folder to create. An existing folder rendered with the same settings is reused as it is;
+    an interrupted render resumes from its staging folder beside it."""
+    resolution: int = 800
+    """Image width and height in pixels (16 to 2048)."""
+    views: tuple[int, ...] = ()
+    """Objects: train val test counts (default 100 100 200, NeRF-Synthetic's). garden: the number of
+    frames (default 160; every eighth is a test view)."""
+    seed: int = 0
+    """Seeds the procedural geometry, the cameras and Cycles' sampling."""
+    samples: int | None = None
+    """Cycles samples per pixel (default: the scene's own, chosen for a noise floor above 35 dB)."""
+    noise_floor_views: int = 0
+    """Also render this many test views with another sampling seed and record the PSNR between the two
+    renders (the Monte-Carlo noise floor) in scene.json."""
+    overwrite: bool = False
+    """Replace an output folder that holds a different scene (it stays until the new one is complete)."""
+    quiet: bool = False
+    """No progress bar."""
+
+    def command(self) -> str:
+        args = [
+            "eugen-scenes",
+            "blender",
+            self.name,
+            "--output",
+            str(self.output),
+            "--resolution",
+            str(self.resolution),
+        ]
+        if self.views:
+            args += ["--views", *map(str, self.views)]
+        if self.seed:
+            args += ["--seed", str(self.seed)]
+        if self.samples is not None:
+            args += ["--samples", str(self.samples)]
+        if self.noise_floor_views:
+            args += ["--noise-floor-views", str(self.noise_floor_views)]
+        return shlex.join(args)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a render needs, derived from the config before anything is written."""
+
+    scene: SceneDescription
+    settings: RenderSettings
+    frames: dict[str, list[FrameSpec]]
+    camera_angle_x: float
+    views: tuple[int, ...]
+
+    def all_frames(self) -> list[FrameSpec]:
+        seen: dict[str, FrameSpec] = {}
+        for frames in self.frames.values():
+            for frame in frames:
+                seen.setdefault(frame.file_path, frame)
+        return list(seen.values())
+
+    def fingerprint(self, seed: int) -> str:
+        """Hash of what determines the pixels: a cached folder is reused only when this matches."""
+        poses = np.stack([f.camera_to_world for f in self.all_frames()]).round(9)
+        content = json.dumps(
+            {
+                "scene": self.scene.digest(),
+                "settings": asdict(self.settings),
+                "seed": seed,
+                "angle": self.camera_angle_x,
+                "frames": [f.file_path for f in self.all_frames()],
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(content.encode() + poses.tobytes()).hexdigest()
+
+
+def check_config(config: BlenderSceneConfig) -> tuple[int, ...]:
+    """One-line :class:`InputError` for out-of-range options; returns the view counts to use."""
+    low, high = RESOLUTION_RANGE
+    if not low <= config.resolution <= high:
+        raise InputError(f"--resolution {config.resolution} is out of range: use {low} to {high} pixels")
+    kind = "unbounded" if config.name == "garden" else "object"
+    views = tuple(config.views) or DEFAULT_VIEWS[kind]
+    if len(views) != len(DEFAULT_VIEWS[kind]):
+        wanted = "three counts (train val test)" if kind == "object" else "one count (the number of frames)"
+        raise InputError(f"--views {' '.join(map(str, views))}: {config.name} takes {wanted}")
+    floor = 8 if kind == "unbounded" else 1
+    if any(not floor <= v <= MAX_VIEWS for v in views):
+        raise InputError(
+            f"--views {' '.join(map(str, views))} is out of range: each count from {floor} to {MAX_VIEWS}"
+        )
+    if config.samples is not None and not 1 <= config.samples <= 65536:
+        raise InputError(f"--samples {config.samples} is out of range: use 1 to 65536")
+    if not 0 <= config.noise_floor_views <= views[-1]:
+        raise InputError(
+            f"--noise-floor-views {config.noise_floor_views} must be between 0 and the {views[-1]} test views"
+        )
+    return views
+
+
+def plan(config: BlenderSceneConfig) -> Plan:
+    views = check_config(config)
+    scene = SCENES[config.name](config.seed)
+    check_description(scene)
+    overrides = {} if config.samples is None else {"samples": config.samples}
+    settings = RenderSettings.for_scene(scene, config.resolution, config.resolution, **overrides)
+    if scene.kind == "object":
+        poses = synthetic_splits(views, config.seed)  # type: ignore[arg-type]
+        frames = {
+            split: [FrameSpec(f"{split}/r_{i}", pose) for i, pose in enumerate(split_poses)]
+            for split, split_poses in poses.items()
+        }
+        return Plan(scene, settings, frames, SYNTHETIC_ANGLE_X, views)
+    poses = inward_orbits(views[0], GARDEN_TARGET, np.random.default_rng(config.seed))
+    all_frames = [FrameSpec(f"images/frame_{i + 1:05d}", pose) for i, pose in enumerate(poses)]
+    frames = {split: [all_frames[i] for i in indices] for split, indices in every_nth(views[0]).items()}
+    return Plan(scene, settings, frames, UNBOUNDED_ANGLE_X, views)
+
+
+def read_scene_json(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / "scene.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def prepare_output(config: BlenderSceneConfig, fingerprint: str) -> bool:
+    """True when ``--output`` already holds this very scene; an error when it holds something else."""
+    output = config.output
+    if output.exists() and not output.is_dir():
+        raise InputError(f"--output {output} exists and is not a folder")
+    if not output.exists() or not any(output.iterdir()):
+        return False
+    existing = read_scene_json(output)
+    if existing is not None and existing.get("fingerprint") == fingerprint:
+        return True
+    if config.overwrite:
+        return False
+    what = f"a different {existing['name']} render" if existing else "files that are not this scene"
+    raise InputError(f"--output {output} holds {what}; choose another folder or pass --overwrite")
+
+
+def image_suffix(settings: RenderSettings) -> str:
+    return ".jpg" if settings.format == "JPEG" else ".png"
+
+
+def write_assets(scene: SceneDescription, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for asset in scene.assets:
+        (folder / asset.path).write_bytes(asset.data)
+
+
+def render_frames(
+    program: str,
+    plan_: Plan,
+    frames: list[FrameSpec],
+    output: Path,
+    work: Path,
+    sampling_seed: int,
+    label: str,
+    quiet: bool,
+) -> JobTiming:
+    """Render ``frames`` into ``output`` (skipping those on disk); returns what it cost."""
+    write_assets(plan_.scene, work)
+    document = job(plan_.scene, plan_.settings, frames, plan_.camera_angle_x, output, sampling_seed)
+    return run_job(program, document, work / f"job-{sampling_seed}.json", label, quiet)
+
+
+def load_rgb(path: Path) -> np.ndarray:
+    """An image as float RGB in [0, 1]; RGBA is composited on white, as blender-data loads it."""
+    image = iio.imread(path).astype(np.float64) / 255.0
+    if image.shape[-1] == 4:
+        image = image[..., :3] * image[..., 3:] + (1.0 - image[..., 3:])
+    return image[..., :3]
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a - b) ** 2))
+    return math.inf if mse == 0 else -10.0 * math.log10(mse)
+
+
+def compare_renders(first: Path, second: Path, names: list[str], suffix: str) -> dict[str, Any]:
+    """PSNR between two renders of the same frames: per frame, and of the pooled squared error."""
+    errors, per_frame = [], {}
+    for name in names:
+        a, b = load_rgb(first / (name + suffix)), load_rgb(second / (name + suffix))
+        errors.append(np.mean((a - b) ** 2))
+        per_frame[name] = round(psnr(a, b), 2)
+    pooled = float(np.mean(errors))
+    return {
+        "psnr": round(-10.0 * math.log10(pooled), 2) if pooled else math.inf,
+        "min_frame_psnr": min(per_frame.values()),
+        "frames": per_frame,
+    }
+
+
+def generate_blender_scene(config: BlenderSceneConfig) -> Path:
+    """Render (or reuse) the scene ``config`` names; returns the dataset folder."""
+    plan_ = plan(config)
+    fingerprint = plan_.fingerprint(config.seed)
+    if prepare_output(config, fingerprint):
+        if not config.quiet:
+            print(f"{config.output}: up to date ({config.name}, {config.resolution} px), nothing to render")
+        return config.output
+    program = find_blender()
+    version = blender_version(program)
+    staging = staging_path(config.output)
+    work = staging / ".work"
+    if (
+        staging.exists()
+        and (work / "fingerprint").is_file()
+        and (work / "fingerprint").read_text() != fingerprint
+    ):
+        shutil.rmtree(staging)  # a stale render of other settings: start again
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "fingerprint").write_text(fingerprint)
+    timing = render_frames(
+        program,
+        plan_,
+        plan_.all_frames(),
+        staging,
+        work,
+        config.seed,
+        f"{config.name} {config.resolution}px",
+        config.quiet,
+    )
+    measured: dict[str, Any] = {
+        "frames_rendered": timing.frames,
+        "wall_seconds": round(timing.wall_seconds, 1),
+        "blender_cpu_seconds": round(timing.cpu_seconds, 1),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+    }
+    if config.noise_floor_views:
+        names = [f.file_path for f in plan_.frames["test"][: config.noise_floor_views]]
+        second = work / "noise"
+        render_frames(
+            program,
+            plan_,
+            [f for f in plan_.frames["test"] if f.file_path in names],
+            second,
+            work,
+            config.seed + 1,
+            "noise floor",
+            config.quiet,
+        )
+        measured["noise_floor"] = {
+            "sampling_seeds": [config.seed, config.seed + 1],
+            **compare_renders(staging, second, names, image_suffix(plan_.settings)),
+        }
+    write_dataset(staging, config, plan_, version, fingerprint, measured)
+    shutil.rmtree(work)
+    if config.output.exists():
+        swap_into_place(staging, config.output)
+    else:
+        config.output.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(config.output)
+    return config.output
+
+
+def write_dataset(
+    root: Path,
+    config: BlenderSceneConfig,
+    plan_: Plan,
+    version: str,
+    fingerprint: str,
+    measured: dict[str, Any],
+) -> None:
+    suffix = image_suffix(plan_.settings)
+    if plan_.scene.kind == "object":
+        write_synthetic_transforms(root, plan_.camera_angle_x, plan_.frames)
+    else:
+        write_nerfstudio_transforms(
+            root, plan_.settings.width, plan_.settings.height, plan_.camera_angle_x, plan_.frames, suffix
+        )
+    record = {
+        "format": FORMAT,
+        "name": config.name,
+        "kind": plan_.scene.kind,
+        "summary": plan_.scene.summary,
+        "command": config.command(),
+        "seed": config.seed,
+        "resolution": config.resolution,
+        "views": dict(zip(("train", "val", "test"), plan_.views))
+        if plan_.scene.kind == "object"
+        else {
+            "frames": plan_.views[0],
+            "train": len(plan_.frames["train"]),
+            "test": len(plan_.frames["test"]),
+        },
+        "blender": version,
+        "render": {
+            "engine": "CYCLES",
+            "device": "CPU",
+            "denoising": False,
+            "view_transform": "Standard",
+            "film_transparent": plan_.settings.transparent,
+            "pixel_filter": "Blackman-Harris 1.5 px",
+            "sampling_seed": config.seed,
+            **asdict(plan_.settings),
+        },
+        "camera_angle_x": plan_.camera_angle_x,
+        "assets": [
+            {
+                "file": a.path,
+                "source": a.source,
+                "licence": a.licence,
+                "sha256": hashlib.sha256(a.data).hexdigest(),
+            }
+            for a in plan_.scene.assets
+        ],
+        "fingerprint": fingerprint,
+        "measured": measured,
+    }
+    (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def rerender(
+    folder: Path,
+    names: list[str],
+    output: Path,
+    sampling_seed: int | None = None,
+    quiet: bool = True,
+    **overrides: Any,
+) -> Path:
+    """Render frames ``names`` (file paths without extension) of a generated scene again into ``output``,
+    from the settings its scene.json records (with another sampling seed, or other
+    :class:`RenderSettings` fields such as ``depth=True, samples=1``, if given)."""
+    record = read_scene_json(folder)
+    if record is None:
+        raise InputError(
+            f"{folder}: not a scene made by `eugen-scenes blender` (no scene.json of that format)"
+        )
+    views = (
+        tuple(record["views"].values())[:3] if record["kind"] == "object" else (record["views"]["frames"],)
+    )
+    config = BlenderSceneConfig(
+        record["name"],
+        folder,
+        resolution=record["resolution"],
+        views=views,
+        seed=record["seed"],
+        samples=record["render"]["samples"],
+        quiet=quiet,
+    )
+    plan_ = plan(config)
+    if overrides:
+        plan_ = replace(plan_, settings=replace(plan_.settings, **overrides))
+    frames = [f for f in plan_.all_frames() if f.file_path in set(names)]
+    if len(frames) != len(set(names)):
+        raise InputError(f"{folder}: some of {names} are not frames of the scene")
+    work = output / ".work"
+    render_frames(
+        find_blender(),
+        plan_,
+        frames,
+        output,
+        work,
+        record["seed"] if sampling_seed is None else sampling_seed,
+        "re-render",
+        quiet,
+    )
+    shutil.rmtree(work)
+    return output
