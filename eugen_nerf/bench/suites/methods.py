@@ -406,7 +406,7 @@ def plot(report: dict[str, object], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     families = report["families"]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.5), gridspec_kw={"width_ratios": (1, 1, 1.2)})
     timed_apart, index = False, 0
     for data in families.values():
         eugen_timing = next(
@@ -428,7 +428,7 @@ def plot(report: dict[str, object], path: Path) -> None:
                 label=label + (" (timed apart)" if apart else ""),
             )
             axes[1].scatter(row["parameters"], row["psnr"], marker=marker, color=colour, label=label)
-            axes[2].bar(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
+            axes[2].barh(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
     rows = [row for data in families.values() for row in data["runs"].values()]
 
     def scale(key: str) -> str:
@@ -448,10 +448,11 @@ def plot(report: dict[str, object], path: Path) -> None:
         xscale=scale("parameters"),
         title="quality vs size",
     )
-    axes[2].set(ylabel="rays / s", yscale=scale("rays_per_sec"), title="render throughput")
-    axes[2].tick_params(axis="x", rotation=60, labelsize=7)
+    axes[2].set(xlabel="rays / s", xscale=scale("rays_per_sec"), title="render throughput")
+    axes[2].tick_params(axis="y", labelsize=8)
+    axes[2].invert_yaxis()  # the legend's order, top to bottom
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=5, frameon=False)
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=3, frameon=False)
     runs = sorted(
         {
             f"{data.get('scene', report['scene'])} {data.get('steps', report['steps'])} steps"
@@ -466,8 +467,9 @@ def plot(report: dict[str, object], path: Path) -> None:
             else ""
         )
     )
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=120)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 @dataclass
