@@ -1,0 +1,116 @@
+"""``eugen-export``: write a trained field in its fused form to one file, and view it in a browser.
+
+    eugen-export RUN/config.yml --output DIR [--dtype float16] [--overwrite]
+    eugen-export serve DIR [DIR2] [--port 8765]
+
+The first form is shorthand for ``eugen-export export ...``: the run (EUGen, its dense twin or an
+``eugen-distill`` student) becomes ``DIR/field.eugen`` (format in ``docs/export.md``). ``serve`` opens the web
+viewer on 127.0.0.1 with one export, or two side by side (an EUGen field and its dense twin).
+Exit status: 0 done, 2 bad input (nothing written), 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import tyro
+from rich.console import Console
+
+from eugen_nerf.export import format as fmt
+from eugen_nerf.inputs.errors import InputError, one_line_errors
+from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
+
+CONSOLE = Console()
+
+
+@dataclass
+class Export:
+    """Export a trained run's field (fused), its occupancy grid, bounds, near/far, background and test cameras."""
+
+    config: tyro.conf.Positional[Path]
+    """The run's config.yml (or its directory)."""
+    output: Path
+    """Directory to write field.eugen into."""
+    dtype: Literal["float32", "float16"] = "float32"
+    """Storage of the weights (the page widens float16 when it loads them)."""
+    grid_resolution: int = 64
+    """Cells per axis of the occupancy grid baked from the density."""
+    overwrite: bool = False
+    """Replace an existing export in --output."""
+
+    def main(self) -> None:
+        from eugen_nerf.export.exporter import ExportOptions
+
+        if not 8 <= self.grid_resolution <= 256:
+            raise InputError(f"--grid-resolution must be in 8..256, got {self.grid_resolution}")
+        refuse_existing(self.output, self.overwrite, "--output", "an export")
+        from rich.progress import Progress
+
+        from eugen_nerf.eval.runs import load_run
+        from eugen_nerf.export.exporter import build_export
+
+        options = ExportOptions(dtype=self.dtype, grid_resolution=self.grid_resolution)
+        with CONSOLE.status(f"loading {self.config}"):
+            run = load_run(self.config, device="cpu")
+        with Progress(console=CONSOLE, transient=True) as progress:
+            header, buffers = build_export(run, options, progress)
+        with staged_directory(self.output) as staging:
+            size = fmt.write(staging / fmt.FILE_NAME, header, buffers)
+        occupied = float(buffers["occupancy"].mean())
+        macs = ", ".join(f"{name} {value:,}" for name, value in header["macs_per_sample"].items())
+        CONSOLE.print(
+            f"wrote {self.output / fmt.FILE_NAME}: {size / 1e6:.2f} MB, {self.dtype}; multiply-adds per sample: "
+            f"{macs}; occupancy {occupied:.1%} of {self.grid_resolution}^3 cells; "
+            f"{len(header['cameras'])} test cameras"
+        )
+
+
+@dataclass
+class Serve:
+    """Open the web viewer on 127.0.0.1 with one export, or two (toggled or side by side)."""
+
+    exports: tyro.conf.Positional[list[Path]] = field(default_factory=list)
+    """One or two export directories (or field.eugen files)."""
+    port: int = 8765
+    """Port on 127.0.0.1 (0: any free port)."""
+
+    def main(self) -> None:
+        from eugen_nerf.export.serve import make_server
+
+        if not 1 <= len(self.exports) <= 2:
+            raise InputError(f"serve takes one or two exports, got {len(self.exports)}")
+        try:
+            server = make_server(self.exports, self.port)
+        except OSError as error:
+            raise InputError(f"cannot listen on 127.0.0.1:{self.port} ({error.strerror}); pick --port") from None
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        CONSOLE.print(f"web viewer: {url}  (Ctrl-C stops it)", soft_wrap=True)
+        try:
+            server.serve_forever()
+        finally:
+            server.server_close()
+
+
+Commands = Union[  # noqa: UP007 (tyro subcommands read best as a Union)
+    Annotated[Export, tyro.conf.subcommand("export")],
+    Annotated[Serve, tyro.conf.subcommand("serve")],
+]
+SUBCOMMANDS = ("export", "serve")
+
+
+def entrypoint(args: list[str] | None = None) -> None:
+    """Console entry point; ``eugen-export RUN --output DIR`` runs the ``export`` subcommand."""
+    args = sys.argv[1:] if args is None else list(args)
+    if args and args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help"):
+        args = ["export", *args]
+    tyro.extras.set_accent_color("bright_yellow")
+    command = tyro.cli(Commands, args=args, description=__doc__)
+    with one_line_errors("eugen-export", also=(fmt.ExportFormatError,)):
+        command.main()
+
+
+if __name__ == "__main__":
+    entrypoint()

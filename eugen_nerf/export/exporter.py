@@ -1,0 +1,305 @@
+"""``eugen-export``'s work: a trained run (EUGen, its dense twin or a distilled student) to an export file.
+
+Every MLP is written in its merged form (:class:`eugen_nerf.layers.fused.FusedMLP`, built from the trained
+layers in float64), so the file holds what the fused inference computes and an EUGen chain's wide hidden
+activation is never stored or built. Beside the fields: the occupancy grid baked from the rendered field's
+density (``bake_occupancy``), the grid's box, near/far and background in the field's own frame, and the run's
+test cameras moved into that frame.
+
+Supported: the NeRF head (``eugen-nerf``, ``dense-nerf`` and ``eugen-distill`` students of them) on an object
+scene (no scene contraction, a white or black background). Anything else is refused in one line before a file
+is written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.progress import Progress
+from torch import nn
+
+from eugen_nerf.export import format as fmt
+from eugen_nerf.export.field import field_from_header
+from eugen_nerf.inputs.errors import InputError
+
+SUPPORTED = "the NeRF head (eugen-nerf, dense-nerf and their eugen-distill students) on an object scene"
+ACTIVATION_NAMES = {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.Softplus: "softplus"}
+
+
+class ExportError(InputError):
+    """A run the exporter cannot write (an unsupported head, layer or framing); nothing is written."""
+
+
+@dataclass
+class ExportOptions:
+    """What is exported and how."""
+
+    dtype: str = "float32"
+    """Weights' storage: float32 or float16 (the page widens either)."""
+    grid_resolution: int = 64
+    """Cells per axis of the occupancy grid."""
+    grid_probes: int = 2
+    """Density probes per cell and axis (probes^3 per cell); the cell is occupied if any probe is."""
+    alpha_threshold: float = 0.001
+    """A probe is occupied when a cell-long step through it would be this opaque (1 - exp(-sigma * cell))."""
+    dilation: int = 1
+    """Occupied cells grow by this many cells (a thin surface between probes is not lost)."""
+
+
+def _activation(module: nn.Module | None, where: str) -> str | None:
+    if module is None:
+        return None
+    name = ACTIVATION_NAMES.get(type(module))
+    if name is None:
+        raise ExportError(f"{where}: activation {type(module).__name__} is not supported (relu, sigmoid, softplus)")
+    return name
+
+
+class _Writer:
+    """Collects buffers under unique names, in the chosen dtype."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = np.float16 if dtype == "float16" else np.float32
+        self.buffers: dict[str, np.ndarray] = {}
+
+    def add(self, name: str, tensor: torch.Tensor | None) -> str | None:
+        if tensor is None:
+            return None
+        self.buffers[name] = tensor.detach().double().cpu().numpy().astype(self.dtype)
+        return name
+
+
+def export_mlp(mlp: nn.Module, name: str, writer: _Writer) -> dict:
+    """The header entry of an :class:`~eugen_nerf.layers.EUGenMLP` in merged form (its buffers added)."""
+    from eugen_nerf.layers import EUGenLinear
+    from eugen_nerf.layers.fused import FusedMLP
+
+    fused = FusedMLP.from_mlp(mlp)
+    steps = []
+    for i, step in enumerate(fused.steps):
+        where = f"{name} layer {i}"
+        prefix = f"{name}.{i}."
+        weight, bias, skip = step.weight.double(), step.bias.double(), step.skip_weight
+        entry: dict = {"activation": _activation(step.activation, where)}
+        layer = step.layer
+        if layer is None:
+            entry["kind"] = "dense"
+        else:
+            assert isinstance(layer, EUGenLinear)
+            if step.factors is None and not layer.shared_projections and layer.degree > 1:
+                raise ExportError(
+                    f"{where}: EUGen layers with per-order projections (shared_projections False) are not "
+                    "supported; export layers whose orders share projections (the default)"
+                )
+            m = layer.num_features
+            projection_rows = weight.shape[0] - step.norm_rows
+            norm_projection = step.norm_projection
+            if step.factors is not None:  # orders reuse the first order's rows: write every order's rows out
+                order = torch.cat(
+                    [torch.arange(m) if f is None else f.cpu() for f in step.factors]
+                ).to(weight.device)
+                weight = torch.cat([weight[:projection_rows][order], weight[projection_rows:]])
+                bias = torch.cat([bias[:projection_rows][order], bias[projection_rows:]])
+                skip = skip[order] if skip is not None else None
+                norm_projection = norm_projection[order] if norm_projection is not None else None
+            entry.update(
+                kind="eugen",
+                num_features=m,
+                degree=layer.degree,
+                feature_map=layer.feature_map,
+                scaling=layer.scaling,
+                use_norm=bool(layer.use_norm),
+                augmented_dim=layer.augmented_dim,
+                norm_rows=step.norm_rows,
+                norm_constant=float(step.norm_constant) if step.norm_constant is not None else None,
+                norm_projection=writer.add(prefix + "norm_projection", norm_projection),
+                out_weight=writer.add(prefix + "out_weight", step.out_weight),
+                out_bias=writer.add(prefix + "out_bias", step.out_bias),
+            )
+        entry.update(
+            weight=writer.add(prefix + "weight", weight),
+            bias=writer.add(prefix + "bias", bias),
+            skip_weight=writer.add(prefix + "skip_weight", skip),
+        )
+        steps.append(entry)
+    return {
+        "in_dim": mlp.in_dim,
+        "out_activation": _activation(mlp.out_activation, f"{name} output"),
+        "steps": steps,
+    }
+
+
+def _linear_mlp(linear: nn.Linear, activation: str, name: str, writer: _Writer) -> dict:
+    bias = linear.bias if linear.bias is not None else torch.zeros(linear.out_features)
+    step = {
+        "kind": "dense",
+        "activation": None,
+        "weight": writer.add(name + ".0.weight", linear.weight),
+        "bias": writer.add(name + ".0.bias", bias),
+        "skip_weight": None,
+    }
+    return {"in_dim": linear.in_features, "out_activation": activation, "steps": [step]}
+
+
+def _encoding(encoding) -> dict:
+    frequencies = 2 ** torch.linspace(encoding.min_freq, encoding.max_freq, encoding.num_frequencies)
+    return {
+        "frequencies": frequencies.tolist(),
+        "scale": 2 * math.pi,
+        "include_input": bool(encoding.include_input),
+    }
+
+
+def export_nerf_field(field: nn.Module, name: str, writer: _Writer) -> dict:
+    from eugen_nerf.fields.nerf import EUGenNeRFField
+
+    if not isinstance(field, EUGenNeRFField):
+        raise ExportError(f"field {name} is a {type(field).__name__}; the exporter supports {SUPPORTED}")
+    return {
+        "position_encoding": _encoding(field.position_encoding),
+        "direction_encoding": _encoding(field.direction_encoding),
+        "trunk": export_mlp(field.trunk, f"{name}.trunk", writer),
+        "density": _linear_mlp(field.density_head, "softplus", f"{name}.density", writer),
+        "color": export_mlp(field.color_head, f"{name}.color", writer),
+        "color_input": ["direction", "features"],
+    }
+
+
+def check_model(model: nn.Module, method: str) -> None:
+    """Refuse (one line) a model the exporter does not support."""
+    from eugen_nerf.models.nerf import EUGenNeRFModel
+
+    if not isinstance(model, EUGenNeRFModel):
+        raise ExportError(f"{method}: its head ({type(model).__name__}) is not supported; eugen-export supports {SUPPORTED}")
+    framing = model.framing
+    if framing.contraction:
+        raise ExportError(f"{method}: a scene with contraction (unbounded) is not supported; eugen-export supports {SUPPORTED}")
+    if framing.background not in ("white", "black"):
+        raise ExportError(
+            f"{method}: background {framing.background!r} is not supported (white or black); "
+            "set --pipeline.model.background-color when training"
+        )
+
+
+@torch.no_grad()
+def bake_occupancy(
+    field, bounds: torch.Tensor, options: ExportOptions, progress: Progress | None = None
+) -> np.ndarray:
+    """``(R, R, R)`` uint8, 1 where the field's density makes a cell-long step at least ``alpha_threshold``
+    opaque at any of the cell's ``probes^3`` probes, then dilated."""
+    r, p = options.grid_resolution, options.grid_probes
+    low, high = bounds[0].double(), bounds[1].double()
+    cell = (high - low) / r
+    threshold = -math.log(1 - options.alpha_threshold) / float(cell.max())
+    offsets = (torch.arange(p, dtype=torch.float64) + 0.5) / p
+    sub = torch.stack(torch.meshgrid(offsets, offsets, offsets, indexing="ij"), -1).reshape(-1, 3)
+    grid = np.zeros((r, r, r), dtype=bool)
+    task = progress.add_task("occupancy grid", total=r) if progress else None
+    index = torch.stack(torch.meshgrid(torch.arange(r), torch.arange(r), indexing="ij"), -1).reshape(-1, 2)
+    for x in range(r):
+        corners = torch.cat([torch.full((index.shape[0], 1), x), index], 1).double()
+        points = (low + (corners[:, None] + sub[None]) * cell).reshape(-1, 3).float()
+        density = torch.cat([field.density_and_features(chunk)[0] for chunk in points.split(65536)])
+        grid[x] = (density.view(-1, sub.shape[0]).max(1).values >= threshold).view(r, r).cpu().numpy()
+        if progress:
+            progress.advance(task)
+    for _ in range(options.dilation):
+        grown = grid.copy()
+        for axis in range(3):
+            for shift in (-1, 1):
+                rolled = np.roll(grid, shift, axis)
+                edge = [slice(None)] * 3
+                edge[axis] = 0 if shift == 1 else -1
+                rolled[tuple(edge)] = False
+                grown |= rolled
+        grid = grown
+    return grid.astype(np.uint8)
+
+
+def _cameras(run, origin: torch.Tensor, unit: float) -> list[dict]:
+    from nerfstudio.cameras.cameras import CameraType
+
+    cameras = run.pipeline.datamanager.eval_dataset.cameras
+    out = []
+    for i in range(len(cameras)):
+        if int(cameras.camera_type[i]) != CameraType.PERSPECTIVE.value:
+            raise ExportError(f"{run.config_path}: test camera {i} is not a pinhole camera; only pinhole cameras are exported")
+        c2w = cameras.camera_to_worlds[i].double().clone()
+        c2w[:, 3] = (c2w[:, 3] - origin) / unit
+        out.append(
+            {
+                "name": f"test {i}",
+                "width": int(cameras.width[i]),
+                "height": int(cameras.height[i]),
+                "fx": float(cameras.fx[i]),
+                "fy": float(cameras.fy[i]),
+                "cx": float(cameras.cx[i]),
+                "cy": float(cameras.cy[i]),
+                "camera_to_world": c2w.tolist(),
+            }
+        )
+    return out
+
+
+def build_export(run, options: ExportOptions, progress: Progress | None = None) -> tuple[dict, dict]:
+    """Header and buffers of ``run``'s export (nothing written)."""
+    model = run.model
+    check_model(model, run.config.method_name)
+    framing = model.framing
+    origin = torch.tensor(framing.origin, dtype=torch.float64)
+    unit = float(framing.unit)
+    writer = _Writer(options.dtype)
+    fields = {
+        "coarse": export_nerf_field(model.field_coarse, "coarse", writer),
+        "fine": export_nerf_field(model.field_fine, "fine", writer),
+    }
+    near, far = model.collider_planes()
+    aabb = run.pipeline.datamanager.train_dataparser_outputs.scene_box.aabb.double()
+    bounds = (aabb - origin) / unit
+    # the fine field as the file holds it (its dtype included), so the grid is the one the page's field sees
+    fine = field_from_header(fields["fine"], writer.buffers, torch.device("cpu"), torch.float32)
+    occupancy = bake_occupancy(fine, bounds, options, progress)
+    writer.buffers["occupancy"] = occupancy
+    background = [1.0, 1.0, 1.0] if framing.background == "white" else [0.0, 0.0, 0.0]
+    config = run.config.pipeline.model
+    header = {
+        "head": "nerf",
+        "dtype": options.dtype,
+        "source": {"method": run.config.method_name, "run": run.name, "step": run.step},
+        "scene": {
+            "near": near,
+            "far": far,
+            "background": background,
+            "bounds": bounds.tolist(),
+            "frame": {"origin": list(framing.origin), "unit": unit},
+        },
+        "occupancy": {
+            "buffer": "occupancy",
+            "resolution": [options.grid_resolution] * 3,
+            "field": "fine",
+            "alpha_threshold": options.alpha_threshold,
+            "probes": options.grid_probes,
+            "dilation": options.dilation,
+        },
+        "sampling": {
+            "nerfstudio": {
+                # nerfstudio's collider renders from 0 outside training unless told not to reset the near plane
+                "near": 0.0 if getattr(model.collider, "reset_near_plane", True) else near,
+                "far": far,
+                "coarse_samples": config.num_coarse_samples,
+                "importance_samples": config.num_importance_samples,
+                "histogram_padding": 0.01,
+            }
+        },
+        "fields": fields,
+        "macs_per_sample": {},
+        "cameras": _cameras(run, origin, unit),
+    }
+    for name in fields:
+        parsed = field_from_header(fields[name], writer.buffers, torch.device("cpu"), torch.float32)
+        header["macs_per_sample"][name] = parsed.macs_per_point()
+    return header, writer.buffers

@@ -1,0 +1,302 @@
+"""An exported field as torch tensors, and its evaluation: the format's semantics, with torch alone.
+
+:func:`load_export` reads an export (:mod:`.format`) onto any device; :class:`ExportedField` holds its fields
+(NeRF: ``coarse`` and ``fine``), occupancy grid, bounds, near/far, background and test cameras. An exported
+MLP is a list of merged steps (the fused form of :mod:`eugen_nerf.layers.fused`, written as arrays): a dense
+step computes ``act(W x + b)``; an EUGen step projects (``W x + b``, the rows after the projections being
+the factor whose norm is ``‖h‖``), scales, multiplies the orders' blocks and applies its feature map, so the
+next step reads the features and the wide hidden activation of a merged chain is never built.
+:func:`run_mlp` evaluates one; the web page's shader computes the same steps.
+
+Imports torch and numpy only: usable where nerfstudio is not installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from eugen_nerf.export import format as fmt
+
+ACTIVATIONS = {
+    None: lambda x: x,
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "softplus": torch.nn.functional.softplus,
+}
+FEATURE_MAPS = {
+    "identity": lambda x: x,
+    "relu": torch.relu,
+    "softplus": torch.nn.functional.softplus,
+    "sin": torch.sin,
+}
+HEADS = ("nerf",)
+"""Field heads an export may hold."""
+
+
+@dataclass
+class Step:
+    """One merged layer (see the module docstring); ``kind`` is ``dense`` or ``eugen``."""
+
+    kind: str
+    weight: Tensor
+    bias: Tensor
+    skip_weight: Tensor | None = None
+    activation: str | None = None
+    num_features: int = 0
+    degree: int = 1
+    feature_map: str = "identity"
+    scaling: str = "polynomial"
+    use_norm: bool = False
+    augmented_dim: int = 0
+    norm_rows: int = 0
+    norm_constant: float | None = None
+    norm_projection: Tensor | None = None
+    out_weight: Tensor | None = None
+    out_bias: Tensor | None = None
+
+    @property
+    def needs_input_norm(self) -> bool:
+        return self.use_norm or self.scaling != "polynomial"
+
+
+@dataclass
+class MLP:
+    in_dim: int
+    steps: list[Step]
+    out_activation: str | None = None
+
+    def __call__(self, inputs: Tensor) -> Tensor:
+        return run_mlp(self, inputs)
+
+    def macs_per_point(self) -> int:
+        total = 0
+        for step in self.steps:
+            total += step.weight.numel() + (step.skip_weight.numel() if step.skip_weight is not None else 0)
+            if step.out_weight is not None:
+                total += step.out_weight.numel()
+        return total
+
+
+def run_mlp(mlp: MLP, inputs: Tensor) -> Tensor:
+    """The exported MLP at ``inputs`` ``(N, in_dim)``."""
+    x = inputs
+    input_sq_norm = None
+    for step in mlp.steps:
+        z = torch.addmm(step.bias, x, step.weight.T)
+        if step.skip_weight is not None:
+            rows = z.shape[1] - step.norm_rows
+            z = torch.cat([z[:, :rows] + inputs @ step.skip_weight.T, z[:, rows:]], dim=1)
+        if step.kind == "dense":
+            x = ACTIVATIONS[step.activation](z)
+            continue
+        projected, rms = z, None
+        if step.needs_input_norm:
+            if step.norm_rows:
+                projected = z[:, : -step.norm_rows]
+                norm = torch.linalg.vector_norm(z[:, -step.norm_rows :], dim=1, keepdim=True)
+                if step.norm_constant is not None:
+                    norm = torch.hypot(norm, norm.new_tensor(step.norm_constant))
+            else:
+                norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+            if step.skip_weight is not None:
+                if input_sq_norm is None:
+                    input_sq_norm = torch.linalg.vector_norm(inputs, dim=1, keepdim=True).square()
+                norm = (norm.square() + input_sq_norm).sqrt()
+            if step.use_norm:
+                projected = projected + norm * step.norm_projection
+            if step.scaling != "polynomial":
+                rms = ((norm.square() * (1 + int(step.use_norm)) + 1.0) / step.augmented_dim).sqrt()
+                projected = projected / rms
+        n, m, k = projected.shape[0], step.num_features, step.degree
+        features = FEATURE_MAPS[step.feature_map](projected.view(n, k, m).cumprod(dim=1).reshape(n, k * m))
+        if step.scaling == "linear":
+            features = features * rms
+        x = features
+        if step.out_weight is not None:
+            x = torch.addmm(step.out_bias, x, step.out_weight.T)
+    return ACTIVATIONS[mlp.out_activation](x)
+
+
+@dataclass
+class Encoding:
+    """NeRF's positional encoding: ``[sin(s f_j x), sin(s f_j x + π/2), x]`` (channel-major, as nerfstudio's)."""
+
+    frequencies: Tensor
+    scale: float
+    include_input: bool
+
+    def __call__(self, x: Tensor) -> Tensor:
+        scaled = (self.scale * x)[..., None] * self.frequencies
+        scaled = scaled.reshape(*scaled.shape[:-2], -1)
+        encoded = torch.sin(torch.cat([scaled, scaled + torch.pi / 2.0], dim=-1))
+        return torch.cat([encoded, x], dim=-1) if self.include_input else encoded
+
+
+@dataclass
+class NeRFField:
+    """Positions -> encoding -> trunk -> softplus density; [direction encoding, trunk features] -> colour."""
+
+    position_encoding: Encoding
+    direction_encoding: Encoding
+    trunk: MLP
+    density: MLP
+    color: MLP
+
+    def density_and_features(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        features = self.trunk(self.position_encoding(positions))
+        return self.density(features), features
+
+    def color_of(self, directions: Tensor, features: Tensor) -> Tensor:
+        return self.color(torch.cat([self.direction_encoding(directions), features], dim=-1))
+
+    def __call__(self, positions: Tensor, directions: Tensor) -> tuple[Tensor, Tensor]:
+        """Density ``(N, 1)`` and colour ``(N, 3)`` at ``positions`` seen along ``directions``."""
+        density, features = self.density_and_features(positions)
+        return density, self.color_of(directions, features)
+
+    def macs_per_point(self) -> int:
+        return self.trunk.macs_per_point() + self.density.macs_per_point() + self.color.macs_per_point()
+
+
+@dataclass
+class Camera:
+    """A pinhole camera (nerfstudio's convention: x right, y up, looking down -z) in the field's frame."""
+
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    camera_to_world: Tensor
+    name: str = ""
+
+    def resized(self, width: int, height: int) -> Camera:
+        """The same view at another resolution (intrinsics scaled per axis)."""
+        sx, sy = width / self.width, height / self.height
+        return Camera(
+            width, height, self.fx * sx, self.fy * sy, self.cx * sx, self.cy * sy, self.camera_to_world, self.name
+        )
+
+
+@dataclass
+class ExportedField:
+    """A loaded export: what :func:`eugen_nerf.export.render.render_view` renders."""
+
+    header: dict
+    fields: dict[str, NeRFField]
+    occupancy: Tensor
+    """``(R, R, R)`` bool, indexed ``[x, y, z]`` over :attr:`bounds`."""
+    bounds: Tensor
+    """``(2, 3)``: the box of the occupancy grid (nothing is rendered outside it by the page's sampling)."""
+    near: float
+    far: float
+    background: Tensor
+    cameras: list[Camera] = field(default_factory=list)
+    path: Path | None = None
+
+    @property
+    def head(self) -> str:
+        return self.header["head"]
+
+    @property
+    def device(self) -> torch.device:
+        return self.bounds.device
+
+
+def _tensor(buffers, name, device, dtype) -> Tensor | None:
+    if name is None:
+        return None
+    return torch.from_numpy(np.asarray(buffers[name], dtype=np.float32)).to(device=device, dtype=dtype)
+
+
+def _mlp(spec: dict, buffers, device, dtype) -> MLP:
+    steps = []
+    for entry in spec["steps"]:
+        tensors = {
+            key: _tensor(buffers, entry.get(key), device, dtype)
+            for key in ("weight", "bias", "skip_weight", "norm_projection", "out_weight", "out_bias")
+        }
+        options = {
+            key: entry[key]
+            for key in (
+                "activation",
+                "num_features",
+                "degree",
+                "feature_map",
+                "scaling",
+                "use_norm",
+                "augmented_dim",
+                "norm_rows",
+                "norm_constant",
+            )
+            if key in entry
+        }
+        steps.append(Step(kind=entry["kind"], **tensors, **options))
+    return MLP(spec["in_dim"], steps, spec.get("out_activation"))
+
+
+def _encoding(spec: dict, device, dtype) -> Encoding:
+    return Encoding(torch.tensor(spec["frequencies"], device=device, dtype=dtype), spec["scale"], spec["include_input"])
+
+
+def field_from_header(spec: dict, buffers, device, dtype) -> NeRFField:
+    return NeRFField(
+        _encoding(spec["position_encoding"], device, dtype),
+        _encoding(spec["direction_encoding"], device, dtype),
+        _mlp(spec["trunk"], buffers, device, dtype),
+        _mlp(spec["density"], buffers, device, dtype),
+        _mlp(spec["color"], buffers, device, dtype),
+    )
+
+
+def load_export(
+    path: Path | str, device: str | torch.device | None = None, dtype: torch.dtype = torch.float32
+) -> ExportedField:
+    """The export at ``path`` (a directory from ``eugen-export`` or its ``field.eugen``) on ``device`` (default:
+    CUDA when available); float16 buffers are widened to ``dtype``. A file that is not a readable export of a
+    supported head raises :class:`~eugen_nerf.export.format.ExportFormatError` with one line."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    parsed = fmt.read(Path(path))
+    header, buffers = parsed.header, parsed.buffers
+    if header.get("head") not in HEADS:
+        raise fmt.ExportFormatError(
+            f"{parsed.path}: field head {header.get('head')!r}; this reader renders {', '.join(HEADS)}"
+        )
+    try:
+        fields = {name: field_from_header(spec, buffers, device, dtype) for name, spec in header["fields"].items()}
+        scene = header["scene"]
+        occupancy = header["occupancy"]
+        grid = torch.from_numpy(np.asarray(buffers[occupancy["buffer"]])).to(device) > 0
+        cameras = [
+            Camera(
+                c["width"],
+                c["height"],
+                c["fx"],
+                c["fy"],
+                c["cx"],
+                c["cy"],
+                torch.tensor(c["camera_to_world"], dtype=dtype, device=device),
+                c.get("name", ""),
+            )
+            for c in header["cameras"]
+        ]
+        return ExportedField(
+            header,
+            fields,
+            grid,
+            torch.tensor(scene["bounds"], dtype=dtype, device=device),
+            float(scene["near"]),
+            float(scene["far"]),
+            torch.tensor(scene["background"], dtype=dtype, device=device),
+            cameras,
+            parsed.path,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise fmt.ExportFormatError(f"{parsed.path}: inconsistent header ({type(error).__name__}: {error})") from None
+

@@ -1,0 +1,232 @@
+"""The reference renderer of exported fields: torch only, any device.
+
+Two samplings, both stated by :class:`Sampling`:
+
+* ``"nerfstudio"``: vanilla NeRF's own at evaluation: ``coarse_samples`` uniform samples through the
+  ``coarse`` field between the planes nerfstudio renders with (its collider resets the near plane to 0 outside
+  training), then ``importance_samples`` more drawn from the coarse weights (nerfstudio's ``PDFSampler``
+  at evaluation: deterministic, 0.01 histogram padding, the coarse samples kept), the ``fine`` field at all of
+  them. The same picture as ``ns-render`` of the run, from the export alone.
+* ``"march"``: what the web page renders: ``samples`` uniform intervals between near and far through one field
+  (``fine``), a sample counting only inside the occupancy grid's box and in an occupied cell
+  (``occupancy=True``; elsewhere its density is taken as 0), colour evaluated only where a sample's weight is at
+  least ``min_weight``, and the march stopped once the transmittance falls below ``termination``
+  (``early_termination=True``). With both off it is plain volume rendering of the field.
+
+Both composite on the export's background and clamp to ``[0, 1]`` (as nerfstudio does at evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from eugen_nerf.export.field import Camera, ExportedField, NeRFField
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How rays are sampled (see the module docstring)."""
+
+    kind: Literal["march", "nerfstudio"] = "march"
+    samples: int = 128
+    """march: uniform intervals between near and far."""
+    occupancy: bool = True
+    """march: skip samples outside the grid's box or in empty cells."""
+    early_termination: bool = True
+    """march: stop a ray once its transmittance is below ``termination``."""
+    termination: float = 1e-3
+    min_weight: float = 1e-5
+    """march: a sample whose weight is below this adds no colour (its colour is not evaluated)."""
+    field: str = "fine"
+    """march: the field rendered."""
+    coarse_samples: int | None = None
+    """nerfstudio: uniform samples through the coarse field (None: the run's, from the export)."""
+    importance_samples: int | None = None
+    """nerfstudio: samples drawn from the coarse weights (None: the run's)."""
+
+
+def camera_rays(camera: Camera) -> tuple[Tensor, Tensor]:
+    """Origins and unit directions ``(H*W, 3)`` through the pixels' centres, row by row."""
+    c2w = camera.camera_to_world
+    device, dtype = c2w.device, c2w.dtype
+    y, x = torch.meshgrid(
+        torch.arange(camera.height, device=device, dtype=dtype) + 0.5,
+        torch.arange(camera.width, device=device, dtype=dtype) + 0.5,
+        indexing="ij",
+    )
+    local = torch.stack([(x - camera.cx) / camera.fx, -(y - camera.cy) / camera.fy, -torch.ones_like(x)], -1)
+    directions = (local.reshape(-1, 1, 3) * c2w[:3, :3]).sum(-1)
+    directions = directions / torch.linalg.vector_norm(directions, dim=-1, keepdim=True)
+    return c2w[:3, 3].expand_as(directions), directions
+
+
+def spacing_bins(count: int, like: Tensor) -> Tensor:
+    """``count + 1`` evenly spaced bin edges in ``[0, 1]`` (nerfstudio's spacing coordinates), ``(1, count + 1)``."""
+    return torch.linspace(0.0, 1.0, count + 1, device=like.device, dtype=like.dtype)[None]
+
+
+def to_distance(spacing: Tensor, near: float, far: float) -> Tensor:
+    """Spacing coordinates to distances along the ray, as nerfstudio's ``UniformSampler`` maps them."""
+    return spacing * far + (1 - spacing) * near
+
+
+def weights_of(density: Tensor, deltas: Tensor) -> Tensor:
+    """nerfstudio's ``RaySamples.get_weights``: ``alpha_i * exp(-sum_{j<i} sigma_j delta_j)``; ``(R, S)``."""
+    dd = deltas * density
+    alphas = 1 - torch.exp(-dd)
+    transmittance = torch.cat([torch.zeros_like(dd[:, :1]), torch.cumsum(dd[:, :-1], dim=-1)], dim=-1)
+    return torch.nan_to_num(alphas * torch.exp(-transmittance))
+
+
+def pdf_bins(bins: Tensor, weights: Tensor, count: int, padding: float) -> Tensor:
+    """nerfstudio's ``PDFSampler`` at evaluation (deterministic, ``include_original``): the new sorted edges."""
+    num_bins = count + 1
+    weights = weights + padding
+    eps = 1e-5
+    total = weights.sum(-1, keepdim=True)
+    pad = torch.relu(eps - total)
+    weights = weights + pad / weights.shape[-1]
+    total = total + pad
+    pdf = weights / total
+    cdf = torch.min(torch.ones_like(pdf), torch.cumsum(pdf, dim=-1))
+    cdf = torch.cat([torch.zeros_like(cdf[..., :1]), cdf], dim=-1)
+    u = torch.linspace(0.0, 1.0 - (1.0 / num_bins), steps=num_bins, device=cdf.device, dtype=cdf.dtype)
+    u = (u + 1.0 / (2 * num_bins)).expand(*cdf.shape[:-1], num_bins).contiguous()
+    inds = torch.searchsorted(cdf, u, side="right")
+    below = torch.clamp(inds - 1, 0, bins.shape[-1] - 1)
+    above = torch.clamp(inds, 0, bins.shape[-1] - 1)
+    cdf_g0, bins_g0 = torch.gather(cdf, -1, below), torch.gather(bins, -1, below)
+    cdf_g1, bins_g1 = torch.gather(cdf, -1, above), torch.gather(bins, -1, above)
+    t = torch.clip(torch.nan_to_num((u - cdf_g0) / (cdf_g1 - cdf_g0), 0), 0, 1)
+    new = bins_g0 + t * (bins_g1 - bins_g0)
+    return torch.sort(torch.cat([bins, new], -1), -1).values
+
+
+def _shade(field: NeRFField, origins: Tensor, directions: Tensor, bins: Tensor) -> tuple[Tensor, Tensor]:
+    """Weights ``(R, S)`` and colours ``(R, S, 3)`` of ``field`` over the bins (every sample evaluated)."""
+    mids = (bins[:, :-1] + bins[:, 1:]) / 2
+    positions = origins[:, None] + directions[:, None] * mids[..., None]
+    dirs = directions[:, None].expand_as(positions)
+    density, rgb = field(positions.reshape(-1, 3), dirs.reshape(-1, 3))
+    weights = weights_of(density.view(mids.shape), bins[:, 1:] - bins[:, :-1])
+    return weights, rgb.view(*mids.shape, 3)
+
+
+def _nerfstudio(exported: ExportedField, origins: Tensor, directions: Tensor, sampling: Sampling) -> Tensor:
+    coarse, fine = exported.fields["coarse"], exported.fields["fine"]
+    run = exported.header["sampling"]["nerfstudio"]
+    near, far = run["near"], run["far"]
+    coarse_samples = sampling.coarse_samples or run["coarse_samples"]
+    importance_samples = sampling.importance_samples or run["importance_samples"]
+    spacing = spacing_bins(coarse_samples, origins).expand(origins.shape[0], -1)
+    weights, _ = _shade(coarse, origins, directions, to_distance(spacing, near, far))
+    # the importance samples are drawn in spacing coordinates, as nerfstudio's PDFSampler draws them
+    spacing = pdf_bins(spacing, weights, importance_samples, run["histogram_padding"])
+    weights, rgb = _shade(fine, origins, directions, to_distance(spacing, near, far))
+    color = (weights[..., None] * rgb).sum(1)
+    return color + exported.background * (1 - weights.sum(1, keepdim=True))
+
+
+def occupied(exported: ExportedField, positions: Tensor) -> Tensor:
+    """Whether each position lies inside the grid's box in an occupied cell."""
+    low, high = exported.bounds[0], exported.bounds[1]
+    resolution = torch.tensor(exported.occupancy.shape, device=positions.device)
+    unit = (positions - low) / (high - low)
+    inside = ((unit >= 0) & (unit < 1)).all(-1)
+    cell = (unit * resolution).floor().long().clamp(min=torch.zeros_like(resolution), max=resolution - 1)
+    return inside & exported.occupancy[cell[..., 0], cell[..., 1], cell[..., 2]]
+
+
+def _march(
+    exported: ExportedField, origins: Tensor, directions: Tensor, sampling: Sampling, chunk: int = 16
+) -> Tensor:
+    """The page's loop, a ``chunk`` of samples of every live ray at a time (the result is the loop's)."""
+    field = exported.fields[sampling.field]
+    rays = origins.shape[0]
+    bins = to_distance(spacing_bins(sampling.samples, origins)[0], exported.near, exported.far)
+    mids, deltas = (bins[:-1] + bins[1:]) / 2, bins[1:] - bins[:-1]
+    color = torch.zeros(rays, 3, device=origins.device, dtype=origins.dtype)
+    transmittance = torch.ones(rays, device=origins.device, dtype=origins.dtype)
+    live = torch.arange(rays, device=origins.device)
+    for start in range(0, sampling.samples, chunk):
+        if live.numel() == 0:
+            break
+        t, delta = mids[start : start + chunk], deltas[start : start + chunk]
+        o, d = origins[live], directions[live]
+        positions = o[:, None] + d[:, None] * t[None, :, None]  # (L, S, 3)
+        mask = (
+            occupied(exported, positions)
+            if sampling.occupancy
+            else torch.ones(positions.shape[:2], dtype=torch.bool, device=o.device)
+        )
+        density = torch.zeros(positions.shape[:2], device=o.device, dtype=o.dtype)
+        features = None
+        if mask.any():
+            sigma, features = field.density_and_features(positions[mask])
+            density[mask] = sigma[:, 0]
+        alpha = 1 - torch.exp(-density * delta)
+        # transmittance before each sample: the live value times the chunk's running product
+        before = transmittance[live, None] * torch.cumprod(
+            torch.cat([torch.ones_like(alpha[:, :1]), 1 - alpha[:, :-1]], 1), 1
+        )
+        included = before >= sampling.termination if sampling.early_termination else torch.ones_like(mask)
+        weight = torch.where(included, before * alpha, torch.zeros_like(alpha))
+        shade = mask & (weight >= sampling.min_weight)
+        if shade.any():
+            keep = shade[mask]
+            rgb = field.color_of(d[:, None].expand_as(positions)[shade], features[keep])
+            contribution = torch.zeros(*positions.shape[:2], 3, device=o.device, dtype=o.dtype)
+            contribution[shade] = weight[shade, None] * rgb
+            color[live] += contribution.sum(1)
+        transmittance[live] = transmittance[live] * torch.where(included, 1 - alpha, torch.ones_like(alpha)).prod(1)
+        if sampling.early_termination:
+            live = live[transmittance[live] >= sampling.termination]
+    return color + exported.background * transmittance[:, None]
+
+
+@torch.no_grad()
+def render_rays(
+    exported: ExportedField,
+    origins: Tensor,
+    directions: Tensor,
+    sampling: Sampling | None = None,
+    chunk: int = 4096,
+) -> Tensor:
+    """Colours ``(N, 3)`` of rays (unit directions) in the field's frame, ``chunk`` rays at a time."""
+    sampling = sampling or Sampling()
+    render = _nerfstudio if sampling.kind == "nerfstudio" else _march
+    out = [
+        render(exported, o, d, sampling) for o, d in zip(origins.split(chunk), directions.split(chunk), strict=True)
+    ]
+    return torch.cat(out).clamp(0.0, 1.0)
+
+
+def render_view(
+    exported: ExportedField,
+    camera: Camera | int,
+    sampling: Sampling | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    chunk: int = 4096,
+) -> Tensor:
+    """An ``(H, W, 3)`` image of ``camera`` (or test camera ``camera`` of the export), optionally resized."""
+    if isinstance(camera, int):
+        camera = exported.cameras[camera]
+    if width or height:
+        camera = camera.resized(width or camera.width, height or camera.height)
+    camera = Camera(
+        camera.width,
+        camera.height,
+        camera.fx,
+        camera.fy,
+        camera.cx,
+        camera.cy,
+        camera.camera_to_world.to(exported.device, exported.bounds.dtype),
+        camera.name,
+    )
+    origins, directions = camera_rays(camera)
+    return render_rays(exported, origins, directions, sampling, chunk).view(camera.height, camera.width, 3)
