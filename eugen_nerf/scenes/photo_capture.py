@@ -1,0 +1,357 @@
+"""``eugen-scenes photo-capture``: the garden photographed by hand, as JPEGs with no poses, for
+``ns-process-data`` and COLMAP.
+
+Cycles renders the unbounded garden (objects on a table in a meadow) along a hand-held orbit;
+:mod:`eugen_nerf.scenes.photographs` turns each render into the camera's JPEG (exposure drift, white
+balance, sensor noise, EXIF focal length). The output folder holds::
+
+    images/frame_00001.jpg ...    the photographs: the folder to give ns-process-data (no poses in it)
+    reference/transforms.json     Blender's true poses and intrinsics, to score structure from motion
+    scene.json                    command, Blender version, render settings, camera model, assets, measured
+
+Rendering resumes where it stopped (frames already on disk are kept), and a folder holding the same capture
+is reused as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import imageio.v3 as iio
+import numpy as np
+from PIL import Image
+
+from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.outputs import staging_path, swap_into_place
+from eugen_nerf.scenes.blender.generate import compare_renders, write_assets
+from eugen_nerf.scenes.blender.library import GARDEN_TARGET, SCENES
+from eugen_nerf.scenes.blender.runner import blender_version, find_blender, run_job
+from eugen_nerf.scenes.blender.spec import FrameSpec, RenderSettings, SceneDescription, check_description, job
+from eugen_nerf.scenes.colmap import list_photographs
+from eugen_nerf.scenes.photographs import (
+    Exposure,
+    Handheld,
+    Lens,
+    frame_exposures,
+    handheld_poses,
+    read_exif_focal,
+    write_photograph,
+)
+from eugen_nerf.scenes.validate import SceneError, validate_scene
+from eugen_nerf.scenes.writer import pose_to_json
+
+FORMAT = "eugen-photo-capture/1"
+RESOLUTION_RANGE = (16, 2048)
+FRAME_RANGE = (3, 1000)
+SCENE_NAME = "garden"
+RENDER_BOUNCES = {"diffuse_bounces": 1, "glossy_bounces": 1, "adaptive_threshold": 0.0}
+"""One diffuse and one glossy bounce, every pixel sampled fully: the noise floor is reached in fewer samples."""
+
+
+@dataclass
+class PhotoCaptureConfig:
+    """Photograph the garden scene by hand: JPEGs with EXIF focal length along a wobbly orbit, no poses
+    (Blender's true poses go to reference/ for scoring structure from motion). Needs `blender`."""
+
+    output: Path
+    """Capture folder to create (images/, reference/, scene.json)."""
+    width: int = 224
+    """Photograph width in pixels (16 to 2048)."""
+    height: int = 168
+    """Photograph height in pixels (16 to 2048)."""
+    frames: int = 100
+    """Number of photographs along the orbit."""
+    samples: int = 32
+    """Cycles samples per pixel."""
+    seed: int = 0
+    """Seeds the scene, the walk, the exposures and noise, and Cycles' sampling."""
+    noise_floor_views: int = 4
+    """Render this many frames again with another sampling seed and record the PSNR between the two clean
+    renders (the Monte-Carlo noise floor) in scene.json; 0 skips it."""
+    jpeg_quality: int = 92
+    overwrite: bool = False
+    """Replace an output folder that holds something else (it stays until the new capture is complete)."""
+    quiet: bool = False
+    """No progress bar."""
+
+    def command(self) -> str:
+        args = ["eugen-scenes", "photo-capture", "--output", str(self.output)]
+        defaults = PhotoCaptureConfig(self.output)
+        for name in ("width", "height", "frames", "samples", "seed", "noise_floor_views", "jpeg_quality"):
+            if getattr(self, name) != getattr(defaults, name):
+                args += ["--" + name.replace("_", "-"), str(getattr(self, name))]
+        return shlex.join(args)
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    scene: SceneDescription
+    settings: RenderSettings
+    frames: list[FrameSpec]
+    lens: Lens
+    exposure: Exposure
+    path: Handheld
+    camera_angle_x: float
+
+    def fingerprint(self, config: PhotoCaptureConfig) -> str:
+        content = json.dumps(
+            {
+                "scene": self.scene.digest(),
+                "settings": asdict(self.settings),
+                "lens": asdict(self.lens),
+                "exposure": asdict(self.exposure),
+                "path": asdict(self.path),
+                "jpeg_quality": config.jpeg_quality,
+                "noise_floor_views": config.noise_floor_views,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(content.encode()).hexdigest()
+
+
+def check_config(config: PhotoCaptureConfig) -> None:
+    low, high = RESOLUTION_RANGE
+    for name in ("width", "height"):
+        if not low <= getattr(config, name) <= high:
+            raise InputError(f"--{name} {getattr(config, name)} is out of range: use {low} to {high} pixels")
+    if not FRAME_RANGE[0] <= config.frames <= FRAME_RANGE[1]:
+        raise InputError(
+            f"--frames {config.frames} is out of range: use {FRAME_RANGE[0]} to {FRAME_RANGE[1]}"
+        )
+    if not 1 <= config.samples <= 65536:
+        raise InputError(f"--samples {config.samples} is out of range: use 1 to 65536")
+    if not 0 <= config.noise_floor_views <= config.frames:
+        raise InputError(f"--noise-floor-views {config.noise_floor_views} must be between 0 and --frames")
+    if not 1 <= config.jpeg_quality <= 100:
+        raise InputError(f"--jpeg-quality {config.jpeg_quality} is out of range: use 1 to 100")
+
+
+def plan(config: PhotoCaptureConfig) -> CapturePlan:
+    """Everything the capture needs, decided before anything is written."""
+    check_config(config)
+    scene = SCENES[SCENE_NAME](config.seed)
+    check_description(scene)
+    path = Handheld(num_frames=config.frames, target=tuple(float(v) for v in GARDEN_TARGET), seed=config.seed)
+    lens = Lens()
+    settings = RenderSettings.for_scene(
+        scene,
+        config.width,
+        config.height,
+        samples=config.samples,
+        format="PNG",
+        transparent=False,
+        **RENDER_BOUNCES,
+    )
+    poses = handheld_poses(path)
+    frames = [FrameSpec(f"frame_{i + 1:05d}", pose) for i, pose in enumerate(poses)]
+    angle = lens.camera_angle_x(config.width, config.height)
+    return CapturePlan(scene, settings, frames, lens, Exposure(seed=config.seed), path, angle)
+
+
+def read_record(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / "scene.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def prepare_output(config: PhotoCaptureConfig, fingerprint: str) -> bool:
+    """True when ``--output`` already holds this capture; an error when it holds something else."""
+    output = config.output
+    if output.exists() and not output.is_dir():
+        raise InputError(f"--output {output} exists and is not a folder")
+    if not output.exists() or not any(output.iterdir()):
+        return False
+    record = read_record(output)
+    if record is not None and record.get("fingerprint") == fingerprint:
+        return True
+    if config.overwrite:
+        return False
+    what = "a different photo capture" if record else "files that are not a photo capture"
+    raise InputError(f"--output {output} holds {what}; choose another folder or pass --overwrite")
+
+
+def reference_transforms(plan_: CapturePlan, width: int, height: int) -> dict[str, Any]:
+    """Blender's poses and the true pinhole intrinsics, in nerfstudio-data's format (paths into images/)."""
+    focal = plan_.lens.focal_pixels(width, height)
+    return {
+        "camera_model": "OPENCV",
+        "fl_x": focal,
+        "fl_y": focal,
+        "cx": 0.5 * width,
+        "cy": 0.5 * height,
+        "w": width,
+        "h": height,
+        "k1": 0.0,
+        "k2": 0.0,
+        "p1": 0.0,
+        "p2": 0.0,
+        "frames": [
+            {"file_path": f"../images/{f.file_path}.jpg", "transform_matrix": pose_to_json(f.camera_to_world)}
+            for f in plan_.frames
+        ],
+    }
+
+
+def evenly(count: int, total: int) -> list[int]:
+    return sorted({int(i) for i in np.linspace(0, total - 1, count).round()}) if count else []
+
+
+def generate_photo_capture(config: PhotoCaptureConfig) -> Path:
+    """Render (or reuse) the capture ``config`` describes; returns the capture folder."""
+    plan_ = plan(config)
+    fingerprint = plan_.fingerprint(config)
+    if prepare_output(config, fingerprint):
+        if not config.quiet:
+            print(f"{config.output}: up to date, nothing to render")
+        return config.output
+    program = find_blender()
+    version = blender_version(program)
+    staging = staging_path(config.output)
+    work = staging / ".work"
+    if (work / "fingerprint").is_file() and (work / "fingerprint").read_text() != fingerprint:
+        shutil.rmtree(staging)  # a stale render of other settings: start again
+    write_assets(plan_.scene, work)
+    (work / "fingerprint").write_text(fingerprint)
+    start = time.time()
+    renders = work / "renders"
+    document = job(plan_.scene, plan_.settings, plan_.frames, plan_.camera_angle_x, renders, config.seed)
+    timing = run_job(program, document, work / f"job-{config.seed}.json", "photo capture", config.quiet)
+    measured: dict[str, Any] = {"render": asdict(timing)}
+    if config.noise_floor_views:
+        chosen = [plan_.frames[i] for i in evenly(config.noise_floor_views, len(plan_.frames))]
+        noise = work / "noise"
+        second = job(plan_.scene, plan_.settings, chosen, plan_.camera_angle_x, noise, config.seed + 1)
+        run_job(program, second, work / f"job-{config.seed + 1}.json", "noise floor", config.quiet)
+        measured["noise_floor"] = {
+            "sampling_seeds": [config.seed, config.seed + 1],
+            **compare_renders(renders, noise, [f.file_path for f in chosen], ".png"),
+        }
+    images = staging / "images"
+    images.mkdir(exist_ok=True)
+    exposures = frame_exposures(len(plan_.frames), plan_.exposure)
+    for index, (frame, exposure) in enumerate(zip(plan_.frames, exposures)):
+        rgb = iio.imread(renders / f"{frame.file_path}.png")[..., :3].astype(np.float64) / 255.0
+        write_photograph(
+            images / f"{frame.file_path}.jpg",
+            rgb,
+            plan_.lens,
+            exposure,
+            plan_.exposure,
+            index,
+            config.jpeg_quality,
+        )
+    (staging / "reference").mkdir(exist_ok=True)
+    reference = reference_transforms(plan_, config.width, config.height)
+    (staging / "reference" / "transforms.json").write_text(json.dumps(reference, indent=2) + "\n")
+    measured["wall_seconds"] = round(time.time() - start, 1)
+    write_record(staging, config, plan_, version, fingerprint, measured, exposures)
+    shutil.rmtree(work)
+    if config.output.exists():
+        swap_into_place(staging, config.output)
+    else:
+        config.output.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(config.output)
+    return config.output
+
+
+def write_record(
+    root: Path,
+    config: PhotoCaptureConfig,
+    plan_: CapturePlan,
+    version: str,
+    fingerprint: str,
+    measured: dict[str, Any],
+    exposures,
+) -> None:
+    record = {
+        "format": FORMAT,
+        "name": "garden_photos",
+        "kind": "photo-capture",
+        "summary": "the garden scene photographed by hand: JPEGs with EXIF focal length, no poses",
+        "command": config.command(),
+        "seed": config.seed,
+        "width": config.width,
+        "height": config.height,
+        "frames": config.frames,
+        "images": "images/",
+        "reference_poses": "reference/transforms.json",
+        "note": "give images/ to ns-process-data; reference/ holds Blender's poses, only for scoring",
+        "blender": version,
+        "render": {
+            "engine": "CYCLES",
+            "device": "CPU",
+            "denoising": False,
+            "view_transform": "Standard",
+            "pixel_filter": "Blackman-Harris 1.5 px",
+            "sampling_seed": config.seed,
+            **asdict(plan_.settings),
+        },
+        "camera": {
+            **asdict(plan_.lens),
+            "focal_35mm": plan_.lens.focal_35mm,
+            "focal_pixels": plan_.lens.focal_pixels(config.width, config.height),
+            "camera_angle_x": plan_.camera_angle_x,
+            "jpeg_quality": config.jpeg_quality,
+        },
+        "photographs": {
+            **asdict(plan_.exposure),
+            "ev_range": [min(e.ev for e in exposures), max(e.ev for e in exposures)],
+        },
+        "walk": asdict(plan_.path),
+        "scene": SCENE_NAME,
+        "assets": [
+            {
+                "file": a.path,
+                "source": a.source,
+                "licence": a.licence,
+                "sha256": hashlib.sha256(a.data).hexdigest(),
+            }
+            for a in plan_.scene.assets
+        ],
+        "fingerprint": fingerprint,
+        "measured": measured,
+    }
+    (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def check_photo_capture(path: Path | str) -> str | None:
+    """A one-line report on a photo capture folder (``None`` if ``path`` is not one); raises
+    :class:`SceneError` naming the first photograph without EXIF focal length or of the wrong size, or a
+    broken reference/transforms.json."""
+    root = Path(path)
+    record = read_record(root) if root.is_dir() else None
+    if record is None:
+        return None
+    photographs = list_photographs(root / "images")
+    if len(photographs) != record["frames"]:
+        raise SceneError(
+            f"{root}: images/ holds {len(photographs)} photographs, scene.json says {record['frames']}"
+        )
+    for photo in photographs:
+        with Image.open(photo) as image:
+            if image.size != (record["width"], record["height"]):
+                raise SceneError(
+                    f"{photo}: {image.size[0]}x{image.size[1]}, scene.json says "
+                    f"{record['width']}x{record['height']}"
+                )
+        try:
+            exif = read_exif_focal(photo)
+        except (KeyError, OSError) as error:
+            raise SceneError(
+                f"{photo}: no EXIF focal length ({error}); COLMAP would have to guess it"
+            ) from error
+    validate_scene(root / "reference")
+    return (
+        f"{root}: OK - photo capture, {len(photographs)} JPEGs {record['width']}x{record['height']} with EXIF "
+        f"focal length ({exif['focal_mm']:g} mm, {exif['focal_35mm']:g} mm full-frame equivalent), no poses; "
+        "true poses in reference/transforms.json"
+    )
