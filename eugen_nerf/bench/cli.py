@@ -1,4 +1,4 @@
-"""``eugen-bench``: run the benchmark suites and regenerate the results tables.
+"""eugen-bench: run the benchmark suites and regenerate the results tables.
 
     eugen-bench --list                      # the suites of the protocol, with what each needs
     eugen-bench nerf zipnerf                # run two suites: benchmarks/nerf/, benchmarks/zipnerf/
@@ -8,10 +8,10 @@
     eugen-bench --tables --check            # exit 1 if a table or the index differs from the JSON
 
 Each suite times its variants side by side in one process against the dense baseline and checks that what
-it times is finite. It writes its JSON and plot into ``--output-dir/SUITE`` with ``command.txt`` (the command
-and the machine); rerunning a suite reuses the training runs it finished under ``--work-dir``. Scenes and
-teachers are read from ``--scenes`` and ``--teachers``. Bad input (an unknown suite, a missing scene,
-``--device cuda`` without CUDA) is one line, before anything is written.
+it times is finite. It writes its JSON and plot into --output-dir/SUITE with command.txt (the command and
+the machine); rerunning a suite reuses the training runs it finished under --work-dir. Scenes and teachers
+are read from --scenes and --teachers. Bad input (an unknown suite, a missing scene, --device cuda without
+CUDA) is one line, before anything is written.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class BenchArgs:
     """Only regenerate the tables of README.md and docs/benchmarks.md and the index page from the JSON."""
     check: bool = False
     """With --tables: write nothing, exit 1 if a table or the index page differs from the JSON."""
-    root: Path = field(default_factory=Path.cwd)
+    root: Path = Path(".")
     """With --tables: the checkout whose README.md, docs/benchmarks.md and benchmarks/ are read."""
 
 
@@ -77,6 +77,7 @@ def places(args: BenchArgs) -> Places:
 def regenerate(root: Path, protocol, check: bool) -> list[str]:
     """Regenerate (or with ``check`` compare) the tables of the checkout at ``root`` and its index page;
     the names of what differs from the JSON."""
+    root = root.resolve()
     if not (root / "README.md").is_file():
         raise InputError(f"--tables: {root} is not a checkout of eugen-nerf (no README.md); pass --root")
     tables = Tables(TABLE_SPEC, root)
@@ -116,7 +117,9 @@ def run(args: BenchArgs) -> int:
         if args.check:
             print("the tables match the JSON" if not stale else f"tables differ from the JSON: {stale}")
             return 1 if stale else 0
-        print(f"regenerated the tables of {args.root / 'README.md'} and {args.root / 'docs/benchmarks.md'}")
+        print(
+            f"regenerated the tables of {args.root / 'README.md'}, {args.root / 'docs/benchmarks.md'} and the index"
+        )
         return 0
     suites = protocol.select(args.suites)
     where = places(args)
