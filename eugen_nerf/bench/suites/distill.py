@@ -1,8 +1,8 @@
 """Distillation with ``eugen-distill``'s defaults: wall time by stage, student/teacher PSNR, render speed.
 
-Runs ``eugen-distill`` on ``--teacher`` exactly as a user does with its defaults (every hidden layer the
-automatic choice accepts, closed form and per-layer refinement, no fine-tune unless ``--finetune-steps``),
-then reports the student against the teacher on the test split: PSNR, SSIM, LPIPS, parameters, checkpoint
+Runs ``eugen-distill`` on ``--teacher`` exactly as a user does with its defaults (every hidden layer but
+skip layers and the first of each MLP, closed form and per-layer refinement, no fine-tune unless
+``--finetune-steps``), then reports the student against the teacher on the test split: PSNR, SSIM, LPIPS, parameters, checkpoint
 size, and the render speed of both timed side by side in one process (the fused student against the
 teacher), beside the goals:
 
