@@ -7,7 +7,6 @@ import contextlib
 import io
 import re
 import sys
-import tomllib
 from importlib import import_module
 from pathlib import Path
 
@@ -80,7 +79,9 @@ def test_configs_carry_no_history():
 
 
 def console_scripts() -> dict[str, str]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    """``[project.scripts]`` of pyproject.toml: command name -> ``module:function``."""
+    section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    return dict(re.findall(r'^([\w-]+)\s*=\s*"([\w.]+:\w+)"', section, flags=re.MULTILINE))
 
 
 def help_text(entrypoint, argv: list[str], monkeypatch) -> str:

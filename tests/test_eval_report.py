@@ -37,12 +37,13 @@ def run_entry(name: str, lpips: bool = True) -> dict:
             "field_points_per_second": 1.5e6,
             "field_module": "field",
             "resolution": [32, 32],
+            "render_speedup": 1.0,
         },
         "size": {
             "parameters": 12345,
             "checkpoint_bytes": 678910,
-            "peak_memory_bytes": 2**30,
-            "peak_memory_kind": "rss_peak",
+            "render_memory_bytes": 2**20,
+            "render_memory_kind": "rss_delta_fresh_process",
         },
     }
 
@@ -71,9 +72,10 @@ def test_isdf_metrics_are_allowed_instead_of_image_metrics(sample_report):
     "path, value",
     [
         (("runs", 0, "metrics", "lpips"), "0.3"),  # neither a STAT nor null
-        (("runs", 0, "size", "peak_memory_kind"), "vms"),
+        (("runs", 0, "size", "render_memory_kind"), "vms"),
+        (("runs", 0, "speed", "render_speedup"), "fast"),
         (("runs", 1, "metrics", "psnr", "per_view"), [1.0, "x"]),
-        (("schema_version",), 2),
+        (("schema_version",), 1),
     ],
 )
 def test_schema_rejects_bad_reports(sample_report, path, value):

@@ -149,11 +149,49 @@ def test_cli_evaluates_a_stock_nerfacto_run(run_config, tmp_path):
     assert speed["render_fps"] == pytest.approx(1.0 / statistics.median(per_view))
     assert speed["rays_per_second"] == pytest.approx(statistics.median(SIZE * SIZE / t for t in per_view))
     assert size["checkpoint_bytes"] == Path(run["checkpoint"]).stat().st_size
-    assert 0 < size["parameters"] < 10**6 and size["peak_memory_bytes"] > 0
+    assert 0 < size["parameters"] < 10**6 and size["render_memory_kind"] == "rss_delta_fresh_process"
+    assert 0 < size["render_memory_bytes"] < 2**31  # one 2-view scene's render in a fresh process
+    assert speed["render_speedup"] is None  # one run: nothing to time it against
     assert (plots / "psnr_vs_fps.png").exists() and (plots / "per_view_psnr.png").exists()
     errors = sorted((plots / "errors").rglob("*.png"))
     assert [p.name for p in errors] == ["test_008.png", "test_009.png"]
     assert iio.imread(errors[0]).shape == (SIZE, 3 * SIZE, 3)  # prediction | ground truth | error
+
+
+def test_two_runs_are_timed_side_by_side_and_pictured(run_config, tmp_path):
+    """The same run twice: the first is the reference (speed-up 1), the second is timed beside it, and the
+    picture holds both renders, the ground truth and a black difference, enlarged to be seen."""
+    out, picture = tmp_path / "report.json", tmp_path / "side.png"
+    args = [
+        "--load-config",
+        str(run_config),
+        str(run_config),
+        "--output",
+        str(out),
+        "--side-by-side",
+        str(picture),
+    ]
+    entrypoint([*args, "--repeats", "1", "--field-points", "1024", "--no-render-memory", "--no-lpips"])
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, SCHEMA)
+    first, second = (run["speed"]["render_speedup"] for run in report["runs"])
+    assert first == 1.0 and 0 < second < float("inf")
+    assert all(run["size"]["render_memory_bytes"] is None for run in report["runs"])
+    image = iio.imread(picture)
+    scale = -(-384 // SIZE)
+    assert image.shape == (SIZE * scale, 4 * SIZE * scale, 3)
+    renders = [image[:, i * SIZE * scale : (i + 1) * SIZE * scale] for i in range(4)]
+    body = slice(40, None)  # below the labels
+    assert np.array_equal(renders[0][body], renders[1][body])
+    assert renders[3][body].max() == 0 and renders[2][body].std() > 0
+
+
+def test_side_by_side_needs_two_runs(run_config, tmp_path, capsys):
+    args = ["--load-config", str(run_config), "--output", str(tmp_path / "r.json")]
+    with pytest.raises(SystemExit):
+        entrypoint([*args, "--side-by-side", str(tmp_path / "side.png"), "--no-render-memory"])
+    assert "--side-by-side needs two or more image runs" in capsys.readouterr().out
+    assert not (tmp_path / "side.png").exists()
 
 
 def test_missing_lpips_weights_are_reported_as_null(run_config, tmp_path, monkeypatch):

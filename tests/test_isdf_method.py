@@ -47,7 +47,7 @@ def test_eugen_eval_scores_an_isdf_run_on_geometry(tmp_path) -> None:
     """``eugen-eval`` reports SDF error, Chamfer and F-score (not image metrics) for iSDF runs."""
     import jsonschema
 
-    from eugen_nerf.eval.evaluate import EvalSettings, evaluate_config
+    from eugen_nerf.eval.evaluate import EvalSettings, evaluate_configs
     from eugen_nerf.eval.report import SCHEMA, build_report
 
     torch.manual_seed(0)
@@ -67,7 +67,7 @@ def test_eugen_eval_scores_an_isdf_run_on_geometry(tmp_path) -> None:
     trainer.train()
 
     settings = EvalSettings(warmup=0, repeats=1, field_points=1024, max_views=1)
-    entry = evaluate_config(config.get_base_dir() / "config.yml", settings)
+    (entry,) = evaluate_configs([config.get_base_dir() / "config.yml"], settings)
     metrics = entry["metrics"]
     assert "psnr" not in metrics and metrics["f_score_threshold"] == 0.02
     assert 0 < metrics["sdf_error"]["mean"] < 1

@@ -20,13 +20,13 @@ from _scripts import run_main
 from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
 from torch import Tensor, nn
 
+from eugen_nerf.eval.panels import compose
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
     SceneMismatchError,
     c2w_to_viser,
     check_same_scene,
-    compose,
     panel_camera,
     viser_to_c2w,
 )

@@ -3,8 +3,9 @@
 Quality is PSNR/SSIM/LPIPS of the rendered test views against the ground truth (metrics from
 :mod:`eugen_nerf.eval`); speed is frames per second from the median render time (one warm-up
 render, ``repeats`` timed renders per view); size is the parameter count without metric modules.
-The student's speed-up over its teacher is timed side by side (:func:`render_speedup`): two FPS figures
-measured minutes apart on a shared machine do not make a ratio.
+The teacher's and the student's frame rates in the report come from one side-by-side timing
+(:func:`side_by_side_fps`): two FPS figures measured minutes apart on a shared machine do not make a ratio.
+Render memory is measured by ``eugen-eval`` on the written run directories, each in a fresh process.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from rich.table import Table
 from torch import Tensor
 
 from eugen_nerf.eval import metrics
-from eugen_nerf.eval.evaluate import score_test_views
+from eugen_nerf.eval.evaluate import render_seconds_side_by_side, score_test_views
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
-from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import Timing, benchmark_interleaved
+from eugen_nerf.eval.size import count_parameters
 
 
 def render_rgb(model, camera) -> Tensor:
@@ -43,11 +43,9 @@ def view_psnr(model, pipeline, dataset, indices) -> float:
 
 
 def evaluate(pipeline, views: int | None, repeats: int, label: str) -> dict[str, float]:
-    """Test-split quality, FPS, parameters and peak memory of ``pipeline.model`` (the shared evaluation loop)."""
+    """Test-split quality, FPS (timed alone) and parameters of ``pipeline.model`` (the shared evaluation loop)."""
     dataset = pipeline.datamanager.eval_dataset
     count = len(dataset) if views is None else min(views, len(dataset))
-    memory = PeakMemory(pipeline.device)
-    memory.reset()
     result = score_test_views(
         pipeline, list(range(count)), warmup=1, repeats=repeats, label=f"evaluate {label}"
     )
@@ -59,32 +57,22 @@ def evaluate(pipeline, views: int | None, repeats: int, label: str) -> dict[str,
         fps=result.fps,
         views=count,
         parameters=count_parameters(pipeline.model),
-        peak_memory_bytes=memory.read(),
     )
     return summary
 
 
-def render_speedup(
-    teacher, students: dict[str, torch.nn.Module], pipeline, views: int = 2, repeats: int = 2
-) -> dict[str, float]:
-    """Median render time of ``teacher`` over that of each student, on the first ``views`` test views of
-    ``pipeline``, every model rendering each view in turn (``benchmark_interleaved``: load from elsewhere hits
-    all alike; each first output checked finite)."""
+def side_by_side_fps(teacher, student, pipeline, views: int = 2, repeats: int = 2) -> dict[str, float]:
+    """Frames per second of ``teacher`` and ``student`` on the first ``views`` test views of ``pipeline``,
+    timed side by side (:func:`~eugen_nerf.eval.evaluate.render_seconds_side_by_side`)."""
     dataset = pipeline.datamanager.eval_dataset
-    models = {"teacher": teacher, **students}
-    timings = {name: Timing() for name in models}  # every view's repeats pooled: one median per model
-    for view in range(min(views, len(dataset))):
-        camera = dataset.cameras[view : view + 1].to(pipeline.device)
-        fns = {
-            name: (lambda m=model, c=camera: final_rgb(m.get_outputs_for_camera(c)))
-            for name, model in models.items()
-        }
-        with torch.no_grad():
-            for name, timing in benchmark_interleaved(
-                fns, pipeline.device, warmup=1, repeats=repeats
-            ).items():
-                timings[name].seconds.extend(timing.seconds)
-    return {name: timings["teacher"].median / timings[name].median for name in students}
+    cameras = dataset.cameras.to(pipeline.device)
+    seconds = render_seconds_side_by_side(
+        {"teacher": (teacher, cameras), "student": (student, cameras)},
+        list(range(min(views, len(dataset)))),
+        pipeline.device,
+        repeats=repeats,
+    )
+    return {name: 1.0 / value for name, value in seconds.items()}
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -120,12 +108,10 @@ def print_report(report: dict, console: Console | None = None) -> None:
             ("lpips", ".4f"),
             ("fps", ".2f"),
             ("parameters", ",d"),
-            ("peak_memory_bytes", ",d"),
         ):
             ratio = student[key] / teacher[key] if teacher[key] else float("nan")
-            if key == "fps" and report.get("render_speedup") is not None:
-                ratio = report["render_speedup"]  # timed side by side, not the ratio of two separate runs
-            table.add_row(key, _fmt(teacher[key], spec), _fmt(student[key], spec), _fmt(ratio, ".4f"))
+            label = "fps (side by side)" if key == "fps" and report.get("render_speedup") is not None else key
+            table.add_row(label, _fmt(teacher[key], spec), _fmt(student[key], spec), _fmt(ratio, ".4f"))
         table.add_row(
             "checkpoint_bytes",
             _fmt(report["teacher_checkpoint_bytes"], ",d"),

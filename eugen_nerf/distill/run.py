@@ -48,7 +48,7 @@ from eugen_nerf.distill.output import (
     work_dir,
     write_yaml_atomic,
 )
-from eugen_nerf.distill.report import evaluate, print_report, render_speedup, view_psnr, write_json_atomic
+from eugen_nerf.distill.report import evaluate, print_report, side_by_side_fps, view_psnr, write_json_atomic
 from eugen_nerf.distill.sampling import (
     PixelRays,
     RaySet,
@@ -541,20 +541,19 @@ class Distillation:
         with self.timer("evaluate"):
             return evaluate(self.teacher.pipeline, self.options.eval_views, self.options.fps_repeats, label)
 
-    def render_speedup(self) -> float | None:
-        """The student's render speed-up over an untouched teacher, timed side by side (``None`` without
+    def side_by_side_fps(self) -> dict[str, float] | None:
+        """Frame rates of an untouched teacher and of the student, timed side by side (``None`` without
         ``evaluate``)."""
         if not self.options.evaluate or self.rank != 0:
             return None
         with self.timer("evaluate"):
-            speedup = render_speedup(
-                self.reference,
-                {"student": self.teacher.model},
-                self.teacher.pipeline,
-                repeats=self.options.fps_repeats,
-            )["student"]
-        self.say(f"render speed-up over the teacher, timed side by side: {speedup:.2f}x")
-        return speedup
+            fps = side_by_side_fps(
+                self.reference, self.teacher.model, self.teacher.pipeline, repeats=self.options.fps_repeats
+            )
+        self.say(
+            f"render speed-up over the teacher, timed side by side: {fps['student'] / fps['teacher']:.2f}x"
+        )
+        return fps
 
     def write(self, report: dict) -> None:
         options, teacher = self.options, self.teacher
@@ -617,7 +616,11 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
         report["finetune_validation_mse"] = log.validation if log else []
         report["finetune_kept_step"] = log.kept_step if log else None
     report["student"] = run.evaluate("student")
-    report["render_speedup"] = run.render_speedup()
+    fps = run.side_by_side_fps()
+    report["render_speedup"] = None
+    if fps is not None:  # one timing for the report's FPS row and its ratio
+        report["teacher"]["fps"], report["student"]["fps"] = fps["teacher"], fps["student"]
+        report["render_speedup"] = fps["student"] / fps["teacher"]
     run.write(report)
     result.run_dir = str(options.output_dir)
     print_report(report, run.console)

@@ -1,6 +1,7 @@
 """``eugen-eval``: evaluate trained runs side by side, score image pairs with LPIPS, set up LPIPS weights.
 
-    eugen-eval --load-config A/config.yml [B/config.yml ...] --output report.json [--plots DIR]
+    eugen-eval --load-config A/config.yml [B/config.yml ...] --output report.json [--plots DIR] \
+        [--side-by-side picture.png]
     eugen-eval lpips A.png B.png
     eugen-eval setup-lpips [--force]
 
@@ -19,7 +20,7 @@ import torch
 import tyro
 from rich.console import Console
 
-from eugen_nerf.eval.evaluate import EvalSettings, evaluate_config
+from eugen_nerf.eval.evaluate import EvalSettings, evaluate_configs
 from eugen_nerf.eval.lpips_weights import LPIPSWeightsError, setup_lpips_weights, weights_path
 from eugen_nerf.eval.report import build_report, plot, print_table, write_json
 from eugen_nerf.eval.runs import EvalInputError
@@ -31,7 +32,9 @@ CONSOLE = Console() if sys.stdout.isatty() else Console(width=160)  # logs and p
 
 @dataclass
 class Runs:
-    """Evaluate runs on their test split: PSNR/SSIM/LPIPS, render and field speed, size, memory."""
+    """Evaluate runs on their test split: PSNR/SSIM/LPIPS, render and field speed, size, render memory.
+
+    Runs of one scene are also timed side by side (the render speed-up over the first run)."""
 
     load_config: list[Path]
     """``config.yml`` of each run (``outputs/<experiment>/<method>/<timestamp>/config.yml``)."""
@@ -39,10 +42,31 @@ class Runs:
     """Where to write the JSON report."""
     plots: Path | None = None
     """Directory for PSNR-vs-FPS and per-view PSNR plots and per-view error images."""
+    names: list[str] | None = None
+    """A short name per run for the table and the picture (default: experiment/method/timestamp)."""
+    side_by_side: Path | None = None
+    """Write one picture of a test view: every run's render, the ground truth, and the difference of the
+    second run from the first (runs of one scene; small renders are enlarged so that they can be seen)."""
+    side_by_side_view: int = 0
+    """The test view of --side-by-side."""
+    difference_gain: float = 4.0
+    """The --side-by-side difference panel shows this many times |second - first| (1: unscaled)."""
     settings: Annotated[EvalSettings, tyro.conf.arg(name="")] = field(default_factory=EvalSettings)
 
     def main(self) -> None:
-        entries = [evaluate_config(path, self.settings, self.plots) for path in self.load_config]
+        if self.side_by_side is not None and len(self.load_config) < 2:
+            raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
+        if self.names is not None and len(self.names) != len(self.load_config):
+            raise EvalInputError(f"--names gives {len(self.names)} names for {len(self.load_config)} runs")
+        entries = evaluate_configs(
+            self.load_config,
+            self.settings,
+            self.plots,
+            self.side_by_side,
+            self.side_by_side_view,
+            self.difference_gain,
+            self.names,
+        )
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         report = build_report(entries, asdict(self.settings), device)
         write_json(report, self.output)
@@ -50,6 +74,8 @@ class Runs:
         if self.plots is not None:
             plot(report, self.plots)
         CONSOLE.print(f"report: {self.output}" + (f", plots: {self.plots}" if self.plots else ""))
+        if self.side_by_side is not None:
+            CONSOLE.print(f"side by side: {self.side_by_side}")
 
 
 def read_rgb(path: Path) -> torch.Tensor:

@@ -2,7 +2,9 @@
 
 Every view is rendered at the test camera's own resolution; rendering is timed (after warm-up, with
 device synchronisation, median of repeats) while metrics and error images are computed outside the
-timed region. Peak memory covers loading the run and rendering it.
+timed region. Several runs of one scene are also timed side by side (each repeat renders every run in
+turn), which is what a speed ratio needs on a shared machine, and each run's render memory is measured in a
+fresh process (:mod:`eugen_nerf.eval.memory`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from torch import Tensor
 from eugen_nerf.eval import metrics
 from eugen_nerf.eval.field_speed import NoFieldError, time_field
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
+from eugen_nerf.eval.memory import render_memory
+from eugen_nerf.eval.panels import compose, difference
 from eugen_nerf.eval.runs import EvalInputError, Run, final_rgb, ground_truth_image, load_run
-from eugen_nerf.eval.size import PeakMemory, count_parameters
-from eugen_nerf.eval.timing import Timing, median_rate, render_and_score
+from eugen_nerf.eval.size import count_parameters
+from eugen_nerf.eval.timing import Timing, benchmark_interleaved, median_rate, render_and_score
 from eugen_nerf.inputs.numerics import check_finite
 
 
@@ -44,6 +48,10 @@ class EvalSettings:
     """Evaluate only the first N test views (quick checks); None for all."""
     eval_num_rays_per_chunk: int | None = None
     """Override the model's rays per forward chunk when rendering."""
+    speed_views: int = 2
+    """Test views on which several runs of one scene are timed side by side (the render speed-up)."""
+    render_memory: bool = True
+    """Measure each run's render memory (one test view, in a fresh process: see docs/evaluation.md)."""
 
 
 def stats(values: list[float]) -> dict[str, object]:
@@ -244,18 +252,59 @@ def is_sdf_run(run: Run) -> bool:
     return callable(getattr(run.pipeline.model, "evaluate_geometry", None))
 
 
-def evaluate_config(
-    config_path: Path, settings: EvalSettings, plots_dir: Path | None = None
-) -> dict[str, object]:
-    """Load the run at ``config_path``, evaluate it and free it; returns its report entry."""
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    memory = PeakMemory(device)
-    memory.reset()
-    run = load_run(config_path, settings.eval_num_rays_per_chunk)
+def render_seconds_side_by_side(
+    models: dict[str, tuple[torch.nn.Module, object]],
+    views: list[int],
+    device: torch.device | str,
+    warmup: int = 1,
+    repeats: int = 2,
+) -> dict[str, float]:
+    """Median seconds to render each of ``views`` for every model, all timed side by side.
+
+    ``models`` maps a name to ``(model, cameras)``; each repeat renders the view with every model in turn
+    (:func:`~eugen_nerf.eval.timing.benchmark_interleaved`: load from elsewhere hits all alike, each first
+    output is checked finite), and every view's repeats are pooled into one median per model."""
+    timings = {name: Timing() for name in models}
+    for view in views:
+        fns = {
+            name: (lambda m=model, c=cameras, v=view: final_rgb(m.get_outputs_for_camera(c[v : v + 1])))
+            for name, (model, cameras) in models.items()
+        }
+        with torch.no_grad():
+            for name, timing in benchmark_interleaved(fns, device, warmup=warmup, repeats=repeats).items():
+                timings[name].seconds.extend(timing.seconds)
+    return {name: timing.median for name, timing in timings.items()}
+
+
+def same_test_views(runs: list[Run]) -> bool:
+    """Whether the runs have the same number of test views at the same resolutions (one scene's split)."""
+    sizes = [
+        [(int(c.height), int(c.width)) for c in run.pipeline.datamanager.eval_dataset.cameras] for run in runs
+    ]
+    return all(size == sizes[0] for size in sizes[1:])
+
+
+def side_by_side_image(runs: list[Run], names: list[str], view: int, gain: float) -> np.ndarray:
+    """Test view ``view`` rendered by every run, its ground truth, and ``gain * |second - first|``."""
+    panels, labels = [], list(names)
+    for run in runs:
+        camera = run.pipeline.datamanager.eval_dataset.cameras[view : view + 1].to(run.pipeline.device)
+        with torch.no_grad():
+            panels.append(final_rgb(run.model.get_outputs_for_camera(camera)).clamp(0, 1).cpu())
+    first = runs[0].pipeline
+    panels.append(ground_truth_image(first, first.datamanager.eval_dataset, view).cpu())
+    labels.append("ground truth")
+    panels.append(difference(panels[1], panels[0], gain))
+    labels.append(f"|{labels[1]} - {labels[0]}| x{gain:g}" if gain != 1 else f"|{labels[1]} - {labels[0]}|")
+    return compose(panels, labels)
+
+
+def evaluate_run(run: Run, settings: EvalSettings, plots_dir: Path | None = None) -> dict[str, object]:
+    """The report entry of one loaded run (quality, its own render timing, field speed and size)."""
     error_dir = plots_dir / "errors" / run.name.replace("/", "_") if plots_dir is not None else None
     entry = {
         "name": run.name,
-        "config": str(config_path),
+        "config": str(run.config_path),
         "method": run.config.method_name,
         "scene": str(run.scene),
         "step": run.step,
@@ -271,11 +320,72 @@ def evaluate_config(
     entry["size"] = {
         "parameters": count_parameters(run.pipeline.model),
         "checkpoint_bytes": run.checkpoint.stat().st_size,
-        "peak_memory_bytes": memory.read(),
-        "peak_memory_kind": memory.kind,
+        "render_memory_bytes": None,
+        "render_memory_kind": None,
     }
-    del run
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     return entry
+
+
+def evaluate_configs(
+    config_paths: list[Path],
+    settings: EvalSettings,
+    plots_dir: Path | None = None,
+    side_by_side: Path | None = None,
+    side_by_side_view: int = 0,
+    difference_gain: float = 4.0,
+    names: list[str] | None = None,
+) -> list[dict[str, object]]:
+    """Load every run, evaluate each, time runs of one scene side by side, write the side-by-side picture,
+    free the runs, then measure each run's render memory in a fresh process. Returns the report entries;
+    ``speed.render_speedup`` is the first run's render time over each run's (``None`` when the runs'
+    test views differ or only one run renders images). ``names``: one per run, replacing
+    ``experiment/method/timestamp`` in the entries and the picture."""
+    runs = [load_run(path, settings.eval_num_rays_per_chunk) for path in config_paths]
+    entries = [evaluate_run(run, settings, plots_dir) for run in runs]
+    for entry, name in zip(entries, names or []):
+        entry["name"] = name
+    image_runs = [(run, entry) for run, entry in zip(runs, entries) if not is_sdf_run(run)]
+    comparable = len(image_runs) >= 2 and same_test_views([run for run, _ in image_runs])
+    for _, entry in image_runs:
+        entry["speed"]["render_speedup"] = None
+    if comparable:
+        count = len(image_runs[0][0].pipeline.datamanager.eval_dataset)
+        views = list(range(min(settings.speed_views, count, settings.max_views or count)))
+        seconds = render_seconds_side_by_side(
+            {
+                str(i): (
+                    run.model.eval(),
+                    run.pipeline.datamanager.eval_dataset.cameras.to(run.pipeline.device),
+                )
+                for i, (run, _) in enumerate(image_runs)
+            },
+            views,
+            image_runs[0][0].pipeline.device,
+            warmup=settings.warmup,
+            repeats=settings.repeats,
+        )
+        for i, (_, entry) in enumerate(image_runs):
+            entry["speed"]["render_speedup"] = seconds["0"] / seconds[str(i)]
+    if side_by_side is not None:
+        if not comparable:
+            raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
+        count = len(image_runs[0][0].pipeline.datamanager.eval_dataset)
+        if not 0 <= side_by_side_view < count:
+            raise EvalInputError(f"--side-by-side-view {side_by_side_view}: the runs have {count} test views")
+        side_by_side.parent.mkdir(parents=True, exist_ok=True)
+        image = side_by_side_image(
+            [run for run, _ in image_runs],
+            [str(entry["name"]) for _, entry in image_runs],
+            side_by_side_view,
+            difference_gain,
+        )
+        iio.imwrite(side_by_side, image)
+    del runs, image_runs
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    if settings.render_memory:
+        for path, entry in zip(config_paths, entries):
+            if "render_fps" in entry.get("speed", {}):
+                entry["size"].update(render_memory(path))
+    return entries

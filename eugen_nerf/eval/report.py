@@ -3,7 +3,7 @@
 Report layout (``SCHEMA`` below is the normative JSON Schema)::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "created_with": {"eugen_nerf": str, "nerfstudio": str, "torch": str, "command": str},
       "created_at": ISO-8601 str,
       "device": {"type": "cpu" | "cuda", "name": str, "torch_threads": int},
@@ -19,9 +19,11 @@ Report layout (``SCHEMA`` below is the normative JSON Schema)::
         },
         "speed": {"render_fps", "render_seconds_per_view": [..], "rays_per_second",
                   "field_points_per_second" (null: no field, e.g. splatting), "field_module",
-                  "resolution": [width, height]},
-        "size": {"parameters", "checkpoint_bytes", "peak_memory_bytes",
-                 "peak_memory_kind": "rss_peak" | "rss_peak_process_lifetime" | "cuda_max_allocated"}
+                  "resolution": [width, height],
+                  "render_speedup": null | the first run's render time over this run's, timed side by side},
+        "size": {"parameters", "checkpoint_bytes",
+                 "render_memory_bytes": null | int (one test view's render, fresh process: eval/memory.py),
+                 "render_memory_kind": null | "rss_delta_fresh_process" | "cuda_allocated_delta"}
       }]
     }
 
@@ -43,9 +45,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from eugen_nerf.eval.memory import KINDS as MEMORY_KINDS
 from eugen_nerf.inputs.outputs import atomic_write_bytes
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _STAT = {
     "type": "object",
@@ -122,6 +125,7 @@ SCHEMA: dict[str, Any] = {
                             "field_points_per_second": {"oneOf": [_NUMBER, {"type": "null"}]},
                             "field_module": {"type": ["string", "null"]},
                             "resolution": {"type": "array", "items": _INTEGER, "minItems": 2, "maxItems": 2},
+                            "render_speedup": {"oneOf": [_NUMBER, {"type": "null"}]},
                         },
                     },
                     "size": {
@@ -129,16 +133,14 @@ SCHEMA: dict[str, Any] = {
                         "required": [
                             "parameters",
                             "checkpoint_bytes",
-                            "peak_memory_bytes",
-                            "peak_memory_kind",
+                            "render_memory_bytes",
+                            "render_memory_kind",
                         ],
                         "properties": {
                             "parameters": _INTEGER,
                             "checkpoint_bytes": _INTEGER,
-                            "peak_memory_bytes": _INTEGER,
-                            "peak_memory_kind": {
-                                "enum": ["rss_peak", "rss_peak_process_lifetime", "cuda_max_allocated"]
-                            },
+                            "render_memory_bytes": {"oneOf": [_INTEGER, {"type": "null"}]},
+                            "render_memory_kind": {"enum": [*MEMORY_KINDS, None]},
                         },
                     },
                 },
@@ -200,7 +202,19 @@ def table(report: dict[str, Any]) -> Table:
     out = Table(title=f"eugen-eval ({report['device']['name']})")
     out.add_column("run", overflow="fold", min_width=12)
     out.add_column("method", overflow="fold")
-    for header in ("PSNR", "SSIM", "LPIPS", "FPS", "rays/s", "field pts/s", "params", "ckpt MB", "peak MB"):
+    headers = (
+        "PSNR",
+        "SSIM",
+        "LPIPS",
+        "FPS",
+        "speed-up",
+        "rays/s",
+        "field pts/s",
+        "params",
+        "ckpt MB",
+        "render MB",
+    )
+    for header in headers:
         out.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     for run in report["runs"]:
         metrics, speed, size = run["metrics"], run["speed"], run["size"]
@@ -211,11 +225,12 @@ def table(report: dict[str, Any]) -> Table:
             _stat_cell(metrics.get("ssim"), 3),
             _stat_cell(metrics.get("lpips"), 3),
             f"{speed['render_fps']:.3g}",
+            "n/a" if speed.get("render_speedup") is None else f"{speed['render_speedup']:.2f}x",
             _si(speed["rays_per_second"]),
             "n/a" if speed["field_points_per_second"] is None else _si(speed["field_points_per_second"]),
             _si(size["parameters"]),
             f"{size['checkpoint_bytes'] / 2**20:.1f}",
-            f"{size['peak_memory_bytes'] / 2**20:.0f}",
+            "n/a" if size["render_memory_bytes"] is None else f"{size['render_memory_bytes'] / 2**20:.1f}",
         )
     return out
 

@@ -16,6 +16,7 @@ import tyro
 import viser
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from eugen_nerf.eval.panels import compose
 from eugen_nerf.inputs.errors import one_line_errors
 from eugen_nerf.inputs.options import POSITIVE_INT, check_options, integer_at_least
 from eugen_nerf.viewer.compare import (
@@ -24,7 +25,6 @@ from eugen_nerf.viewer.compare import (
     ViewScores,
     c2w_to_viser,
     check_same_scene,
-    compose,
     panel_camera,
     stats_markdown,
     viser_to_c2w,

@@ -18,7 +18,6 @@ from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.models.base_model import ModelConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 from nerfstudio.viewer.utils import CameraState, get_camera
-from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
 
 from eugen_nerf.inputs.errors import InputError
@@ -169,30 +168,6 @@ def panel_camera(c2w: Tensor, fov: float, aspect: float, height: int) -> Cameras
     width = max(8, round(height * aspect / 3))
     state = CameraState(fov=fov, aspect=width / height, c2w=c2w, camera_type=CameraType.PERSPECTIVE)
     return get_camera(state, height, width)
-
-
-def compose(panels: list[Tensor], labels: list[str], min_height: int = 384) -> np.ndarray:
-    """Panels side by side as one uint8 image, labelled in their top-left corners.
-
-    Small renders are enlarged by an integer factor without interpolation (pixels stay pixels) so that
-    the labels stay sharp when the browser stretches the image over the canvas.
-    """
-    image = Image.fromarray((torch.cat(panels, dim=1).clamp(0, 1).numpy() * 255).round().astype(np.uint8))
-    height, width = panels[0].shape[:2]
-    scale = -(-min_height // height)
-    image = image.resize((image.width * scale, image.height * scale), Image.Resampling.NEAREST)
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=16)
-    for i, label in enumerate(labels):
-        draw.text(
-            (i * width * scale + 6, 6),
-            label,
-            fill=(255, 255, 255),
-            font=font,
-            stroke_width=2,
-            stroke_fill=(0, 0, 0),
-        )
-    return np.asarray(image)
 
 
 def stats_markdown(labels: list[str], seconds: list[float], psnrs: list[float], view_name: str) -> str:

@@ -19,6 +19,7 @@ from nerfstudio.data.scene_box import OrientedBox
 from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
 from torch import Tensor, nn
 
+from eugen_nerf.eval.panels import difference as difference_image
 from eugen_nerf.layers import EUGenMLP
 
 FUSED_LABEL = "EUGen fused inference"
@@ -38,11 +39,6 @@ def set_fused(model: nn.Module, fused: bool) -> None:
     """Run every EUGen MLP of ``model`` in its fused (``True``) or layer-by-layer form in eval mode."""
     for mlp in eugen_mlps(model):
         mlp.fuse_in_eval = fused
-
-
-def difference_image(student_rgb: Tensor, teacher_rgb: Tensor) -> Tensor:
-    """``|student - teacher|`` per channel: black where distillation changed nothing."""
-    return (student_rgb - teacher_rgb).abs().clamp(0.0, 1.0)
 
 
 def select_outputs(

@@ -1,0 +1,121 @@
+"""Render memory: the memory that rendering one test view takes, measured the same way for every model.
+
+A process's peak memory says little about a model: it includes loading the run, the dataset, other models
+and whatever the allocator kept from earlier work. So each model is measured in a fresh process that loads
+the run, then measures only the render of one test view:
+
+* on CUDA, the allocator's peak above what was allocated just before the render
+  (``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``);
+* on the CPU, the resident set's high-water mark above the resident set just before the render (``VmHWM``
+  reset through ``/proc/self/clear_refs``), with glibc's mmap threshold fixed at 64 KiB
+  (``MALLOC_MMAP_THRESHOLD_``) so that large tensor buffers are mapped and unmapped on demand instead of
+  being recycled from memory that loading left behind.
+
+No warm-up render runs first: a warm-up's freed buffers would be reused and hide what a render needs.
+``python -m eugen_nerf.eval.memory CONFIG [--view N]`` is the child process; it prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from eugen_nerf.eval.size import PeakMemory
+
+KINDS = ("cuda_allocated_delta", "rss_delta_fresh_process")
+"""What ``render_memory_kind`` can say: the CUDA allocator's delta, or the resident set's delta on the CPU."""
+
+_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONWARNINGS": "ignore"}
+
+
+def _resident_bytes() -> int:
+    match = re.search(r"VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text())
+    return int(match.group(1)) * 1024 if match else 0
+
+
+class _NoLPIPS(torch.nn.Module):
+    """Stands in for torchmetrics' LPIPS while measuring: a render needs no metric, and building the stock
+    one would download its backbone where the offline weights are not set up."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def forward(self, *args, **kwargs):
+        raise RuntimeError("LPIPS is not available in the render-memory process")
+
+
+def _without_lpips() -> None:
+    import torchmetrics.image.lpip
+
+    torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = _NoLPIPS
+
+
+def measure_in_this_process(config_path: Path, view: int = 0) -> dict[str, object]:
+    """Load the run at ``config_path`` and measure the render of test view ``view`` (call in a fresh process)."""
+    import gc
+
+    _without_lpips()  # before the run loader imports any model that binds the class
+    from eugen_nerf.eval.runs import EvalInputError, final_rgb, load_run
+
+    run = load_run(config_path)
+    dataset = run.pipeline.datamanager.eval_dataset
+    if not 0 <= view < len(dataset):
+        raise EvalInputError(f"{config_path}: test view {view} does not exist ({len(dataset)} test views)")
+    camera = dataset.cameras[view : view + 1].to(run.pipeline.device)
+    model = run.pipeline.model.eval()
+    device = run.pipeline.device
+    gc.collect()
+    memory = PeakMemory(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+    memory.reset()
+    if device.type != "cuda":
+        before = _resident_bytes()
+    with torch.no_grad():
+        rgb = final_rgb(model.get_outputs_for_camera(camera))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    peak = memory.read()
+    if not bool(torch.isfinite(rgb).all()):
+        raise EvalInputError(f"{config_path}: the render of test view {view} is not finite")
+    kind = "cuda_allocated_delta" if device.type == "cuda" else "rss_delta_fresh_process"
+    if device.type != "cuda" and memory.kind != "rss_peak":
+        raise RuntimeError("this kernel cannot reset the resident high-water mark (/proc/self/clear_refs)")
+    return {"render_memory_bytes": max(int(peak - before), 0), "render_memory_kind": kind}
+
+
+def render_memory(config_path: Path, view: int = 0, timeout: float = 1800) -> dict[str, object]:
+    """Measure the render memory of the run at ``config_path`` in a fresh Python process (see the module)."""
+    command = [sys.executable, "-m", "eugen_nerf.eval.memory", str(config_path), "--view", str(view)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **_ENV}, check=False
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"render memory of {config_path}: the measuring process failed: {reason}")
+    return json.loads(lines[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from eugen_nerf.inputs.errors import one_line_errors
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--view", type=int, default=0)
+    args = parser.parse_args(argv)
+    with one_line_errors("eugen_nerf.eval.memory", code=1):
+        print(json.dumps(measure_in_this_process(args.config, args.view)))
+
+
+if __name__ == "__main__":
+    main()
