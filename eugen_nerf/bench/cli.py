@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from eugen_nerf.bench.index import update_index, write_command
+from eugen_nerf.bench.index import load, update_index, write_command
 from eugen_nerf.bench.protocol import PROTOCOLS, Places, Suite, load_protocol
 from eugen_nerf.bench.tables import Tables, documents
 from eugen_nerf.inputs.errors import InputError, one_line_errors, report
@@ -92,6 +92,7 @@ def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
     out = where.output_dir / suite.name
     out.mkdir(parents=True, exist_ok=True)
     print(f"== {suite.name}: python {shlex.join(command)}", flush=True)
+    load_at_start = load()
     code = subprocess.call([sys.executable, *command])
     if code:
         print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); no table was touched", flush=True)
@@ -101,7 +102,7 @@ def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
         + (["--device", args.device] if args.device != "cpu" else [])
         + (["--quick"] if args.quick else [])
     )
-    write_command(out, suite.name, command, rerun)
+    write_command(out, suite.name, command, rerun, load_at_start)
     return 0
 
 

@@ -8,6 +8,7 @@ setting, its command and its files; it is generated, never edited by hand.
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import time
@@ -30,26 +31,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine() -> str:
-    """One line naming the machine: CPU model and cores, torch and its threads, the GPU if any."""
-    import os
+def load() -> float:
+    """The 1-minute load average (0 where the platform has none): timings taken at a load above the core
+    count shared the machine with other work."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
 
+
+def machine() -> str:
+    """One line naming the machine: CPU model and cores, torch and its threads, the GPU if any, and the load."""
     import torch
 
     gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return (
         f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads by default){gpu}"
+        f"({torch.get_num_threads()} threads by default){gpu}; load average {load():.1f}"
     )
 
 
-def write_command(folder: Path, suite: str, argv: list[str], rerun: str) -> Path:
-    """``folder/command.txt`` for a finished run of ``suite``: how to rerun it, what ran, where and when."""
+def write_command(folder: Path, suite: str, argv: list[str], rerun: str, load_at_start: float) -> Path:
+    """``folder/command.txt`` for a finished run of ``suite``: how to rerun it, what ran, where and when (with
+    the machine's load average at the start and the end: timings are only comparable on an idle machine)."""
     path = folder / COMMAND_FILE
     path.write_text(
         f"{rerun}\n"
         f"python {shlex.join(argv)}\n"
-        f"# machine: {machine()}\n"
+        f"# machine: {machine()} at the end, {load_at_start:.1f} at the start\n"
         f"# finished: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
     )
     return path
