@@ -33,12 +33,14 @@ def run_bench(*args: str):
 
 
 def checkout_copy(tmp_path: Path) -> Path:
-    """README.md, docs/benchmarks.md and benchmarks/ (without the plots) of this checkout under tmp_path."""
+    """README.md, docs/benchmarks.md and benchmarks/ (without the plots) of this checkout under tmp_path, its
+    tables generated."""
     root = tmp_path / "checkout"
     (root / "docs").mkdir(parents=True)
     for name in DOCUMENTS:
         shutil.copy(ROOT / name, root / name)
     shutil.copytree(ROOT / "benchmarks", root / "benchmarks", ignore=shutil.ignore_patterns("*.png"))
+    Tables(SPEC, root).update_documents(documents(root))  # the copy's tables as the JSON says
     return root
 
 
