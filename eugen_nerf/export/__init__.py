@@ -9,4 +9,12 @@ from eugen_nerf.export.field import Camera, ExportedField, load_export
 from eugen_nerf.export.format import FORMAT_VERSION, ExportFormatError
 from eugen_nerf.export.render import Sampling, render_view
 
-__all__ = ["FORMAT_VERSION", "Camera", "ExportFormatError", "ExportedField", "Sampling", "load_export", "render_view"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Camera",
+    "ExportFormatError",
+    "ExportedField",
+    "Sampling",
+    "load_export",
+    "render_view",
+]

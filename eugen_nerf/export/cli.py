@@ -85,7 +85,9 @@ class Serve:
         try:
             server = make_server(self.exports, self.port)
         except OSError as error:
-            raise InputError(f"cannot listen on 127.0.0.1:{self.port} ({error.strerror}); pick --port") from None
+            raise InputError(
+                f"cannot listen on 127.0.0.1:{self.port} ({error.strerror}); pick --port"
+            ) from None
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         CONSOLE.print(f"web viewer: {url}  (Ctrl-C stops it)", soft_wrap=True)
         try:

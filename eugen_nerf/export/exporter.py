@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from rich.progress import Progress
 from torch import nn
 
-from eugen_nerf.export import format as fmt
 from eugen_nerf.export.field import field_from_header
 from eugen_nerf.inputs.errors import InputError
 
@@ -55,7 +53,9 @@ def _activation(module: nn.Module | None, where: str) -> str | None:
         return None
     name = ACTIVATION_NAMES.get(type(module))
     if name is None:
-        raise ExportError(f"{where}: activation {type(module).__name__} is not supported (relu, sigmoid, softplus)")
+        raise ExportError(
+            f"{where}: activation {type(module).__name__} is not supported (relu, sigmoid, softplus)"
+        )
     return name
 
 
@@ -99,9 +99,9 @@ def export_mlp(mlp: nn.Module, name: str, writer: _Writer) -> dict:
             projection_rows = weight.shape[0] - step.norm_rows
             norm_projection = step.norm_projection
             if step.factors is not None:  # orders reuse the first order's rows: write every order's rows out
-                order = torch.cat(
-                    [torch.arange(m) if f is None else f.cpu() for f in step.factors]
-                ).to(weight.device)
+                order = torch.cat([torch.arange(m) if f is None else f.cpu() for f in step.factors]).to(
+                    weight.device
+                )
                 weight = torch.cat([weight[:projection_rows][order], weight[projection_rows:]])
                 bias = torch.cat([bias[:projection_rows][order], bias[projection_rows:]])
                 skip = skip[order] if skip is not None else None
@@ -174,10 +174,14 @@ def check_model(model: nn.Module, method: str) -> None:
     from eugen_nerf.models.nerf import EUGenNeRFModel
 
     if not isinstance(model, EUGenNeRFModel):
-        raise ExportError(f"{method}: its head ({type(model).__name__}) is not supported; eugen-export supports {SUPPORTED}")
+        raise ExportError(
+            f"{method}: its head ({type(model).__name__}) is not supported; eugen-export supports {SUPPORTED}"
+        )
     framing = model.framing
     if framing.contraction:
-        raise ExportError(f"{method}: a scene with contraction (unbounded) is not supported; eugen-export supports {SUPPORTED}")
+        raise ExportError(
+            f"{method}: a scene with contraction (unbounded) is not supported; eugen-export supports {SUPPORTED}"
+        )
     if framing.background not in ("white", "black"):
         raise ExportError(
             f"{method}: background {framing.background!r} is not supported (white or black); "
@@ -227,7 +231,9 @@ def _cameras(run, origin: torch.Tensor, unit: float) -> list[dict]:
     out = []
     for i in range(len(cameras)):
         if int(cameras.camera_type[i]) != CameraType.PERSPECTIVE.value:
-            raise ExportError(f"{run.config_path}: test camera {i} is not a pinhole camera; only pinhole cameras are exported")
+            raise ExportError(
+                f"{run.config_path}: test camera {i} is not a pinhole camera; only pinhole cameras are exported"
+            )
         c2w = cameras.camera_to_worlds[i].double().clone()
         c2w[:, 3] = (c2w[:, 3] - origin) / unit
         out.append(
@@ -265,7 +271,6 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
     occupancy = bake_occupancy(fine, bounds, options, progress)
     writer.buffers["occupancy"] = occupancy
     background = [1.0, 1.0, 1.0] if framing.background == "white" else [0.0, 0.0, 0.0]
-    config = run.config.pipeline.model
     header = {
         "head": "nerf",
         "dtype": options.dtype,
@@ -290,8 +295,8 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
                 # nerfstudio's collider renders from 0 outside training unless told not to reset the near plane
                 "near": 0.0 if getattr(model.collider, "reset_near_plane", True) else near,
                 "far": far,
-                "coarse_samples": config.num_coarse_samples,
-                "importance_samples": config.num_importance_samples,
+                "coarse_samples": model.sampler_uniform.num_samples,
+                "importance_samples": model.sampler_pdf.num_samples,
                 "histogram_padding": 0.01,
             }
         },
@@ -299,7 +304,7 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
         "macs_per_sample": {},
         "cameras": _cameras(run, origin, unit),
     }
-    for name in fields:
-        parsed = field_from_header(fields[name], writer.buffers, torch.device("cpu"), torch.float32)
+    for name, spec in fields.items():
+        parsed = field_from_header(spec, writer.buffers, torch.device("cpu"), torch.float32)
         header["macs_per_sample"][name] = parsed.macs_per_point()
     return header, writer.buffers

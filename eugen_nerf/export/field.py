@@ -180,7 +180,14 @@ class Camera:
         """The same view at another resolution (intrinsics scaled per axis)."""
         sx, sy = width / self.width, height / self.height
         return Camera(
-            width, height, self.fx * sx, self.fy * sy, self.cx * sx, self.cy * sy, self.camera_to_world, self.name
+            width,
+            height,
+            self.fx * sx,
+            self.fy * sy,
+            self.cx * sx,
+            self.cy * sy,
+            self.camera_to_world,
+            self.name,
         )
 
 
@@ -212,7 +219,7 @@ class ExportedField:
 def _tensor(buffers, name, device, dtype) -> Tensor | None:
     if name is None:
         return None
-    return torch.from_numpy(np.asarray(buffers[name], dtype=np.float32)).to(device=device, dtype=dtype)
+    return torch.from_numpy(np.array(buffers[name], dtype=np.float32)).to(device=device, dtype=dtype)
 
 
 def _mlp(spec: dict, buffers, device, dtype) -> MLP:
@@ -242,7 +249,9 @@ def _mlp(spec: dict, buffers, device, dtype) -> MLP:
 
 
 def _encoding(spec: dict, device, dtype) -> Encoding:
-    return Encoding(torch.tensor(spec["frequencies"], device=device, dtype=dtype), spec["scale"], spec["include_input"])
+    return Encoding(
+        torch.tensor(spec["frequencies"], device=device, dtype=dtype), spec["scale"], spec["include_input"]
+    )
 
 
 def field_from_header(spec: dict, buffers, device, dtype) -> NeRFField:
@@ -269,10 +278,12 @@ def load_export(
             f"{parsed.path}: field head {header.get('head')!r}; this reader renders {', '.join(HEADS)}"
         )
     try:
-        fields = {name: field_from_header(spec, buffers, device, dtype) for name, spec in header["fields"].items()}
+        fields = {
+            name: field_from_header(spec, buffers, device, dtype) for name, spec in header["fields"].items()
+        }
         scene = header["scene"]
         occupancy = header["occupancy"]
-        grid = torch.from_numpy(np.asarray(buffers[occupancy["buffer"]])).to(device) > 0
+        grid = torch.from_numpy(np.array(buffers[occupancy["buffer"]])).to(device) > 0
         cameras = [
             Camera(
                 c["width"],
@@ -298,5 +309,6 @@ def load_export(
             parsed.path,
         )
     except (KeyError, TypeError, ValueError) as error:
-        raise fmt.ExportFormatError(f"{parsed.path}: inconsistent header ({type(error).__name__}: {error})") from None
-
+        raise fmt.ExportFormatError(
+            f"{parsed.path}: inconsistent header ({type(error).__name__}: {error})"
+        ) from None

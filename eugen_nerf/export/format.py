@@ -111,7 +111,9 @@ def decode(data: bytes, source: str = "export") -> ExportFile:
         dtype = np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<")
         array = np.frombuffer(section[entry["offset"] : end], dtype=dtype)
         if array.size != int(np.prod(entry["shape"], dtype=np.int64)):
-            raise ExportFormatError(f"{source}: buffer {name} holds {array.size} values, not {entry['shape']}")
+            raise ExportFormatError(
+                f"{source}: buffer {name} holds {array.size} values, not {entry['shape']}"
+            )
         buffers[name] = array.reshape(entry["shape"])
     return ExportFile(header, buffers)
 

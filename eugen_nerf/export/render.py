@@ -182,7 +182,9 @@ def _march(
             contribution = torch.zeros(*positions.shape[:2], 3, device=o.device, dtype=o.dtype)
             contribution[shade] = weight[shade, None] * rgb
             color[live] += contribution.sum(1)
-        transmittance[live] = transmittance[live] * torch.where(included, 1 - alpha, torch.ones_like(alpha)).prod(1)
+        transmittance[live] = transmittance[live] * torch.where(
+            included, 1 - alpha, torch.ones_like(alpha)
+        ).prod(1)
         if sampling.early_termination:
             live = live[transmittance[live] >= sampling.termination]
     return color + exported.background * transmittance[:, None]
@@ -200,7 +202,8 @@ def render_rays(
     sampling = sampling or Sampling()
     render = _nerfstudio if sampling.kind == "nerfstudio" else _march
     out = [
-        render(exported, o, d, sampling) for o, d in zip(origins.split(chunk), directions.split(chunk), strict=True)
+        render(exported, o, d, sampling)
+        for o, d in zip(origins.split(chunk), directions.split(chunk), strict=True)
     ]
     return torch.cat(out).clamp(0.0, 1.0)
 

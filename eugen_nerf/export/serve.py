@@ -40,7 +40,7 @@ class Handler(BaseHTTPRequestHandler):
         self.page, self.fields = page, fields
         super().__init__(*args, **kwargs)
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args) -> None:
         pass
 
     def _send(self, data: bytes, kind: str) -> None:
@@ -51,10 +51,12 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].lstrip("/") or "index.html"
         if path == "fields.json":
-            listing = [{"name": f["name"], "url": f"fields/{i}/{fmt.FILE_NAME}"} for i, f in enumerate(self.fields)]
+            listing = [
+                {"name": f["name"], "url": f"fields/{i}/{fmt.FILE_NAME}"} for i, f in enumerate(self.fields)
+            ]
             self._send(json.dumps({"fields": listing}).encode(), "application/json")
             return
         parts = path.split("/")

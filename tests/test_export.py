@@ -1,0 +1,236 @@
+"""eugen-export and the reference renderer: an exported tiny run renders as nerfstudio renders it, the format
+round-trips and refuses what it cannot read, the renderer works with nerfstudio blocked, bad runs are refused
+in one line with nothing written."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _tiny import small_method_config
+
+from eugen_nerf.export import format as fmt
+from eugen_nerf.export.field import load_export
+from eugen_nerf.export.render import Sampling, render_view
+
+REPO = Path(__file__).resolve().parents[1]
+SCENE = REPO / "scenes" / "bunny32"
+STEPS = 30
+GRID = 16
+"""A coarse occupancy grid keeps the tiny exports fast (the grid's baking is most of an export)."""
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(-10 * torch.log10(((a - b) ** 2).mean().clamp_min(1e-20)))
+
+
+def export_run(config_path: Path, output: Path, dtype: str = "float32") -> Path:
+    from eugen_nerf.eval.runs import load_run
+    from eugen_nerf.export.exporter import ExportOptions, build_export
+
+    run = load_run(config_path, device="cpu")
+    header, buffers = build_export(run, ExportOptions(dtype=dtype, grid_resolution=GRID))
+    output.mkdir(parents=True, exist_ok=True)
+    fmt.write(output / fmt.FILE_NAME, header, buffers)
+    return output
+
+
+def train_tiny_runs(root: Path) -> dict[str, Path]:
+    """``config.yml`` of a tiny dense NeRF and a tiny EUGen NeRF (norm rows, degree 2, linear scaling)."""
+    from eugen_nerf.bench.training import train_in_process
+
+    return {
+        method: train_in_process(small_method_config(method), SCENE, STEPS, root, timestamp=method)[0]
+        for method in ("dense-nerf", "eugen-nerf")
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, one_thread) -> dict[str, Path]:
+    return train_tiny_runs(tmp_path_factory.mktemp("export_runs"))
+
+
+@pytest.fixture(scope="module")
+def exports(runs, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("exports")
+    return {method: export_run(path, root / method) for method, path in runs.items()}
+
+
+@pytest.mark.parametrize("method", ["dense-nerf", "eugen-nerf"])
+def test_reference_render_equals_nerfstudio(runs, exports, method):
+    from eugen_nerf.eval.runs import final_rgb, load_run
+
+    run = load_run(runs[method], device="cpu")
+    exported = load_export(exports[method], device="cpu")
+    cameras = run.pipeline.datamanager.eval_dataset.cameras
+    assert len(exported.cameras) == len(cameras)
+    for view in range(len(cameras)):
+        with torch.no_grad():
+            expected = final_rgb(run.model.get_outputs_for_camera(cameras[view : view + 1])).clamp(0, 1)
+        got = render_view(exported, view, Sampling(kind="nerfstudio"))
+        assert got.shape == expected.shape
+        assert psnr(got, expected) > 60, f"view {view}: {psnr(got, expected):.1f} dB"
+
+
+def test_eugen_export_holds_the_merged_chain(exports):
+    """The EUGen trunk is written feature to feature: its EUGen steps (but the last) carry no output matrix."""
+    header = fmt.read(exports["eugen-nerf"]).header
+    steps = header["fields"]["fine"]["trunk"]["steps"]
+    kinds = [step["kind"] for step in steps]
+    assert kinds == ["dense", "eugen", "eugen", "eugen", "dense", "eugen", "eugen", "dense"]
+    assert all(step.get("out_weight") is None for step in steps)
+    assert any(step["norm_rows"] for step in steps if step["kind"] == "eugen")  # ||h|| from the features
+
+
+def test_float16_export_renders_close_to_float32(runs, exports, tmp_path):
+    half = load_export(export_run(runs["eugen-nerf"], tmp_path / "half", dtype="float16"), device="cpu")
+    full = load_export(exports["eugen-nerf"], device="cpu")
+    assert fmt.read(tmp_path / "half").header["dtype"] == "float16"
+    assert (tmp_path / "half" / fmt.FILE_NAME).stat().st_size < (
+        exports["eugen-nerf"] / fmt.FILE_NAME
+    ).stat().st_size
+    assert psnr(render_view(half, 0, Sampling(samples=64)), render_view(full, 0, Sampling(samples=64))) > 40
+
+
+def test_march_options_keep_the_picture(exports):
+    """Occupancy skipping over a grid that covers every sample changes nothing; early termination changes a
+    pixel by at most the transmittance it stops at."""
+    exported = load_export(exports["dense-nerf"], device="cpu")
+    plain = render_view(
+        exported, 0, Sampling(samples=48, occupancy=False, early_termination=False, min_weight=0)
+    )
+    everywhere = dataclasses.replace(
+        exported,
+        occupancy=torch.ones_like(exported.occupancy),
+        bounds=torch.tensor([[-7.0] * 3, [7.0] * 3]),  # far 6 from a camera 4 away: every sample inside
+    )
+    skipped = render_view(everywhere, 0, Sampling(samples=48, early_termination=False, min_weight=0))
+    assert torch.allclose(skipped, plain, atol=1e-6)
+    stopped = render_view(everywhere, 0, Sampling(samples=48, termination=0.05, min_weight=0))
+    assert (stopped - plain).abs().max() <= 0.05 + 1e-6
+
+
+def test_format_round_trip_and_refusals(tmp_path):
+    buffers = {
+        "a": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "b": np.array([0.5, -2.0, 65504.0], dtype=np.float16),
+        "c": np.array([[[0, 1], [1, 0]]], dtype=np.uint8),
+    }
+    path = tmp_path / fmt.FILE_NAME
+    size = fmt.write(path, {"head": "nerf", "note": "x"}, buffers)
+    assert size == path.stat().st_size
+    parsed = fmt.read(tmp_path)
+    assert parsed.header["version"] == fmt.FORMAT_VERSION and parsed.header["note"] == "x"
+    for name, array in buffers.items():
+        assert parsed.buffers[name].dtype == array.dtype
+        np.testing.assert_array_equal(parsed.buffers[name], array)
+
+    data = path.read_bytes()
+    with pytest.raises(fmt.ExportFormatError, match="truncated"):
+        fmt.decode(data[:-4], "cut.eugen")
+    with pytest.raises(fmt.ExportFormatError, match="truncated"):
+        fmt.decode(data[:40], "cut.eugen")
+    with pytest.raises(fmt.ExportFormatError, match="not an exported field"):
+        fmt.decode(b"PK\x03\x04" + data[4:], "zip.eugen")
+    length = struct.unpack("<I", data[8:12])[0]
+    header = json.loads(data[16 : 16 + length])
+    header["version"] = fmt.FORMAT_VERSION + 1
+    text = json.dumps(header).encode().ljust(length)
+    with pytest.raises(fmt.ExportFormatError, match=f"version {fmt.FORMAT_VERSION + 1}") as error:
+        fmt.decode(data[:16] + text + data[16 + length :], "future.eugen")
+    assert "\n" not in str(error.value)
+    with pytest.raises(fmt.ExportFormatError, match="no exported field"):
+        fmt.read(tmp_path / "missing")
+
+
+BLOCKED = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('nerfstudio', 'imageio', 'yaml', 'tyro', 'rich'):
+            raise ImportError(f'blocked: {name}')
+sys.meta_path.insert(0, Block())
+from eugen_nerf.export import Sampling, load_export, render_view
+field = load_export(sys.argv[1], device='cpu')
+image = render_view(field, 0, Sampling(samples=32), width=12, height=10)
+assert image.shape == (10, 12, 3) and 0 <= float(image.min()) <= float(image.max()) <= 1
+assert not any(name.split('.')[0] == 'nerfstudio' for name in sys.modules)
+print('rendered', tuple(image.shape))
+"""
+
+
+def test_reference_renderer_needs_no_nerfstudio(exports):
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED, str(exports["eugen-nerf"])],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rendered (10, 12, 3)" in done.stdout
+
+
+def test_unsupported_runs_are_refused(runs):
+    from eugen_nerf.eval.runs import load_run
+    from eugen_nerf.export.exporter import ExportError, check_model, export_mlp
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+    with pytest.raises(ExportError, match="supports the NeRF head"):
+        check_model(torch.nn.Linear(2, 2), "dense-nerfacto")
+    model = load_run(runs["dense-nerf"], device="cpu").model
+    model.framing = dataclasses.replace(model.framing, contraction=True)
+    with pytest.raises(ExportError, match="contraction"):
+        check_model(model, "dense-nerf")
+    model.framing = dataclasses.replace(model.framing, contraction=False, background="random")
+    with pytest.raises(ExportError, match="background 'random'"):
+        check_model(model, "dense-nerf")
+    literal = EUGenMLP(4, 2, 8, 3, layer_types="eugen", eugen=EUGenSpec(shared_projections=False, degree=2))
+    with pytest.raises(ExportError, match="per-order projections"):
+        export_mlp(literal, "mlp", None)
+
+
+def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
+    exe = Path(sys.executable).parent / "eugen-export"
+    output = tmp_path / "out"
+    args = [str(exe), str(runs["eugen-nerf"]), "--output", str(output), "--grid-resolution", "8"]
+    done = subprocess.run(args, check=False, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "wrote" in done.stdout and (output / fmt.FILE_NAME).is_file()
+    assert fmt.read(output).header["occupancy"]["resolution"] == [8, 8, 8]
+
+    again = subprocess.run(args, check=False, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert again.returncode == 2
+    assert again.stdout.strip().splitlines()[-1].startswith("eugen-export: error: --output")
+    assert "--overwrite" in again.stdout
+
+    nowhere = tmp_path / "nowhere"
+    bad = subprocess.run(
+        [str(exe), str(tmp_path), "--output", str(nowhere)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stdout + bad.stderr
+    assert len(bad.stdout.strip().splitlines()) == 1 and "config.yml" in bad.stdout
+    assert not nowhere.exists()
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / fmt.FILE_NAME).write_bytes((output / fmt.FILE_NAME).read_bytes()[:1000])
+    serve = subprocess.run(
+        [str(exe), "serve", str(cut), "--port", "0"], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert (
+        serve.returncode == 2 and "truncated" in serve.stdout and len(serve.stdout.strip().splitlines()) == 1
+    )

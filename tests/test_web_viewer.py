@@ -1,0 +1,212 @@
+"""The web viewer (top-level ``viewer/``) as a person uses it: ``eugen-export serve`` on a free port, headless
+Chromium (SwiftShader WebGL2), a tiny exported field. The page renders a test camera as the reference renderer
+does, shows frame times and both fields, and says in words what is wrong with a bad export or a browser that
+lacks what it needs. Chromium missing is a failure with the setup command, not a skip."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import _browser
+import numpy as np
+import pytest
+import torch
+from _browser import Browser, chromium_missing, stop_process_group
+from PIL import Image
+from test_export import export_run, psnr, train_tiny_runs
+from test_viewer_browser import free_port, wait_for_port
+
+from eugen_nerf.export import format as fmt
+from eugen_nerf.export.field import load_export
+from eugen_nerf.export.render import Sampling, render_view
+from eugen_nerf.export.serve import PAGE
+
+REPO = Path(__file__).resolve().parents[1]
+SIZE, SAMPLES = 16, 64
+
+
+def page_call(browser: Browser, expression: str, timeout: float = 300.0):
+    """The value of ``expression`` in the page, promises awaited (``Browser.call`` waits 60 s at most)."""
+    message_id = next(browser._ids)
+    params = {"expression": expression, "awaitPromise": True, "returnByValue": True}
+    browser.socket.send(json.dumps({"id": message_id, "method": "Runtime.evaluate", "params": params}))
+    while True:
+        message = json.loads(browser.socket.recv(timeout=timeout))
+        if message.get("id") == message_id:
+            result = message["result"]
+            assert "exceptionDetails" not in result, result["exceptionDetails"]
+            return result["result"].get("value")
+
+
+def wait_ready(browser: Browser, timeout: float = 120.0) -> str:
+    """Wait for the page's script to load, then for its field(s): ``ready`` or ``error: ...``."""
+    deadline = time.monotonic() + timeout
+    while not browser.evaluate("typeof window.eugen === 'object' && window.eugen.ready !== null"):
+        assert time.monotonic() < deadline, "the page's script never ran"
+        time.sleep(0.3)
+    return page_call(browser, "window.eugen.ready")
+
+
+def page_render(browser: Browser, **options) -> tuple[torch.Tensor, float]:
+    """A test camera rendered by the page at once: RGB in [0, 1] and the frame's milliseconds."""
+    out = page_call(browser, f"window.eugen.renderTest({json.dumps(options)})")
+    pixels = np.frombuffer(base64.b64decode(out["rgb"]), np.uint8).reshape(out["height"], out["width"], 3)
+    return torch.from_numpy(pixels / 255.0).float(), out["ms"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> None:
+    missing = chromium_missing()
+    if missing:
+        pytest.fail(missing, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def served(exports):
+    """``eugen-export serve`` of the tiny EUGen export and its dense twin, on a free port."""
+    port = free_port()
+    log = Path(exports["eugen-nerf"]).parent / "serve.log"
+    exe = Path(sys.executable).parent / "eugen-export"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(exe), "serve", str(exports["eugen-nerf"]), str(exports["dense-nerf"]), "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for_port(process, port, log)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_process_group(process)
+
+
+def test_page_renders_a_test_camera_as_the_reference(chromium, served, exports, tmp_path):
+    with Browser(1000, 640) as browser:
+        browser.open(served + "?still")
+        assert wait_ready(browser) == "ready"
+        text = browser.text()
+        for label in (
+            "A: eugen-nerf (eugen-nerf)",
+            "B: dense-nerf (dense-nerf)",
+            "side by side",
+            "Samples per ray",
+        ):
+            assert label in text, f"{label!r} missing from the page:\n{text}"
+        for field, method in enumerate(("eugen-nerf", "dense-nerf")):
+            page, _ = page_render(browser, field=field, camera=1, width=SIZE, height=SIZE, samples=SAMPLES)
+            exported = load_export(exports[method], device="cpu")
+            reference = render_view(exported, 1, Sampling(samples=SAMPLES), SIZE, SIZE)
+            assert psnr(page, reference) > 40, f"{method}: page vs reference {psnr(page, reference):.1f} dB"
+            plain, _ = page_render(
+                browser,
+                field=field,
+                camera=1,
+                width=SIZE,
+                height=SIZE,
+                samples=SAMPLES,
+                occupancy=False,
+                earlyTermination=False,
+            )
+            reference = render_view(
+                exported, 1, Sampling(samples=SAMPLES, occupancy=False, early_termination=False), SIZE, SIZE
+            )
+            assert psnr(plain, reference) > 40, f"{method}, no skipping: {psnr(plain, reference):.1f} dB"
+
+
+def test_page_draws_interactively_side_by_side(chromium, served, tmp_path):
+    with Browser(1000, 640) as browser:
+        browser.open(served + "?resolution=16&samples=32")
+        assert wait_ready(browser) == "ready"
+        browser.evaluate(
+            "document.getElementById('show').value = '2'; document.getElementById('show').onchange()"
+        )
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            captions = browser.evaluate("[...document.querySelectorAll('.fps')].map((e) => e.textContent)")
+            if all("ms/frame" in caption for caption in captions):
+                break
+            time.sleep(1)
+        assert all("ms/frame" in caption for caption in captions), captions
+        assert browser.evaluate("document.querySelectorAll('figure.view:not([hidden])').length") == 2
+        shot = np.asarray(Image.open(browser.screenshot(tmp_path / "page.png")).convert("RGB"))
+        left, top, right, bottom = browser.rect("#view-0 canvas")
+        canvas = shot[top:bottom, left:right].reshape(-1, 3).astype(int)
+        assert canvas.std(axis=0).max() > 10, "the canvas shows one flat colour"
+
+
+def static_server(root: Path) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def page_copy(tmp_path, exports) -> tuple[Path, str]:
+    """The page's files with good and bad exports beside it, served statically (``?field=`` picks one)."""
+    root = tmp_path / "site"
+    shutil.copytree(PAGE, root)
+    data = (Path(exports["eugen-nerf"]) / fmt.FILE_NAME).read_bytes()
+    (root / "good.eugen").write_bytes(data)
+    (root / "cut.eugen").write_bytes(data[: len(data) // 2])
+    length = int.from_bytes(data[8:12], "little")
+    header = data[16 : 16 + length].replace(b'"version": 1', b'"version": 9')
+    (root / "future.eugen").write_bytes(data[:16] + header + data[16 + length :])
+    server = static_server(root)
+    yield root, f"http://127.0.0.1:{server.server_address[1]}/index.html"
+    server.shutdown()
+
+
+def message_of(browser: Browser, url: str) -> str:
+    browser.open(url)
+    time.sleep(0.5)  # the previous page's window.eugen must not answer
+    wait_ready(browser)
+    return browser.evaluate(
+        "document.getElementById('message').hidden ? '' : document.getElementById('message').textContent"
+    )
+
+
+def test_page_names_what_is_wrong(chromium, page_copy):
+    _, url = page_copy
+    with Browser(900, 600) as browser:
+        assert "truncated" in message_of(browser, url + "?field=cut.eugen")
+        assert "format version 9" in message_of(browser, url + "?field=future.eugen")
+        limit = message_of(browser, url + "?field=good.eugen&max-texture-size=16")
+        assert "MAX_TEXTURE_SIZE is 16" in limit, limit
+        assert message_of(browser, url + "?field=good.eugen&still") == ""
+        problem = "window.eugen.capabilityProblem"
+        assert "no WebGL2" in browser.evaluate(f"{problem}(null)")
+        no_highp = "{FRAGMENT_SHADER: 1, HIGH_FLOAT: 2, getShaderPrecisionFormat: () => ({precision: 0})}"
+        assert "highp" in browser.evaluate(f"{problem}({no_highp})")
+        no_float = (
+            "{FRAGMENT_SHADER: 1, HIGH_FLOAT: 2, NO_ERROR: 0, TEXTURE_2D: 3, RGBA32F: 4, RGBA: 5, FLOAT: 6, "
+            "getShaderPrecisionFormat: () => ({precision: 23}), createTexture: () => ({}), bindTexture: () => {}, "
+            "deleteTexture: () => {}, texImage2D: function () { this.failed = true; }, "
+            "getError: function () { const e = this.failed ? 1282 : 0; this.failed = false; return e; }}"
+        )
+        assert "float textures" in browser.evaluate(f"{problem}({no_float})")
+
+
+def test_page_without_webgl2_says_so(chromium, page_copy, monkeypatch):
+    _, url = page_copy
+    monkeypatch.setattr(_browser, "FLAGS", (*_browser.FLAGS, "--disable-webgl", "--disable-3d-apis"))
+    with Browser(900, 600) as browser:
+        message = message_of(browser, url + "?field=good.eugen")
+    assert "no WebGL2" in message, message
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, one_thread) -> dict[str, Path]:
+    """The tiny runs of test_export.py, exported."""
+    runs = train_tiny_runs(tmp_path_factory.mktemp("web_runs"))
+    root = tmp_path_factory.mktemp("web_exports")
+    return {method: export_run(path, root / method) for method, path in runs.items()}
