@@ -304,6 +304,9 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
         "macs_per_sample": {},
         "cameras": _cameras(run, origin, unit),
     }
+    header["source"]["eugen_layers"] = sum(
+        step["kind"] == "eugen" for part in ("trunk", "color") for step in fields["fine"][part]["steps"]
+    )
     for name, spec in fields.items():
         parsed = field_from_header(spec, writer.buffers, torch.device("cpu"), torch.float32)
         header["macs_per_sample"][name] = parsed.macs_per_point()

@@ -28,8 +28,10 @@ def describe(path: Path) -> dict:
     """The page's entry for an export (checked readable first: a bad one is one line, before serving)."""
     parsed = fmt.read(path)
     source = parsed.header.get("source", {})
+    eugen = source.get("eugen_layers", 0)
+    kind = f"EUGen, {eugen} layers" if eugen else "dense"
     return {
-        "name": f"{Path(path).resolve().name} ({source.get('method', '?')})",
+        "name": f"{Path(path).resolve().name} ({source.get('method', '?')}, {kind})",
         "path": parsed.path,
         "bytes": parsed.path.stat().st_size,
     }
