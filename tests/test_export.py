@@ -117,6 +117,59 @@ def test_march_options_keep_the_picture(exports):
     assert (stopped - plain).abs().max() <= 0.05 + 1e-6
 
 
+CHAINS = {
+    "identity, linear scaling, norm": {"feature_map": "identity"},
+    "relu, unit scaling, no norm": {"feature_map": "relu", "scaling": "unit", "use_norm": False},
+    "sin, degree 3": {"feature_map": "sin", "degree": 3, "num_features": 6},
+    "softplus, polynomial": {"feature_map": "softplus", "scaling": "polynomial"},
+    "teacher's units (one projection for all orders)": {
+        "feature_map": "relu",
+        "scaling": "polynomial",
+        "use_norm": False,
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_exported_mlp_computes_the_layers(name):
+    """An exported MLP (merged steps) computes what the EUGen layers compute, one by one: every step kind,
+    feature map and scaling, norm rows from the features, a skip connection and a materialised last layer."""
+    from eugen_nerf.export.exporter import _Writer, export_mlp
+    from eugen_nerf.export.field import mlp_from_header
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+    from eugen_nerf.layers.fused import FusedMLP
+
+    torch.manual_seed(0)
+    spec = EUGenSpec(
+        num_features=CHAINS[name].pop("num_features", 8), trainable_projections=True, **CHAINS[name]
+    )
+    mlp = EUGenMLP(
+        7,
+        6,
+        16,
+        5,
+        skip_connections=(3,),
+        layer_types=["dense", "eugen", "eugen", "dense", "eugen", "eugen"],
+        eugen=spec,
+    )
+    if name.startswith(
+        "teacher"
+    ):  # order 2's rows are order 1's, permuted (what --projections teacher makes)
+        for layer in mlp.layers:
+            if hasattr(layer, "projections") and layer.degree > 1:
+                m = layer.num_features
+                layer.projections.data[m : 2 * m] = layer.projections.data[:m][torch.randperm(m)]
+        assert any(step.factors is not None for step in FusedMLP.from_mlp(mlp).steps)
+    writer = _Writer("float32")
+    exported = mlp_from_header(
+        export_mlp(mlp, "mlp", writer), writer.buffers, torch.device("cpu"), torch.float32
+    )
+    x = torch.randn(300, 7)
+    with torch.no_grad():
+        expected = mlp.forward_unfused(x)
+    assert torch.allclose(exported(x), expected, atol=1e-4 * (1 + expected.abs().max())), name
+
+
 def test_format_round_trip_and_refusals(tmp_path):
     buffers = {
         "a": np.arange(12, dtype=np.float32).reshape(3, 4),

@@ -222,7 +222,7 @@ def _tensor(buffers, name, device, dtype) -> Tensor | None:
     return torch.from_numpy(np.array(buffers[name], dtype=np.float32)).to(device=device, dtype=dtype)
 
 
-def _mlp(spec: dict, buffers, device, dtype) -> MLP:
+def mlp_from_header(spec: dict, buffers, device, dtype) -> MLP:
     steps = []
     for entry in spec["steps"]:
         tensors = {
@@ -258,9 +258,9 @@ def field_from_header(spec: dict, buffers, device, dtype) -> NeRFField:
     return NeRFField(
         _encoding(spec["position_encoding"], device, dtype),
         _encoding(spec["direction_encoding"], device, dtype),
-        _mlp(spec["trunk"], buffers, device, dtype),
-        _mlp(spec["density"], buffers, device, dtype),
-        _mlp(spec["color"], buffers, device, dtype),
+        mlp_from_header(spec["trunk"], buffers, device, dtype),
+        mlp_from_header(spec["density"], buffers, device, dtype),
+        mlp_from_header(spec["color"], buffers, device, dtype),
     )
 
 
