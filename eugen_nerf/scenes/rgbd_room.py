@@ -511,6 +511,7 @@ def depth_against_mesh(
         "z_depth_error_median": float(np.median(z_all)),
         "z_depth_error_p99": float(np.percentile(z_all, 99)),
         "z_depth_error_max": float(z_all.max()),
+        "pixels_off_by_more_than_0.01": int((z_all > 0.01).sum()),
         "range_error_median": float(np.median(range_all)),
         "pixels_without_depth_or_hit": misses,
         "pixels_compared": int(z_all.size),
