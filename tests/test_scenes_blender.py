@@ -36,8 +36,9 @@ from eugen_nerf.scenes.blender.rigs import (
 from eugen_nerf.scenes.blender.spec import object_bounds
 
 OBJECT_SCENES = ("shiny", "branches", "patterns", "sculpture")
-SHIPPED_OBJECTS = tuple(f"{name}200" for name in OBJECT_SCENES)
-SHIPPED_UNBOUNDED = "garden200"
+SHIPPED_SIZE = 128
+SHIPPED_OBJECTS = tuple(f"{name}{SHIPPED_SIZE}" for name in OBJECT_SCENES)
+SHIPPED_UNBOUNDED = f"garden{SHIPPED_SIZE}"
 HAS_BLENDER = shutil.which("blender") is not None
 
 
@@ -283,10 +284,14 @@ def test_shipped_object_scenes_load_through_blender_data(name: str) -> None:
         outputs = parser.get_dataparser_outputs(split)
         assert len(outputs.image_filenames) == record["views"][split]
         assert float(outputs.cameras.fx[0]) == pytest.approx(
-            0.5 * 200 / math.tan(0.5 * SYNTHETIC_ANGLE_X), rel=1e-5
+            0.5 * SHIPPED_SIZE / math.tan(0.5 * SYNTHETIC_ANGLE_X), rel=1e-5
         )
     image = iio.imread(outputs.image_filenames[0])
-    assert image.shape == (200, 200, 4) and image[..., 3].min() == 0 and image[..., 3].max() == 255
+    assert (
+        image.shape == (SHIPPED_SIZE, SHIPPED_SIZE, 4)
+        and image[..., 3].min() == 0
+        and image[..., 3].max() == 255
+    )
 
 
 def test_shipped_unbounded_scene_loads_through_nerfstudio_data() -> None:
@@ -299,7 +304,17 @@ def test_shipped_unbounded_scene_loads_through_nerfstudio_data() -> None:
     assert record["measured"]["noise_floor"]["psnr"] >= 35.0
     outputs = NerfstudioDataParserConfig(data=root).setup().get_dataparser_outputs("train")
     assert len(outputs.image_filenames) == record["views"]["train"]
-    assert iio.imread(outputs.image_filenames[0]).shape == (200, 200, 3)
+    assert iio.imread(outputs.image_filenames[0]).shape == (SHIPPED_SIZE, SHIPPED_SIZE, 3)
+
+
+def test_cli_check_accepts_every_shipped_blender_scene(monkeypatch, capsys) -> None:
+    from eugen_nerf.scenes import cli
+
+    paths = [str(SHIPPED_SCENES_DIR / name) for name in (*SHIPPED_OBJECTS, SHIPPED_UNBOUNDED)]
+    monkeypatch.setattr("sys.argv", ["eugen-scenes", "check", *paths])
+    cli.entrypoint()
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(paths) and all(": OK - " in line for line in lines)
 
 
 def test_check_rejects_a_broken_blender_scene(tmp_path: Path) -> None:
@@ -375,3 +390,27 @@ def test_shipped_scene_regenerates_with_the_same_seed(name: str, tmp_path: Path)
     rerender(root, names, tmp_path)
     suffix = ".png" if record["kind"] == "object" else ".jpg"
     assert compare_renders(root, tmp_path, names, suffix)["min_frame_psnr"] >= 35.0
+
+
+# --------------------------------------------------------------------------------------------- view dependence
+
+
+def test_view_dependence_is_small_on_a_lambertian_scene_and_grows_with_view_dependent_colour() -> None:
+    from dataclasses import replace
+
+    from eugen_nerf.scenes.blender.measure import views_of_nerfstudio_scene
+    from eugen_nerf.scenes.view_dependence import _project, _unproject, colour_spread
+
+    views = views_of_nerfstudio_scene(SHIPPED_SCENES_DIR / "bunny64")[:20]
+    rows, cols = np.nonzero(views[0].depth > 0)
+    r, c, z = _project(views[0], _unproject(views[0], rows, cols))
+    np.testing.assert_allclose(r, rows + 0.5, atol=1e-4)  # unproject then project lands on the pixel centre
+    np.testing.assert_allclose(c, cols + 0.5, atol=1e-4)
+    np.testing.assert_allclose(z, views[0].depth[rows, cols], rtol=1e-5)
+    lambertian = colour_spread(views, stride=4)
+    assert lambertian["points"] > 50 and lambertian["mean_spread"] < 0.05
+    # a colour that depends on the view (a grey offset alternating between views: std 0.1 exactly)
+    shifted = [
+        replace(v, rgb=np.clip(v.rgb * 0.6 + (0.3 if k % 2 else 0.1), 0, 1)) for k, v in enumerate(views)
+    ]
+    assert colour_spread(shifted, stride=4)["mean_spread"] > lambertian["mean_spread"] + 0.05

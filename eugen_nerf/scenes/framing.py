@@ -107,7 +107,7 @@ class Framing:
 
 
 OBJECT_DEFAULT = Framing("object", 2.0, 6.0, "white", False, "defaults for eugen-scenes objects")
-"""What the models used before the data decided (kept for models built without our datamanager)."""
+"""The framing of a model built without our datamanager, which has no data to decide it from."""
 
 
 def scene_json_hint(data: Path | None) -> dict | None:

@@ -2,8 +2,8 @@
 
 An anti-aliased field (Zip-NeRF's scale-weighted hash grid) learns what a pixel's footprint looks like only
 from footprints it was trained on: trained at one resolution, its coarse grid-level weights at 1/4 resolution
-are values it never saw (``scripts/zipnerf_downweighting.py``: bunny128 at 1/4, 22.0 dB as trained, 26.9 dB
-with the down-weighting switched off). Mip-NeRF and Zip-NeRF train their multiscale models on copies of the
+are values it never saw, and its renders at that scale come out worse than with the down-weighting switched
+off. Mip-NeRF and Zip-NeRF train their multiscale models on copies of the
 images downscaled 2x, 4x, ...; this module makes those rays on the fly from the same full-resolution images,
 so no data is added: a ray at scale ``s`` goes through the centre of an ``s x s`` block of pixels, with the
 camera's intrinsics divided by ``s`` (its pixel area ``s^2`` times larger), and its target is the block's

@@ -47,23 +47,23 @@ class BlenderSceneConfig:
     nerfstudio-data's format. Needs the `blender` program (Debian package `blender`)."""
 
     name: tyro.conf.Positional[SceneName]
-    """shiny (glossy and metallic), branches (thin structures), patterns (high-frequency texture),
-    sculpture (large smooth surfaces, self-shadowing) or garden (unbounded 360 scene)."""
+    """Objects: shiny (gloss, reflection), branches (thin), patterns (texture), sculpture (smooth, shadowed).
+    Unbounded: garden."""
     output: Path
-    """Dataset folder to create. An existing folder rendered with the same settings is reused as it is;
-    an interrupted render resumes from its staging folder beside it."""
+    """Dataset folder to create. A folder rendered with the same settings is reused as it is.
+    An interrupted render resumes from its staging folder beside it."""
     resolution: int = 800
     """Image width and height in pixels (16 to 2048)."""
     views: tuple[int, ...] = ()
-    """Objects: train val test counts (default 100 100 200, NeRF-Synthetic's). garden: the number of
-    frames (default 160; every eighth is a test view)."""
+    """Objects: train val test counts (default 100 100 200, NeRF-Synthetic's).
+    garden: the number of frames (default 160; every eighth is a test view)."""
     seed: int = 0
     """Seeds the procedural geometry, the cameras and Cycles' sampling."""
     samples: int | None = None
     """Cycles samples per pixel (default: the scene's own, chosen for a noise floor above 35 dB)."""
     noise_floor_views: int = 0
-    """Also render this many test views with another sampling seed and record the PSNR between the two
-    renders (the Monte-Carlo noise floor) in scene.json."""
+    """Render this many test views again with another sampling seed.
+    The PSNR between the two renders (the Monte-Carlo noise floor) goes into scene.json."""
     overwrite: bool = False
     """Replace an output folder that holds a different scene (it stays until the new one is complete)."""
     quiet: bool = False

@@ -7,6 +7,7 @@ depth, so their depth maps are rendered once (one sample per pixel, Cycles' Z pa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -87,10 +88,21 @@ def views_of_blender_scene(root: Path, depth_cache: Path, quiet: bool = True) ->
     return views
 
 
+def content_hash(root: Path) -> tuple[str, int]:
+    """sha256 over every file of a scene folder (relative path and bytes, in path order) and its total size."""
+    digest, size = hashlib.sha256(), 0
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(data).digest())
+        size += len(data)
+    return digest.hexdigest(), size
+
+
 def measure_scene(root: Path, cache: Path, quiet: bool = True) -> dict[str, Any]:
     validate_any(root)
     record = read_scene_json(root)
-    result: dict[str, Any] = {"scene": str(root)}
+    sha, size = content_hash(root)
+    result: dict[str, Any] = {"scene": str(root), "content_sha256": sha, "bytes": size}
     if record is not None:
         result.update(
             kind=record["kind"],
