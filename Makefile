@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SCENE ?= scenes/bunny64
 
-.PHONY: setup demo test test-slow bench
+.PHONY: setup demo test test-slow bench scenes-setup
 
 setup:
 	@bash scripts/setup.sh
@@ -29,3 +29,8 @@ test-slow:
 
 bench: setup
 	$(PY) scripts/bench_layers.py
+
+# Blender and COLMAP (Debian packages), needed only to generate scenes (`eugen-scenes blender ...`, the photo
+# capture); demo and test never need them.
+scenes-setup:
+	@bash scripts/setup.sh --scenes
