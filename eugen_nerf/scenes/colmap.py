@@ -2,11 +2,13 @@
 checks a user needs around it: COLMAP installed, enough frames registered, and, for a rendered capture
 whose true poses are known, how far COLMAP's poses are from them.
 
-``ns-process-data`` copies the photographs (renamed ``frame_00001.jpg`` ... in sorted order, EXIF kept, so
-COLMAP reads each JPEG's focal length), runs COLMAP's feature extraction, matching and mapping, and writes
-``transforms.json`` with a frame for every image COLMAP registered. The default ``vocab_tree`` matching
-downloads a vocabulary file and fails offline; ``exhaustive`` (every pair) and ``sequential`` (neighbours
-in file order, for a walk-around capture) need nothing.
+``ns-process-data`` copies the photographs (renamed ``frame_00001.jpg`` ... in sorted order), re-encodes them
+with ffmpeg (its chain of downscaled copies writes the full-size images too, which drops their EXIF, so
+COLMAP starts from its default focal length of 1.2 times the image width and refines it), runs COLMAP's
+feature extraction, matching and mapping, and writes ``transforms.json`` with a frame for every image
+COLMAP registered. The default ``vocab_tree`` matching downloads a vocabulary file and fails offline;
+``exhaustive`` (every pair) and ``sequential`` (neighbours in file order, for a walk-around capture) need
+nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 MIN_REGISTERED_FRACTION = 0.95
 CAPTURE_ADVICE = (
     "a capture needs texture everywhere in view, neighbouring frames that overlap by well over half, "
-    "and the focal length in the photographs' EXIF"
+    "and parallax (move around the subject, do not only turn the camera)"
 )
 
 

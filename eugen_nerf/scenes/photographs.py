@@ -1,10 +1,11 @@
 """Rendered frames turned into what a hand-held camera delivers: a wobbly orbit, exposure that drifts from
 frame to frame, sensor noise, and JPEGs whose EXIF states the focal length as a camera writes it.
 
-Structure from motion (COLMAP through ``ns-process-data``) is the user of these photographs: it needs
-texture everywhere in view, overlap between neighbouring frames and a focal-length prior, and it must cope
-with what real photographs have and clean renders lack. Nothing here knows the poses' use; the photographs
-carry none of them.
+Structure from motion (COLMAP, directly or through ``ns-process-data``) is the user of these photographs:
+it needs texture everywhere in view and overlap between neighbouring frames, takes its focal-length prior
+from the EXIF when it reads the JPEGs themselves (``ns-process-data`` re-encodes them first, which drops
+the EXIF), and must cope with what real photographs have and clean renders lack. The photographs carry no
+poses.
 """
 
 from __future__ import annotations
