@@ -96,8 +96,8 @@ def test_page_renders_a_test_camera_as_the_reference(chromium, served, exports, 
         assert wait_ready(browser) == "ready"
         text = browser.text()
         for label in (
-            "A: eugen-nerf (eugen-nerf)",
-            "B: dense-nerf (dense-nerf)",
+            "A: eugen-nerf (eugen-nerf, EUGen, 5 layers)",
+            "B: dense-nerf (dense-nerf, dense)",
             "side by side",
             "Samples per ray",
         ):
@@ -123,25 +123,46 @@ def test_page_renders_a_test_camera_as_the_reference(chromium, served, exports, 
             assert psnr(plain, reference) > 40, f"{method}, no skipping: {psnr(plain, reference):.1f} dB"
 
 
-def test_page_draws_interactively_side_by_side(chromium, served, tmp_path):
+def frames_drawn(browser: Browser, timeout: float = 240.0) -> list[str]:
+    """Wait until every visible view's caption gives a whole frame's time; the captions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        captions = browser.evaluate(
+            "[...document.querySelectorAll('figure.view:not([hidden]) .fps')].map((e) => e.textContent)"
+        )
+        if all("ms/frame" in caption for caption in captions) or time.monotonic() > deadline:
+            return captions
+        time.sleep(1)
+
+
+def canvas_pixels(browser: Browser, path: Path, selector: str = "#view-0 canvas") -> np.ndarray:
+    shot = np.asarray(Image.open(browser.screenshot(path)).convert("RGB"))
+    left, top, right, bottom = browser.rect(selector)
+    return shot[top:bottom, left:right].astype(int)
+
+
+def test_page_draws_interactively_side_by_side_and_orbits(chromium, served, tmp_path):
     with Browser(1000, 640) as browser:
         browser.open(served + "?resolution=16&samples=32")
         assert wait_ready(browser) == "ready"
         browser.evaluate(
             "document.getElementById('show').value = '2'; document.getElementById('show').onchange()"
         )
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            captions = browser.evaluate("[...document.querySelectorAll('.fps')].map((e) => e.textContent)")
-            if all("ms/frame" in caption for caption in captions):
-                break
-            time.sleep(1)
-        assert all("ms/frame" in caption for caption in captions), captions
-        assert browser.evaluate("document.querySelectorAll('figure.view:not([hidden])').length") == 2
-        shot = np.asarray(Image.open(browser.screenshot(tmp_path / "page.png")).convert("RGB"))
-        left, top, right, bottom = browser.rect("#view-0 canvas")
-        canvas = shot[top:bottom, left:right].reshape(-1, 3).astype(int)
-        assert canvas.std(axis=0).max() > 10, "the canvas shows one flat colour"
+        captions = frames_drawn(browser)
+        assert len(captions) == 2 and all("ms/frame" in caption for caption in captions), captions
+        before = canvas_pixels(browser, tmp_path / "before.png")
+        assert before.reshape(-1, 3).std(axis=0).max() > 10, "the canvas shows one flat colour"
+        # a drag to the left orbits the camera: the next frame shows the field from elsewhere
+        browser.evaluate("document.querySelectorAll('.fps').forEach((e) => { e.textContent = ''; })")
+        browser.evaluate(
+            "(() => { const c = document.querySelector('#view-0 canvas'); const r = c.getBoundingClientRect();"
+            " const at = (type, x) => c.dispatchEvent(new PointerEvent(type, {clientX: r.left + x, clientY: r.top + 200,"
+            " pointerId: 1, bubbles: true})); at('pointerdown', 300); at('pointermove', 200); at('pointermove', 100);"
+            " at('pointerup', 100); })()"
+        )
+        assert all("ms/frame" in caption for caption in frames_drawn(browser))
+        after = canvas_pixels(browser, tmp_path / "after.png")
+        assert np.abs(after - before).mean() > 2, "the picture did not change after a drag"
 
 
 def static_server(root: Path) -> ThreadingHTTPServer:
