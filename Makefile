@@ -1,7 +1,6 @@
-# The README's quick start: `make demo` (train + evaluate a small EUGen NeRF on a shipped scene)
-# and `make test` (the default test suite). Both set up the environment first.
+# The README's quick start: `make demo` (distil the shipped NeRF teacher into an EUGen student and compare
+# the two) and `make test` (the default test suite). Both set up the environment first.
 PY := .venv/bin/python
-SCENE ?= scenes/bunny64
 
 .PHONY: setup demo test test-slow bench scenes-setup
 
@@ -9,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	@bash scripts/demo.sh $(SCENE)
+	@bash scripts/demo.sh
 
 # Tests run on one pytest-xdist worker per core (at most 4: each holds torch and nerfstudio in memory);
 # a file's tests stay on one worker, so its module fixtures are built once; the longest files go first
@@ -28,7 +27,7 @@ test-slow:
 	$(PY) -m pytest -p no:dash -q -m slow $(WORKERS) --dist load
 
 bench: setup
-	$(PY) scripts/bench_layers.py
+	.venv/bin/eugen-bench layers
 
 # Blender and COLMAP (Debian packages), needed only to generate scenes (`eugen-scenes blender ...`, the photo
 # capture); demo and test never need them.

@@ -2,8 +2,8 @@
 # `make demo`: the promise of EUGen layers in one table and one picture, on a 2-core CPU in minutes.
 #
 # 1. eugen-distill turns the shipped dense NeRF teacher (the paper's 8x256 NeRF, trained on scenes/bunny64)
-#    into an EUGen student in closed form: its defaults without the per-layer refinement
-#    (--refine-steps 0), so no gradient step at all, only one ridge solve per layer.
+#    into an EUGen student with its defaults: one ridge solve per layer, then a short refinement of each
+#    layer on its own captured inputs and outputs. No gradient flows through the field.
 # 2. eugen-eval scores both on the same test views (PSNR / SSIM / LPIPS), times their renders side by side,
 #    counts parameters, measures each one's render memory in a fresh process, and writes a picture:
 #    teacher | student | ground truth | difference.
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEACHER=${TEACHER:-teachers/bunny64/dense-nerf/paper}
-VIEWS=${DEMO_VIEWS:-4}
+VIEWS=${DEMO_VIEWS:-3}
 OUT=${DEMO_OUT:-outputs/demo}
 BIN=.venv/bin
 
@@ -20,11 +20,12 @@ mkdir -p "$OUT"
 if [ -f "$OUT/student/config.yml" ]; then
   echo "[demo] reusing the student in $OUT/student"
 else
-  echo "[demo] distilling $TEACHER into an EUGen student (closed form: one ridge solve per layer)"
-  "$BIN/eugen-distill" --teacher "$TEACHER" --output-dir "$OUT/student" --refine-steps 0 --no-evaluate
+  echo "[demo] distilling $TEACHER into an EUGen student (eugen-distill's defaults)"
+  "$BIN/eugen-distill" --teacher "$TEACHER" --output-dir "$OUT/student" --no-evaluate
 fi
 echo "[demo] comparing teacher and student on $VIEWS test views"
 "$BIN/eugen-eval" --load-config "$TEACHER/config.yml" "$OUT/student/config.yml" --names "dense teacher" "EUGen student" \
-  --max-views "$VIEWS" --output "$OUT/report.json" --side-by-side "$OUT/side_by_side.png"
+  --max-views "$VIEWS" --repeats 2 --field-points 16384 --output "$OUT/report.json" \
+  --side-by-side "$OUT/side_by_side.png"
 echo "[demo] the picture: $OUT/side_by_side.png (teacher | student | ground truth | difference x4)"
 echo "[demo] next: train your own, e.g. .venv/bin/ns-train eugen-nerf --data scenes/bunny64 (see README.md)"
