@@ -13,15 +13,18 @@ cd "$(dirname "$0")/.."
 TEACHER=${TEACHER:-teachers/bunny64/dense-nerf/paper}
 VIEWS=${DEMO_VIEWS:-3}
 OUT=${DEMO_OUT:-outputs/demo}
+DISTILL_ARGS=${DEMO_DISTILL_ARGS:-}  # extra eugen-distill flags (the tests make a tiny student)
 BIN=.venv/bin
 
-[ -f "$TEACHER/config.yml" ] || { echo "[demo] no teacher at $TEACHER (config.yml missing)" >&2; exit 1; }
+[ -f "$TEACHER/config.yml" ] || { echo "[demo] no teacher at $TEACHER (its config.yml is missing)" >&2; exit 1; }
+[ -x "$BIN/eugen-distill" ] || { echo "[demo] no environment in .venv: run bash scripts/setup.sh (make demo does)" >&2; exit 1; }
 mkdir -p "$OUT"
 if [ -f "$OUT/student/config.yml" ]; then
   echo "[demo] reusing the student in $OUT/student"
 else
   echo "[demo] distilling $TEACHER into an EUGen student (eugen-distill's defaults)"
-  "$BIN/eugen-distill" --teacher "$TEACHER" --output-dir "$OUT/student" --no-evaluate
+  # shellcheck disable=SC2086  # DISTILL_ARGS is a list of flags
+  "$BIN/eugen-distill" --teacher "$TEACHER" --output-dir "$OUT/student" --no-evaluate $DISTILL_ARGS
 fi
 echo "[demo] comparing teacher and student on $VIEWS test views"
 "$BIN/eugen-eval" --load-config "$TEACHER/config.yml" "$OUT/student/config.yml" --names "dense teacher" "EUGen student" \
