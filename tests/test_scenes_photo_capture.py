@@ -90,3 +90,18 @@ def test_tiny_capture_renders_photographs_without_poses(tmp_path: Path) -> None:
     record = json.loads((output / "scene.json").read_text())
     assert record["blender"].startswith("Blender") and "noise_floor" in record["measured"]
     assert generate_photo_capture(config) == output  # cached: the same capture is reused
+
+
+def test_shipped_capture_is_photographs_only_with_reference_poses_apart() -> None:
+    from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+
+    from eugen_nerf.scenes import SHIPPED_SCENES_DIR
+
+    root = SHIPPED_SCENES_DIR / "garden_photos"
+    assert "100 JPEGs 224x168 with EXIF focal length" in check_photo_capture(root)
+    assert {p.suffix for p in (root / "images").iterdir()} == {".jpg"}
+    record = json.loads((root / "scene.json").read_text())
+    ev_low, ev_high = record["photographs"]["ev_range"]
+    assert -0.6 < ev_low < 0 < ev_high < 0.6  # the exposure drifts, a little
+    reference = NerfstudioDataParserConfig(data=root / "reference").setup().get_dataparser_outputs("train")
+    assert len(reference.image_filenames) >= 90  # nerfstudio's own parser reads the true poses
