@@ -105,3 +105,22 @@ def test_shipped_capture_is_photographs_only_with_reference_poses_apart() -> Non
     assert -0.6 < ev_low < 0 < ev_high < 0.6  # the exposure drifts, a little
     reference = NerfstudioDataParserConfig(data=root / "reference").setup().get_dataparser_outputs("train")
     assert len(reference.image_filenames) >= 90  # nerfstudio's own parser reads the true poses
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("blender") is None, reason="needs the blender program (Debian package blender)"
+)
+def test_regenerated_photograph_matches_the_shipped_one(tmp_path: Path) -> None:
+    import imageio.v3 as iio
+
+    from eugen_nerf.scenes import SHIPPED_SCENES_DIR
+    from eugen_nerf.scenes.photo_capture import render_photographs
+
+    shipped = SHIPPED_SCENES_DIR / "garden_photos"
+    (path,) = render_photographs(PhotoCaptureConfig(shipped), [40], tmp_path)
+    fresh = iio.imread(path) / 255.0
+    truth = iio.imread(shipped / "images" / "frame_00041.jpg") / 255.0
+    assert (
+        -10 * np.log10(max(np.mean((fresh - truth) ** 2), 1e-12)) >= 35.0
+    )  # same seeds: Cycles repeats itself

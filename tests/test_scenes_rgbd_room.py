@@ -142,3 +142,20 @@ def test_shipped_room_reads_as_bunny_rgbd_does() -> None:
     measured = scene.metadata["measured"]
     assert measured["depth_check"]["z_depth_error_p99"] < 0.001
     assert measured["noise_floor"]["psnr"] >= 35.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("blender") is None, reason="needs the blender program (Debian package blender)"
+)
+def test_regenerated_room_matches_the_shipped_one(tmp_path: Path) -> None:
+    import imageio.v3 as iio
+
+    from eugen_nerf.scenes import SHIPPED_SCENES_DIR
+    from eugen_nerf.scenes.rgbd_room import render_room_frames
+
+    shipped = SHIPPED_SCENES_DIR / "room_rgbd"
+    (path,) = render_room_frames(RoomConfig(shipped), [33], tmp_path, sampling_seed=1)  # another seed, even
+    fresh = iio.imread(path)[..., :3] / 255.0
+    truth = iio.imread(shipped / "images" / "frame_0033.png")[..., :3] / 255.0
+    assert -10 * np.log10(np.mean((fresh - truth) ** 2)) >= 33.0  # the noise floor's worst frame: 34.8 dB

@@ -355,3 +355,22 @@ def check_photo_capture(path: Path | str) -> str | None:
         f"focal length ({exif['focal_mm']:g} mm, {exif['focal_35mm']:g} mm full-frame equivalent), no poses; "
         "true poses in reference/transforms.json"
     )
+
+
+def render_photographs(config: PhotoCaptureConfig, indices: list[int], output: Path) -> list[Path]:
+    """Render and photograph the frames ``indices`` of the capture ``config`` describes into ``output`` (for
+    comparing a regenerated capture with a shipped one); returns the JPEGs' paths."""
+    plan_ = plan(config)
+    frames = [plan_.frames[i] for i in indices]
+    output.mkdir(parents=True, exist_ok=True)
+    write_assets(plan_.scene, output)
+    document = job(plan_.scene, plan_.settings, frames, plan_.camera_angle_x, output / "renders", config.seed)
+    run_job(find_blender(), document, output / "job.json", "photographs", quiet=True)
+    exposures = frame_exposures(len(plan_.frames), plan_.exposure)
+    paths = []
+    for index, frame in zip(indices, frames):
+        rgb = iio.imread(output / "renders" / f"{frame.file_path}.png")[..., :3].astype(np.float64) / 255.0
+        path = output / f"{frame.file_path}.jpg"
+        write_photograph(path, rgb, plan_.lens, exposures[index], plan_.exposure, index, config.jpeg_quality)
+        paths.append(path)
+    return paths

@@ -676,3 +676,24 @@ def write_room_record(
         "measured": measured,
     }
     (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def render_room_frames(
+    config: RoomConfig, indices: list[int], output: Path, sampling_seed: int | None = None
+) -> list[Path]:
+    """Render the colour frames ``indices`` of the room ``config`` describes into ``output/images`` (for
+    comparing a regenerated room with a shipped one); returns their paths."""
+    check_room_config(config)
+    scene = room_description(config.seed)
+    poses = walkthrough_poses(Walkthrough(num_frames=config.frames, seed=config.seed))
+    frames = [FrameSpec(f"images/frame_{i:04d}", poses[i]) for i in indices]
+    colour = RenderSettings.for_scene(
+        scene, config.width, config.height, samples=config.samples, format="PNG", transparent=False
+    )
+    output.mkdir(parents=True, exist_ok=True)
+    document = job(
+        scene, colour, frames, CAMERA_ANGLE_X, output, config.seed if sampling_seed is None else sampling_seed
+    )
+    document["render"]["max_bounces"] = 0
+    run_job(find_blender(), document, output / "job.json", "room frames", quiet=True)
+    return [output / f"{frame.file_path}.png" for frame in frames]
