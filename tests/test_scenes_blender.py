@@ -414,3 +414,22 @@ def test_view_dependence_is_small_on_a_lambertian_scene_and_grows_with_view_depe
         replace(v, rgb=np.clip(v.rgb * 0.6 + (0.3 if k % 2 else 0.1), 0, 1)) for k, v in enumerate(views)
     ]
     assert colour_spread(shifted, stride=4)["mean_spread"] > lambertian["mean_spread"] + 0.05
+
+
+def test_our_default_dataparser_reads_a_nerf_synthetic_folder_as_blender_data_does() -> None:
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+    from eugen_nerf.scenes.dataparser import dataparser_config
+    from eugen_nerf.scenes.validate import validate_data
+
+    root = SHIPPED_SCENES_DIR / SHIPPED_OBJECTS[0]
+    validate_data(root, dataparser_config(root))  # what our methods check before training
+    ours = dataparser_config(root).setup().get_dataparser_outputs("val")
+    stock = BlenderDataParserConfig(data=root).setup().get_dataparser_outputs("val")
+    assert ours.image_filenames == stock.image_filenames
+    np.testing.assert_allclose(ours.cameras.camera_to_worlds.numpy(), stock.cameras.camera_to_worlds.numpy())
+    assert ours.alpha_color.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(SceneError, match="a NeRF-Synthetic folder .* blender-data"):
+        from eugen_nerf.scenes import validate_scene
+
+        validate_scene(root)

@@ -9,6 +9,8 @@
   capture happened to be written in does not matter.
 - Anything else (an unbounded capture from ``ns-process-data``, a 360 or forward-facing scene) gets
   nerfstudio-data's defaults: orientation "up", centring on the poses, auto-scaling into the unit cube.
+- A NeRF-Synthetic folder (``transforms_{train,val,test}.json``, e.g. ``eugen-scenes blender``'s objects) is
+  read exactly as nerfstudio's ``blender-data`` reads it: RGBA composited on white, poses as written.
 
 Each setting can be forced on the command line.
 """
@@ -32,7 +34,13 @@ from eugen_nerf.scenes.framing import (
     focus_point,
     scene_json_hint,
 )
-from eugen_nerf.scenes.validate import clean, transforms_path, validate_scene
+from eugen_nerf.scenes.validate import (
+    clean,
+    is_synthetic_folder,
+    transforms_path,
+    validate_blender,
+    validate_scene,
+)
 
 VERBATIM = {"orientation_method": "none", "center_method": "none", "auto_scale_poses": False}
 """Settings for a scene that declares its world frame (scene.json with near/far)."""
@@ -122,6 +130,17 @@ class SceneDataParser(Nerfstudio):
     validated: bool = False
 
     def _generate_dataparser_outputs(self, split: str = "train"):
+        if is_synthetic_folder(self.config.data):
+            from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+
+            if not self.validated:
+                validate_blender(self.config.data)
+                self.validated = True
+                CONSOLE.print(
+                    "NeRF-Synthetic folder: read as blender-data reads it (RGBA on white, poses as written)"
+                )
+            blender = BlenderDataParserConfig(data=self.config.data, scale_factor=self.config.scale_factor)
+            return blender.setup().get_dataparser_outputs(split)
         if not self.validated:
             validate_scene(self.config.data)
             self.validated = True

@@ -50,8 +50,23 @@ def transforms_path(path: Path) -> Path:
     return path if path.suffix == ".json" else path / "transforms.json"
 
 
+def is_synthetic_folder(path: Path | str) -> bool:
+    """A NeRF-Synthetic folder: ``transforms_train.json`` and no ``transforms.json``."""
+    path = Path(path)
+    return (
+        path.is_dir()
+        and not (path / "transforms.json").exists()
+        and (path / "transforms_train.json").exists()
+    )
+
+
 def load_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
+        if path.name == "transforms.json" and is_synthetic_folder(path.parent):
+            raise SceneError(
+                f"{path.parent}: a NeRF-Synthetic folder (transforms_train.json, no transforms.json): "
+                "read it with the blender-data dataparser (or our methods' default one)"
+            )
         raise SceneError(f"{path}: missing (a scene needs a transforms.json)")
     try:
         data = json.loads(path.read_text())
@@ -206,7 +221,9 @@ def validate_blender(path: Path | str) -> SceneSummary:
         meta = load_json(source)
         angle = meta.get("camera_angle_x")
         if not isinstance(angle, (int, float)) or not 0.0 < angle < math.pi:
-            raise SceneError(f"{source}: camera_angle_x = {angle!r}; blender-data needs the horizontal field of view in radians")
+            raise SceneError(
+                f"{source}: camera_angle_x = {angle!r}; blender-data needs the horizontal field of view in radians"
+            )
         file_paths, split_size, _ = check_frames(root, meta, source, image_suffix=".png")
         if size is not None and split_size != size:
             raise SceneError(f"{source}: images are {split_size}, transforms_train.json's are {size}")
@@ -218,13 +235,18 @@ def validate_blender(path: Path | str) -> SceneSummary:
 def validate_data(path: Path | str, dataparser: Any) -> None:
     """Validate ``path`` the way ``dataparser`` (a nerfstudio dataparser config) will read it.
 
-    nerfstudio-data (and ours): :func:`validate_scene`; blender-data: :func:`validate_blender`; any other
-    stock dataparser reads formats we do not check beyond the path existing.
+    nerfstudio-data: :func:`validate_scene`; ours: the same, or :func:`validate_blender` for a NeRF-Synthetic
+    folder; blender-data: :func:`validate_blender`; any other stock dataparser reads formats we do not check
+    beyond the path existing.
     """
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
     from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 
-    if isinstance(dataparser, NerfstudioDataParserConfig):
+    from eugen_nerf.scenes.dataparser import SceneDataParserConfig
+
+    if isinstance(dataparser, SceneDataParserConfig):
+        validate_any(path)
+    elif isinstance(dataparser, NerfstudioDataParserConfig):
         validate_scene(path)
     elif isinstance(dataparser, BlenderDataParserConfig):
         validate_blender(path)
@@ -271,7 +293,4 @@ def validate_scene(path: Path | str) -> SceneSummary:
 def validate_any(path: Path | str) -> SceneSummary:
     """:func:`validate_scene` for a nerfstudio-data folder (or transforms.json), :func:`validate_blender` for a
     folder that holds only NeRF-Synthetic's ``transforms_<split>.json``."""
-    path = Path(path)
-    if path.is_dir() and not (path / "transforms.json").exists() and (path / "transforms_train.json").exists():
-        return validate_blender(path)
-    return validate_scene(path)
+    return validate_blender(path) if is_synthetic_folder(path) else validate_scene(path)
