@@ -97,7 +97,6 @@ def main() -> None:
             results[key] = entry
             print(key, entry, flush=True)
             OUT.write_text(json.dumps(results, indent=1) + "\n")
-        browser.screenshot(OUT.with_name("page_screenshot.png"))
     if "student_64" in results and "teacher_64" in results:
         results["teacher_over_student_frame_time"] = round(
             results["teacher_64"]["frame_ms"] / results["student_64"]["frame_ms"], 3
