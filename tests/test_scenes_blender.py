@@ -429,6 +429,10 @@ def test_our_default_dataparser_reads_a_nerf_synthetic_folder_as_blender_data_do
     assert ours.image_filenames == stock.image_filenames
     np.testing.assert_allclose(ours.cameras.camera_to_worlds.numpy(), stock.cameras.camera_to_worlds.numpy())
     assert ours.alpha_color.tolist() == [1.0, 1.0, 1.0]
+    from eugen_nerf.scenes.framing import scene_json_hint
+
+    # the framing the format declares (blender-data's near/far, white), though the disc reaches the border
+    assert scene_json_hint(root) == {"near": 2.0, "far": 6.0, "background": "white"}
     with pytest.raises(SceneError, match="a NeRF-Synthetic folder .* blender-data"):
         from eugen_nerf.scenes import validate_scene
 

@@ -31,6 +31,8 @@ from typing import Literal
 
 import numpy as np
 
+from eugen_nerf.scenes.validate import is_synthetic_folder
+
 FRAMING_KEY = "eugen_framing"
 """Key of the :class:`Framing` in the training dataset's metadata (which nerfstudio hands to the model)."""
 
@@ -110,11 +112,20 @@ OBJECT_DEFAULT = Framing("object", 2.0, 6.0, "white", False, "defaults for eugen
 """The framing of a model built without our datamanager, which has no data to decide it from."""
 
 
+NERF_SYNTHETIC_FRAMING = {"near": 2.0, "far": 6.0, "background": "white"}
+"""What a NeRF-Synthetic folder declares by its format (blender-data's near, far and alpha colour): an object
+inside ±1.5 seen from about 4 units, on white. Its objects may reach the image border (a floor, a plate), so
+the border test would not find the background."""
+
+
 def scene_json_hint(data: Path | None) -> dict | None:
-    """``near``/``far``/``background`` of an eugen-scenes object scene (``scene.json`` beside the data)."""
+    """``near``/``far``/``background`` of an eugen-scenes object scene (``scene.json`` beside the data), or
+    the format's own for a NeRF-Synthetic folder."""
     if data is None:
         return None
     root = Path(data) if Path(data).suffix != ".json" else Path(data).parent
+    if is_synthetic_folder(root):
+        return dict(NERF_SYNTHETIC_FRAMING)
     path = root / "scene.json"
     if not path.is_file():
         return None
