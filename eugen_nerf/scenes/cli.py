@@ -1,7 +1,9 @@
 """``eugen-scenes``: render, check and list the synthetic scenes (tyro subcommands, like nerfstudio's ns-*).
 
 ``render`` uses the project's own ray caster (small Lambertian scenes, no extra program); ``blender`` renders
-the named Blender scenes with Cycles (needs the ``blender`` program).
+the named Blender scenes with Cycles (needs the ``blender`` program), ``photo-capture`` and ``rgbd-room`` the
+hand-held photo capture and the RGB-D room; ``colmap`` turns photographs into a posed dataset with
+``ns-process-data`` (needs ``colmap``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from eugen_nerf.scenes.appearance import PHOTOS
 from eugen_nerf.scenes.blender.check import check_blender_scene
 from eugen_nerf.scenes.blender.generate import BlenderSceneConfig, generate_blender_scene
 from eugen_nerf.scenes.blender.measure import Measure
+from eugen_nerf.scenes.colmap import ColmapConfig, run_colmap, summary_line
 from eugen_nerf.scenes.contact_sheet import contact_sheet
 from eugen_nerf.scenes.generate import SceneConfig, generate_scene
 from eugen_nerf.scenes.meshes import BUNDLED_MESHES, bundled_mesh_dir
+from eugen_nerf.scenes.photo_capture import PhotoCaptureConfig, check_photo_capture, generate_photo_capture
+from eugen_nerf.scenes.rgbd_room import RoomConfig, generate_room
 from eugen_nerf.scenes.validate import validate_any, validate_scene
 
 CONSOLE = Console()
@@ -55,7 +60,36 @@ class Check:
 
     def main(self) -> None:
         for path in self.paths:
-            CONSOLE.print(str(check_blender_scene(path) or validate_any(path)), soft_wrap=True)
+            summary = check_blender_scene(path) or check_photo_capture(path) or validate_any(path)
+            CONSOLE.print(str(summary), soft_wrap=True)
+
+
+@dataclass
+class PhotoCapture(PhotoCaptureConfig):
+    """Photograph the garden by hand: JPEGs with EXIF focal length along a wobbly orbit, with exposure drift
+    and sensor noise, and no poses beside them (Blender's true poses go to reference/ for scoring). Cached
+    and resumable. Needs the `blender` program; then `eugen-scenes colmap OUTPUT/images --output DATASET`."""
+
+    def main(self) -> None:
+        CONSOLE.print(check_photo_capture(generate_photo_capture(self)), soft_wrap=True)
+
+
+@dataclass
+class RGBDRoom(RoomConfig):
+    """Render the RGB-D room for iSDF: colour, 16-bit millimetre z-depth from Cycles' Z pass, a walk-through
+    in temporal order and the room's triangles as ground-truth mesh. Cached and resumable. Needs `blender`."""
+
+    def main(self) -> None:
+        CONSOLE.print(str(validate_scene(generate_room(self))), soft_wrap=True)
+
+
+@dataclass
+class Colmap(ColmapConfig):
+    """Photographs to a posed dataset with `ns-process-data images` (COLMAP on the CPU, offline matching); one
+    line if too few frames were registered; pose errors against a rendered capture's true poses."""
+
+    def main(self) -> None:
+        CONSOLE.print(summary_line(run_colmap(self)), soft_wrap=True)
 
 
 @dataclass
@@ -95,6 +129,9 @@ Commands = (
     | Annotated[Check, tyro.conf.subcommand("check")]
     | Annotated[Measure, tyro.conf.subcommand("measure")]
     | Annotated[Sheet, tyro.conf.subcommand("sheet")]
+    | Annotated[PhotoCapture, tyro.conf.subcommand("photo-capture")]
+    | Annotated[RGBDRoom, tyro.conf.subcommand("rgbd-room")]
+    | Annotated[Colmap, tyro.conf.subcommand("colmap")]
     | Annotated[ListMeshes, tyro.conf.subcommand("list-meshes")]
 )
 

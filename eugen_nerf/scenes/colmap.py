@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import tyro
 
 from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.scenes.alignment import pose_errors
@@ -167,12 +168,13 @@ class ColmapConfig:
     offline matching), check that enough frames were registered and, given a capture's true poses, report
     COLMAP's pose errors after a similarity alignment. Needs the `colmap` and `ffmpeg` programs."""
 
-    images: Path
+    images: tyro.conf.Positional[Path]
     """Folder of photographs (e.g. scenes/garden_photos/images)."""
     output: Path
     """Dataset folder ns-process-data writes (images/, colmap/, transforms.json); registration.json is added."""
-    matching_method: MatchingMethod = "exhaustive"
-    """exhaustive: every pair of photographs; sequential: neighbours in file order (faster, for a walk)."""
+    matching_method: MatchingMethod = "sequential"
+    """sequential: each photograph with its neighbours in file order (a walk around the subject; the number
+    of pairs grows linearly); exhaustive: every pair (quadratically many, for unordered photographs)."""
     reference: Path | None = None
     """A transforms.json with the photographs' true poses in file order (a rendered capture's
     reference/transforms.json), to score COLMAP's poses; by default the one beside IMAGES, if any."""
