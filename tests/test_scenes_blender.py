@@ -307,6 +307,24 @@ def test_shipped_unbounded_scene_loads_through_nerfstudio_data() -> None:
     assert iio.imread(outputs.image_filenames[0]).shape == (SHIPPED_SIZE, SHIPPED_SIZE, 3)
 
 
+@pytest.mark.parametrize("name", [*SHIPPED_OBJECTS, SHIPPED_UNBOUNDED])
+def test_shipped_scenes_are_what_their_command_renders(name: str, tmp_path: Path) -> None:
+    """The shipped folder's fingerprint is the one its recorded command plans now: rerunning the command is
+    "up to date", and a change to a scene's description cannot leave a stale shipped scene behind."""
+    import shlex
+
+    import tyro
+
+    from eugen_nerf.scenes import cli
+
+    record = json.loads((SHIPPED_SCENES_DIR / name / "scene.json").read_text())
+    config = tyro.cli(
+        cli.Commands, args=shlex.split(record["command"])[1:]
+    )  # the recorded command, as the CLI parses it
+    assert isinstance(config, cli.Blender) and config.output == Path("scenes") / name
+    assert plan(config).fingerprint(config.seed) == record["fingerprint"]
+
+
 def test_cli_check_accepts_every_shipped_blender_scene(monkeypatch, capsys) -> None:
     from eugen_nerf.scenes import cli
 

@@ -84,7 +84,7 @@ def tree(
     """Tube segments of a seeded branching tree rooted at the origin, growing up +z.
 
     Each branch splits into two or three children, shorter by ~0.72 and thinner by ~0.68, turned 25-45
-    degrees from their parent; the last generation is ``twig`` thick (thinner than a pixel at 200 px).
+    degrees from their parent; ``radius`` and ``twig`` are the trunk's and the last generation's radii.
     Each segment starts slightly inside its parent so the joints have no gaps.
     """
     segments: list[list[float]] = []

@@ -7,8 +7,8 @@ ship inside scikit-image.
 
 * ``shiny``: view-dependent appearance: a mirror sphere, a gold bunny, a copper cylinder and a lacquered
   torus on a black glossy disc, reflecting a procedural room (tiled floor, coloured brick walls, cloudy sky).
-* ``branches``: thin structures: a bare tree whose twigs are 4 mm thick (a fifth of a pixel at 200 px),
-  a geodesic wire sphere and a coil spring.
+* ``branches``: thin structures: a bare tree whose twigs are 8 mm thick (a third of a pixel at 128 px in a
+  scene about 2.5 units across), a geodesic wire sphere and a coil spring.
 * ``patterns``: high-frequency texture: brick, fine checker, striped and mosaic patterns, a page of text
   and photographs on a cube, a sphere, a torus, a cylinder and the bunny.
 * ``sculpture``: large smooth surfaces with self-shadowing under a low sun: a deep bowl, a vase, an arch,
@@ -211,7 +211,7 @@ def branches(seed: int) -> SceneDescription:
     return SceneDescription(
         name="branches",
         kind="object",
-        summary="thin structures: a bare tree with 4 mm twigs, a geodesic wire sphere and a coil spring",
+        summary="thin structures: a bare tree with 8 mm twigs, a geodesic wire sphere and a coil spring",
         world={"kind": "color", "color": (0.9, 0.92, 1.0), "strength": 0.6},
         materials={
             "bark": {
