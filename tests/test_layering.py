@@ -21,8 +21,21 @@ ALLOWED = {
     "siren": {"layers", "inputs", "eval", "scenes", "fields"},
     "distill": {"layers", "inputs", "eval", "extensions"},
     "viewer": {"layers", "inputs", "eval"},
+    "export": {"layers", "inputs", "eval", "fields", "models"},
     "models": {"layers", "inputs", "eval", "scenes", "fields", "isdf", "extensions"},
-    "bench": {"inputs"},
+    # bench sits at the top beside methods: its suites train, distil and export whatever they measure
+    "bench": {
+        "inputs",
+        "layers",
+        "eval",
+        "scenes",
+        "fields",
+        "isdf",
+        "siren",
+        "methods",
+        "distill",
+        "export",
+    },
     "methods": {"layers", "inputs", "eval", "scenes", "fields", "isdf", "siren", "models", "extensions"},
 }
 
