@@ -1,4 +1,7 @@
-"""Synthetic scenes rendered from real meshes: generation (``eugen-scenes``), validation and loading.
+"""Scenes: generation (``eugen-scenes``), validation and loading.
+
+Two renderers make them: our ray caster (small Lambertian scenes of real meshes, exact depth and masks) and
+Blender's Cycles (:mod:`eugen_nerf.scenes.blender`: NeRF-Synthetic-format objects, an unbounded scene).
 
 Heavy pieces (open3d rendering, the nerfstudio dataparser) are imported on first use, so that validating
 or loading a scene stays cheap.
