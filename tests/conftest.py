@@ -22,6 +22,8 @@ LONGEST_FILES_FIRST = (
     "test_viewer_browser.py",
     "test_bad_input.py",
     "test_distill.py",
+    "test_export.py",
+    "test_web_viewer.py",
     "test_colour.py",
 )
 
