@@ -1,0 +1,631 @@
+"""``python -m eugen_nerf.bench.cuda``: EUGen against dense on a GPU, with torch alone.
+
+Needs torch and numpy only (no nerfstudio, tyro or yaml), so it runs on a machine that has PyTorch and
+nothing else of the training stack. One run measures, side by side:
+
+* **mlps**: every head's MLP at its default sizes and EUGen spec (NeRF trunk, Zip-NeRF view MLP, nerfacto
+  colour MLP, iSDF MLP): the dense twin, the EUGen MLP layer by layer and its fused inference form; points/s
+  in fp32 and under bf16 autocast, each eager and through ``torch.compile``;
+* **renders**: whole views of two exported fields (a dense teacher and its EUGen student, files of
+  ``eugen-export``) through the torch-only reference renderer of :mod:`eugen_nerf.export`, fp32 and with the
+  field MLPs under bf16 autocast (compositing in fp32): frames/s and render memory (the allocator's peak
+  above what was allocated before the render) at 200 and 400 pixels, and 800 pixels extrapolated from
+  timed ray batches (labelled as such).
+
+Every output is checked finite before any time counts; a measurement that fails is recorded with its
+error, never dropped. The result is ``OUT/cuda.json`` (machine, torch and CUDA versions, the code's
+commit, every figure). ``--device cpu --tiny`` runs small sizes with few repeats, for tests and smoke runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from eugen_nerf.export import Sampling, load_export, render_view
+from eugen_nerf.export.field import MLP, run_mlp
+from eugen_nerf.export.format import FILE_NAME, ExportFormatError
+from eugen_nerf.export.render import camera_rays, render_rays
+from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+PROG = "python -m eugen_nerf.bench.cuda"
+NO_CUDA = "no CUDA device here: this command measures GPUs; use --device cpu --tiny for a smoke run"
+DEFAULT_FIELDS = Path("benchmarks/cuda/fields")
+FIELDS = {
+    "dense-nerf": "eugen-export teachers/bunny64/dense-nerf/paper/config.yml --output {dir} --dtype float16",
+    "eugen-distill": (
+        "eugen-distill --teacher teachers/bunny64/dense-nerf/paper --output-dir STUDENT; "
+        "eugen-export STUDENT/config.yml --output {dir} --dtype float16"
+    ),
+}
+"""The exported fields rendered (subfolders of ``--fields``) and the commands that make each."""
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class Head:
+    """One head's MLP at its default sizes and EUGen spec (the defaults of ``eugen_nerf.models`` /
+    ``eugen_nerf.fields``, restated here because those modules import nerfstudio; a test checks they agree)."""
+
+    name: str
+    in_dim: int
+    num_layers: int
+    width: int
+    out_dim: int
+    skips: tuple[int, ...]
+    eugen_layers: tuple[int, ...]
+    spec: EUGenSpec
+    activation: str = "relu"
+    out_activation: str | None = None
+
+    def mlp(self, eugen: bool, width: int | None = None) -> EUGenMLP:
+        activation = nn.Softplus(beta=100.0) if self.activation == "softplus100" else nn.ReLU()
+        out = {"relu": nn.ReLU(), "sigmoid": nn.Sigmoid(), None: None}[self.out_activation]
+        layers = self.eugen_layers if eugen else ()
+        return EUGenMLP(
+            in_dim=self.in_dim,
+            num_layers=self.num_layers,
+            layer_width=width or self.width,
+            out_dim=self.out_dim,
+            skip_connections=self.skips,
+            activation=activation,
+            out_activation=out,
+            layer_types=tuple("eugen" if i in layers else "dense" for i in range(self.num_layers)),
+            eugen=self.spec,
+        )
+
+
+HEADS = (
+    # NeRF trunk: 10-octave encoding of positions (63), 8 x 256, skip at 4; NeRFEUGenConfig's defaults
+    Head("nerf-trunk", 63, 8, 256, 256, skips=(4,), eugen_layers=(1, 2, 3, 5, 6),
+         spec=EUGenSpec(num_features=32, feature_map="identity"), out_activation="relu"),
+    # Zip-NeRF view MLP: bottleneck 256 + 4-octave directions (27), 3 x 256, skip at 1; ZipNeRFEUGenConfig
+    Head("zipnerf-view", 283, 3, 256, 3, skips=(1,), eugen_layers=(0, 1),
+         spec=EUGenSpec(num_features=32, feature_map="identity"), out_activation="sigmoid"),
+    # nerfacto colour MLP: SH directions (16) + geometry features (15), 3 x 64; NerfactoEUGenConfig
+    Head("nerfacto-color", 31, 3, 64, 3, skips=(), eugen_layers=(1,),
+         spec=EUGenSpec(num_features=16), out_activation="sigmoid"),
+    # iSDF: 5-octave embedding (33), 5 x 256, skip at 2, softplus(beta=100); ISDFEUGenConfig
+    Head("isdf", 33, 5, 256, 1, skips=(2,), eugen_layers=(1, 2, 3),
+         spec=EUGenSpec(num_features=64, use_norm=False), activation="softplus100"),
+)  # fmt: skip
+
+
+@dataclass
+class Settings:
+    device: torch.device
+    tiny: bool
+    points: int
+    warmup: int
+    repeats: int
+    resolutions: tuple[int, ...]
+    extrapolate_to: int
+    ray_batches: int
+    ray_batch: int
+    compile_backend: str | None
+    compile_budget_s: float
+    sampling: str
+    render_warmup: int
+    render_repeats: int
+    time_limit_s: float
+    render_samples: tuple[int, int] | None = None
+    """(coarse, importance) samples of the nerfstudio sampling; None: the run's own."""
+    compile_spent_s: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def all_finite(output: torch.Tensor) -> bool:
+    return bool(torch.isfinite(output.float()).all())
+
+
+def timed(fn: Callable[[], torch.Tensor], settings: Settings, warmup: int, repeats: int) -> dict:
+    """Seconds per call of ``fn`` (median and min of ``repeats``, after ``warmup`` calls), its first
+    output checked finite before anything is timed."""
+    synchronize(settings.device)
+    start = time.perf_counter()
+    output = fn()
+    synchronize(settings.device)
+    first_s = time.perf_counter() - start
+    finite = all_finite(output)
+    if not finite:
+        return {"finite": False, "first_call_s": first_s}
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        synchronize(settings.device)
+        start = time.perf_counter()
+        fn()
+        synchronize(settings.device)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return {"finite": True, "first_call_s": first_s, "median_s": times[len(times) // 2], "min_s": times[0]}
+
+
+def compile_fn(fn: Callable, settings: Settings, dynamic: bool | None = None) -> Callable:
+    return torch.compile(fn, backend=settings.compile_backend, dynamic=dynamic)
+
+
+def measure(label: str, fn: Callable[[], torch.Tensor], settings: Settings, render: bool = False) -> dict:
+    """:func:`timed`, with any failure recorded (one line) instead of raised; skipped (and recorded as such)
+    once the run's time limit is reached."""
+    elapsed = time.perf_counter() - settings.started
+    if elapsed > settings.time_limit_s:
+        result = {"skipped": f"time limit of {settings.time_limit_s:.0f} s reached"}
+        progress(f"{label}: skipped ({result['skipped']})")
+        return result
+    warmup, repeats = (
+        (settings.render_warmup, settings.render_repeats) if render else (settings.warmup, settings.repeats)
+    )
+    try:
+        result = timed(fn, settings, warmup, repeats)
+    except Exception as error:  # noqa: BLE001 - a backend or kernel failure is a result to record
+        result = {"finite": None, "error": f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"}
+    shown = (
+        f"{result['median_s'] * 1e3:.2f} ms" if "median_s" in result else result.get("error", "NOT FINITE")
+    )
+    shown += f" ({elapsed:.0f} s into the run)"
+    progress(f"{label}: {shown}")
+    return result
+
+
+def bench_mlps(settings: Settings) -> dict:
+    """Points/s of each head's dense, unfused EUGen and fused EUGen MLP, per precision and compile mode."""
+    device, out = settings.device, {}
+    for head in HEADS:
+        torch.manual_seed(0)
+        dense = head.mlp(eugen=False).to(device).eval()
+        eugen = head.mlp(eugen=True).to(device).eval()
+        points = torch.rand(settings.points, head.in_dim, device=device) * 2 - 1
+        with torch.no_grad():
+            fused = eugen.fused()
+        variants = {
+            "dense": dense.forward_unfused,
+            "eugen-unfused": eugen.forward_unfused,
+            "eugen-fused": fused,
+        }
+        entry = {
+            "sizes": {
+                "in_dim": head.in_dim,
+                "num_layers": head.num_layers,
+                "width": head.width,
+                "out_dim": head.out_dim,
+                "skips": list(head.skips),
+                "eugen_layers": list(head.eugen_layers),
+                "num_features": head.spec.num_features,
+                "degree": head.spec.degree,
+                "feature_map": head.spec.feature_map,
+                "use_norm": head.spec.use_norm,
+            },
+            "parameters": {
+                "dense": sum(p.numel() for p in dense.parameters()),
+                "eugen": sum(p.numel() for p in eugen.parameters() if p.requires_grad),
+            },
+            "macs_per_point": {"dense": dense.macs_per_point(), "eugen-unfused": eugen.macs_per_point()},
+            "points": settings.points,
+            "results": [],
+        }
+        for compiled in (False, True):
+            for precision in PRECISIONS:
+                for variant, fn in variants.items():
+                    if compiled and variant == "eugen-unfused":
+                        continue  # inference runs the fused form; the unfused one is the layer-by-layer reference
+                    row = {"variant": variant, "precision": precision, "compile": compiled}
+                    label = f"mlps {head.name} {variant} {precision}{' compiled' if compiled else ''}"
+                    if compiled and settings.compile_backend is None:
+                        row["skipped"] = "not requested (--no-compile)"
+                    elif compiled and settings.compile_spent_s > settings.compile_budget_s:
+                        row["skipped"] = f"compile budget of {settings.compile_budget_s:.0f} s spent"
+                    if "skipped" in row:
+                        progress(f"{label}: skipped ({row['skipped']})")
+                        entry["results"].append(row)
+                        continue
+                    call = compile_fn(fn, settings) if compiled else fn
+
+                    def run(call=call, precision=precision, points=points):
+                        with torch.no_grad(), autocast(device, precision):
+                            return call(points)
+
+                    row.update(measure(label, run, settings))
+                    if compiled:
+                        settings.compile_spent_s += row.get("first_call_s", 0.0)
+                    if "median_s" in row:
+                        row["points_per_s"] = settings.points / row["median_s"]
+                    entry["results"].append(row)
+        by_key = {(r["variant"], r["precision"], r["compile"]): r for r in entry["results"]}
+        speedups = {}
+        for precision in PRECISIONS:
+            for compiled in (False, True):
+                d, f = (
+                    by_key.get(("dense", precision, compiled)),
+                    by_key.get(("eugen-fused", precision, compiled)),
+                )
+                if d and f and "median_s" in d and "median_s" in f:
+                    speedups[f"{precision}{'-compiled' if compiled else ''}"] = d["median_s"] / f["median_s"]
+        entry["fused_speedup_over_dense"] = speedups
+        out[head.name] = entry
+    return out
+
+
+class AutocastMLP:
+    """An exported MLP run under bf16 autocast, its output widened to fp32 (the renderer composites in fp32)."""
+
+    def __init__(self, mlp: MLP, device: torch.device, call: Callable | None = None) -> None:
+        self.mlp, self.device, self.call = mlp, device, call or run_mlp
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        with autocast(self.device, "bf16"):
+            return self.call(self.mlp, inputs).float()
+
+
+def load_fields(folder: Path, device: torch.device) -> dict:
+    """The exported fields of :data:`FIELDS` under ``folder``; one line naming a missing file and the command
+    that makes it."""
+    for name, command in FIELDS.items():
+        path = folder / name / FILE_NAME
+        if not path.is_file():
+            raise SystemExit(
+                f"{PROG}: error: missing exported field {path}; make it with: {command.format(dir=folder / name)}"
+            )
+    loaded = {}
+    for name in FIELDS:
+        try:
+            loaded[name] = load_export(folder / name, device=device)
+        except ExportFormatError as error:
+            raise SystemExit(f"{PROG}: error: {error}") from None
+    return loaded
+
+
+def with_precision(exported, precision: str, device: torch.device):
+    """``exported`` whose fields' MLPs run in ``precision`` (a shallow copy; fp32 is ``exported`` itself)."""
+    if precision == "fp32":
+        return exported
+    copied = copy.copy(exported)
+    copied.fields = {}
+    for name, nerf_field in exported.fields.items():
+        wrapped = copy.copy(nerf_field)
+        for part in ("trunk", "density", "color"):
+            setattr(wrapped, part, AutocastMLP(getattr(nerf_field, part), device))
+        copied.fields[name] = wrapped
+    return copied
+
+
+def render_memory(fn: Callable[[], torch.Tensor], device: torch.device) -> float | None:
+    """Bytes the allocator's peak rose above what was allocated just before ``fn`` (CUDA only)."""
+    if device.type != "cuda":
+        return None
+    synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    synchronize(device)
+    return float(torch.cuda.max_memory_allocated(device) - before)
+
+
+def bench_renders(fields: dict, settings: Settings) -> dict:
+    """Frames/s and render memory of each exported field, per resolution and precision."""
+    device = settings.device
+    coarse, importance = settings.render_samples or (None, None)
+    sampling = Sampling(kind=settings.sampling, coarse_samples=coarse, importance_samples=importance)
+    out = {}
+    for name, exported in fields.items():
+        camera = exported.cameras[0]
+        entry = {
+            "head": exported.head,
+            "file": str(exported.path),
+            "macs_per_point": {k: f.macs_per_point() for k, f in exported.fields.items()},
+            "camera": camera.name,
+            "results": [],
+        }
+        for precision in PRECISIONS:
+            field_ = with_precision(exported, precision, device)
+            for resolution in settings.resolutions:
+                label = f"renders {name} {resolution}px {precision}"
+
+                def run(field_=field_, resolution=resolution, camera=camera):
+                    return render_view(field_, camera, sampling, width=resolution, height=resolution)
+
+                row = {"resolution": resolution, "precision": precision, "extrapolated": False}
+                row.update(measure(label, run, settings, render=True))
+                if "median_s" in row:
+                    row["fps"] = 1.0 / row["median_s"]
+                    row["render_memory_bytes"] = render_memory(run, device)
+                entry["results"].append(row)
+            entry["results"].append(extrapolated(name, field_, camera, sampling, precision, settings))
+        out[name] = entry
+    for precision in PRECISIONS:
+        for resolution in (*settings.resolutions, settings.extrapolate_to):
+            rows = {}
+            for name in FIELDS:
+                rows[name] = next(
+                    (
+                        r
+                        for r in out[name]["results"]
+                        if r["resolution"] == resolution and r["precision"] == precision
+                    ),
+                    None,
+                )
+            teacher, student = rows["dense-nerf"], rows["eugen-distill"]
+            if teacher and student and "median_s" in teacher and "median_s" in student:
+                key = f"{resolution}px-{precision}"
+                out.setdefault("student_over_teacher", {})[key] = {
+                    "render_speedup": teacher["median_s"] / student["median_s"],
+                    "extrapolated": teacher["extrapolated"],
+                    "render_memory_ratio": (
+                        student["render_memory_bytes"] / teacher["render_memory_bytes"]
+                        if teacher.get("render_memory_bytes")
+                        and student.get("render_memory_bytes") is not None
+                        else None
+                    ),
+                }
+    return out
+
+
+def extrapolated(name, field_, camera, sampling, precision, settings) -> dict:
+    """A frame at ``extrapolate_to`` pixels, timed on ``ray_batches`` batches of its rays drawn across the whole
+    image (seeded), scaled to every ray of the frame: labelled ``extrapolated``."""
+    resolution = settings.extrapolate_to
+    big = camera.resized(resolution, resolution)
+    big.camera_to_world = big.camera_to_world.to(field_.device, field_.bounds.dtype)
+    origins, directions = camera_rays(big)
+    generator = torch.Generator().manual_seed(0)
+    total = settings.ray_batches * settings.ray_batch
+    chosen = torch.randperm(origins.shape[0], generator=generator)[:total].to(origins.device)
+    o, d = origins[chosen], directions[chosen]
+
+    def run():
+        return torch.cat(
+            [
+                render_rays(field_, oo, dd, sampling)
+                for oo, dd in zip(o.split(settings.ray_batch), d.split(settings.ray_batch))
+            ]
+        )
+
+    row = {
+        "resolution": resolution,
+        "precision": precision,
+        "extrapolated": True,
+        "timed_rays": total,
+        "ray_batch": settings.ray_batch,
+    }
+    label = f"renders {name} {resolution}px {precision} (extrapolated from {total} rays)"
+    row.update(measure(label, run, settings, render=True))
+    if "median_s" in row:
+        scale = origins.shape[0] / total
+        row["median_s"] *= scale
+        row["min_s"] *= scale
+        row["fps"] = 1.0 / row["median_s"]
+        row["render_memory_bytes"] = render_memory(run, settings.device)
+        row["render_memory_note"] = "peak of the timed ray batches, not of a whole frame"
+    return row
+
+
+def code_commit(start: Path) -> str | None:
+    """The checked-out commit of the git work tree holding ``start`` (read from ``.git``; None if absent)."""
+    for folder in (start, *start.parents):
+        git = folder / ".git"
+        if not git.is_dir():
+            continue
+        try:
+            head = (git / "HEAD").read_text().strip()
+            if not head.startswith("ref: "):
+                return head
+            ref = head[5:]
+            if (git / ref).is_file():
+                return (git / ref).read_text().strip()
+            packed = git / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split()[0]
+        except OSError:
+            return None
+        return None
+    return None
+
+
+def machine(device: torch.device) -> dict:
+    info = {
+        "device": str(device),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(
+            gpu=props.name, gpu_memory_bytes=props.total_memory, capability=f"{props.major}.{props.minor}"
+        )
+    else:
+        info["gpu"] = None
+    return info
+
+
+def failures(value) -> list[str]:
+    """The error messages of every measurement that raised (nested dicts/lists)."""
+    if isinstance(value, dict):
+        own = [value["error"]] if "error" in value else []
+        return own + [e for v in value.values() for e in failures(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in failures(v)]
+    return []
+
+
+def finite_figures(value) -> bool:
+    """Whether every float in ``value`` (nested dicts/lists) is finite and no measurement came out non-finite."""
+    if isinstance(value, dict):
+        if value.get("finite") is False:
+            return False
+        return all(finite_figures(v) for v in value.values())
+    if isinstance(value, list):
+        return all(finite_figures(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return True
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0] + " Writes OUT/cuda.json.",
+    )
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/cuda"), help="folder of cuda.json")
+    parser.add_argument(
+        "--fields",
+        type=Path,
+        default=DEFAULT_FIELDS,
+        help="folder of the exports (dense-nerf/, eugen-distill/)",
+    )
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --tiny, a smoke run)")
+    parser.add_argument("--tiny", action="store_true", help="small sizes and few repeats (tests, smoke runs)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile measurements")
+    parser.add_argument(
+        "--compile-budget-s",
+        type=float,
+        default=120.0,
+        help="compile time after which the remaining compiled measurements are recorded as skipped",
+    )
+    parser.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=240.0,
+        help="seconds into the run after which the remaining measurements are recorded as skipped",
+    )
+    parser.add_argument(
+        "--sampling",
+        choices=("nerfstudio", "march"),
+        default="nerfstudio",
+        help="renderer sampling: the run's own (coarse + importance) or the web page's march",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"{PROG}: error: {NO_CUDA}", file=sys.stderr)
+        return 2
+    device = torch.device(args.device)
+    if device.type == "cpu" and not args.tiny:
+        print(
+            f"{PROG}: error: the CPU run is a smoke run only: add --tiny (CPU figures: eugen-bench)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        fields = load_fields(args.fields, device)
+    except SystemExit as error:
+        print(error, file=sys.stderr)
+        return 2
+    if args.tiny:
+        settings = Settings(
+            device,
+            True,
+            points=512,
+            warmup=0,
+            repeats=2,
+            resolutions=(8, 12),
+            extrapolate_to=24,
+            ray_batches=2,
+            ray_batch=32,
+            compile_backend="eager",
+            compile_budget_s=args.compile_budget_s,
+            sampling=args.sampling,
+            render_warmup=0,
+            render_repeats=1,
+            time_limit_s=args.time_limit_s,
+            render_samples=(8, 8),
+        )
+    else:
+        settings = Settings(
+            device,
+            False,
+            points=1 << 19,
+            warmup=3,
+            repeats=10,
+            resolutions=(200, 400),
+            extrapolate_to=800,
+            ray_batches=4,
+            ray_batch=16384,
+            compile_backend="inductor",
+            compile_budget_s=args.compile_budget_s,
+            sampling=args.sampling,
+            render_warmup=1,
+            render_repeats=5,
+            time_limit_s=args.time_limit_s,
+        )
+    if args.no_compile:
+        settings.compile_backend = None
+    progress(f"device {device}; {'tiny' if args.tiny else 'full'} run; writing {args.out / 'cuda.json'}")
+    result = {
+        "command": " ".join([PROG, *(sys.argv[1:] if argv is None else argv)]),
+        "machine": machine(device),
+        "commit": code_commit(Path.cwd()),
+        "tiny": args.tiny,
+        "settings": {
+            "points_per_batch": settings.points,
+            "warmup": settings.warmup,
+            "repeats": settings.repeats,
+            "render_warmup": settings.render_warmup,
+            "render_repeats": settings.render_repeats,
+            "render_samples": settings.render_samples or "the run's own",
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "time_limit_s": settings.time_limit_s,
+            "timing": "median of repeats, after warmup; the first (compiling) call reported apart",
+            "precisions": {"fp32": "float32", "bf16": "torch.autocast bfloat16 (renders: field MLPs only)"},
+            "compile": {"backend": settings.compile_backend, "budget_s": settings.compile_budget_s},
+            "render_sampling": settings.sampling,
+            "renders_compiled": False,
+            "render_memory": "torch.cuda.max_memory_allocated minus memory_allocated just before the render, "
+            "after reset_peak_memory_stats (CUDA only; null on the CPU)",
+        },
+    }
+    with torch.inference_mode(False):
+        result["mlps"] = bench_mlps(settings)
+        result["renders"] = bench_renders(fields, settings)
+    result["compile_time_s"] = settings.compile_spent_s
+    result["wall_s"] = time.perf_counter() - settings.started
+    measured = {"mlps": result["mlps"], "renders": result["renders"]}
+    result["finite"] = finite_figures(measured)
+    result["errors"] = failures(measured)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "cuda.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    progress(
+        f"wrote {path} in {result['wall_s']:.0f} s (finite: {result['finite']}, "
+        f"failed measurements: {len(result['errors'])})"
+    )
+    return 0 if result["finite"] and not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
