@@ -140,8 +140,11 @@ def test_missing_export_is_one_line_naming_file_and_command(tmp_path):
     assert not out.exists()
 
 
-def test_cpu_without_tiny_is_refused(tmp_path):
+def test_cpu_without_tiny_and_an_unknown_device_are_refused(tmp_path, capsys):
     assert cuda.main(["--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    assert cuda.main(["--device", "gpu", "--out", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "--tiny" in lines[0] and "'gpu' is not a torch device" in lines[1]
     assert not (tmp_path / "out").exists()
 
 
