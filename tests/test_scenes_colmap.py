@@ -90,7 +90,9 @@ def test_too_few_registered_frames_is_one_line_with_the_count_and_what_a_capture
     message = str(error.value)
     assert "\n" not in message
     assert "registered 13 of 60 photographs (22%" in message
-    assert "texture" in message and "overlap" in message and "parallax" in message and str(tmp_path) in message
+    assert (
+        "texture" in message and "overlap" in message and "parallax" in message and str(tmp_path) in message
+    )
     check_registered(read_registration(tmp_path, 13), tmp_path, 0.95)  # all 13 of 13: accepted
 
 

@@ -27,16 +27,16 @@ def export_ply(path, objects):
         faces.extend(tuple(base + i for i in tri.vertices) for tri in mesh.loop_triangles)
         evaluated.to_mesh_clear()
     header = (
-        "ply\nformat binary_little_endian 1.0\nelement vertex %d\nproperty float x\nproperty float y\n"
-        "property float z\nelement face %d\nproperty list uchar int vertex_indices\nend_header\n"
-        % (len(vertices), len(faces))
+        f"ply\nformat binary_little_endian 1.0\nelement vertex {len(vertices)}\nproperty float x\n"
+        f"property float y\nproperty float z\nelement face {len(faces)}\n"
+        "property list uchar int vertex_indices\nend_header\n"
     )
     with open(path + ".partial", "wb") as f:
         f.write(header.encode("ascii"))
         f.writelines(struct.pack("<3f", *vertex) for vertex in vertices)
         f.writelines(struct.pack("<B3i", 3, *tri) for tri in faces)
     os.replace(path + ".partial", path)
-    print("EUGEN-MESH %d %d %s" % (len(vertices), len(faces), path), flush=True)
+    print(f"EUGEN-MESH {len(vertices)} {len(faces)} {path}", flush=True)
 
 
 def main():
