@@ -61,9 +61,14 @@ def test_pristine_scene_is_valid(pristine: Path) -> None:
 @pytest.mark.parametrize(
     "corrupt, message",
     [
-        (lambda s: [(s / name).unlink() for name in ("transforms.json", "transforms_train.json")],
-         r"transforms\.json: missing"),
-        (lambda s: (s / "transforms.json").unlink(), r"a NeRF-Synthetic folder .*: read it with the blender-data"),
+        (
+            lambda s: [(s / name).unlink() for name in ("transforms.json", "transforms_train.json")],
+            r"transforms\.json: missing",
+        ),
+        (
+            lambda s: (s / "transforms.json").unlink(),
+            r"a NeRF-Synthetic folder .*: read it with the blender-data",
+        ),
         (lambda s: (s / "transforms.json").write_text("{ not json"), r"transforms\.json: unreadable JSON"),
         (lambda s: edit_transforms(s, lambda m: m.pop("frames")), r"no 'frames' list"),
         (lambda s: edit_transforms(s, lambda m: m.update(frames=[])), r"'frames' is empty"),

@@ -54,7 +54,11 @@ def truth(size: int) -> np.ndarray | None:
     """Test image CAMERA of the scene, composited on white (only at its own size)."""
     meta = json.loads((REPO / "scenes/bunny64/transforms_test.json").read_text())
     image = (
-        np.asarray(Image.open(REPO / "scenes/bunny64" / (meta["frames"][CAMERA]["file_path"] + ".png")).convert("RGBA"))
+        np.asarray(
+            Image.open(REPO / "scenes/bunny64" / (meta["frames"][CAMERA]["file_path"] + ".png")).convert(
+                "RGBA"
+            )
+        )
         / 255.0
     )
     if image.shape[0] != size:

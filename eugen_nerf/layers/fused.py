@@ -172,7 +172,9 @@ class FusedMLP:
             # into the projection rows only (the norm rows are ||h||'s factor)
             if step.skip_weight is not None:
                 rows = z[:, : z.shape[1] - step.norm_rows]
-                if inplace:  # autocast does not cast in-place ops: match the rows' dtype (bf16 under autocast)
+                if (
+                    inplace
+                ):  # autocast does not cast in-place ops: match the rows' dtype (bf16 under autocast)
                     rows.addmm_(inputs.to(rows.dtype), step.skip_weight.T.to(rows.dtype))
                 else:
                     skip = inputs @ step.skip_weight.T
