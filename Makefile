@@ -20,8 +20,7 @@ test:
 	@bash scripts/setup.sh --test
 	$(PY) -m pytest -p no:dash -q --durations=10 $(PARALLEL)
 
-# The slow suite hands out tests one by one: 126 of its 166 are test_bench.py's quick-mode checks, which a
-# file-by-file split ran all on one worker.
+# The slow suite hands out tests one by one: its few long end-to-end tests then share both cores.
 test-slow:
 	@bash scripts/setup.sh --test
 	$(PY) -m pytest -p no:dash -q -m slow $(WORKERS) --dist load
