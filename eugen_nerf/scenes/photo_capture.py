@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,8 +27,21 @@ import numpy as np
 from PIL import Image
 
 from eugen_nerf.inputs.errors import InputError
-from eugen_nerf.inputs.outputs import staging_path, swap_into_place
-from eugen_nerf.scenes.blender.generate import compare_renders, write_assets
+from eugen_nerf.scenes.blender.formats import pinhole_intrinsics
+from eugen_nerf.scenes.blender.generate import (
+    CYCLES_RECORD,
+    PIXEL_FILTER,
+    asset_records,
+    check_capture_options,
+    compare_renders,
+    options_command,
+    output_is_current,
+    publish_staging,
+    read_scene_json,
+    start_staging,
+    write_assets,
+    write_scene_json,
+)
 from eugen_nerf.scenes.blender.library import GARDEN_TARGET, SCENES
 from eugen_nerf.scenes.blender.runner import blender_version, find_blender, run_job
 from eugen_nerf.scenes.blender.spec import FrameSpec, RenderSettings, SceneDescription, check_description, job
@@ -48,7 +59,6 @@ from eugen_nerf.scenes.validate import SceneError, validate_scene
 from eugen_nerf.scenes.writer import pose_to_json
 
 FORMAT = "eugen-photo-capture/1"
-RESOLUTION_RANGE = (16, 2048)
 FRAME_RANGE = (3, 1000)
 SCENE_NAME = "garden"
 RENDER_BOUNCES = {"diffuse_bounces": 1, "glossy_bounces": 1, "adaptive_threshold": 0.0}
@@ -82,12 +92,8 @@ class PhotoCaptureConfig:
     """No progress bar."""
 
     def command(self) -> str:
-        args = ["eugen-scenes", "photo-capture", "--output", str(self.output)]
-        defaults = PhotoCaptureConfig(self.output)
-        for name in ("width", "height", "frames", "samples", "seed", "noise_floor_views", "jpeg_quality"):
-            if getattr(self, name) != getattr(defaults, name):
-                args += ["--" + name.replace("_", "-"), str(getattr(self, name))]
-        return shlex.join(args)
+        names = ("width", "height", "frames", "samples", "seed", "noise_floor_views", "jpeg_quality")
+        return options_command("photo-capture", self, names)
 
 
 @dataclass(frozen=True)
@@ -117,18 +123,7 @@ class CapturePlan:
 
 
 def check_config(config: PhotoCaptureConfig) -> None:
-    low, high = RESOLUTION_RANGE
-    for name in ("width", "height"):
-        if not low <= getattr(config, name) <= high:
-            raise InputError(f"--{name} {getattr(config, name)} is out of range: use {low} to {high} pixels")
-    if not FRAME_RANGE[0] <= config.frames <= FRAME_RANGE[1]:
-        raise InputError(
-            f"--frames {config.frames} is out of range: use {FRAME_RANGE[0]} to {FRAME_RANGE[1]}"
-        )
-    if not 1 <= config.samples <= 65536:
-        raise InputError(f"--samples {config.samples} is out of range: use 1 to 65536")
-    if not 0 <= config.noise_floor_views <= config.frames:
-        raise InputError(f"--noise-floor-views {config.noise_floor_views} must be between 0 and --frames")
+    check_capture_options(config, FRAME_RANGE)
     if not 1 <= config.jpeg_quality <= 100:
         raise InputError(f"--jpeg-quality {config.jpeg_quality} is out of range: use 1 to 100")
 
@@ -155,45 +150,21 @@ def plan(config: PhotoCaptureConfig) -> CapturePlan:
     return CapturePlan(scene, settings, frames, lens, Exposure(seed=config.seed), path, angle)
 
 
-def read_record(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / "scene.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
-
-
 def prepare_output(config: PhotoCaptureConfig, fingerprint: str) -> bool:
     """True when ``--output`` already holds this capture; an error when it holds something else."""
-    output = config.output
-    if output.exists() and not output.is_dir():
-        raise InputError(f"--output {output} exists and is not a folder")
-    if not output.exists() or not any(output.iterdir()):
-        return False
-    record = read_record(output)
-    if record is not None and record.get("fingerprint") == fingerprint:
-        return True
-    if config.overwrite:
-        return False
-    what = "a different photo capture" if record else "files that are not a photo capture"
-    raise InputError(f"--output {output} holds {what}; choose another folder or pass --overwrite")
+    return output_is_current(
+        config.output,
+        fingerprint,
+        config.overwrite,
+        FORMAT,
+        lambda record: "a different photo capture" if record else "files that are not a photo capture",
+    )
 
 
 def reference_transforms(plan_: CapturePlan, width: int, height: int) -> dict[str, Any]:
     """Blender's poses and the true pinhole intrinsics, in nerfstudio-data's format (paths into images/)."""
-    focal = plan_.lens.focal_pixels(width, height)
     return {
-        "camera_model": "OPENCV",
-        "fl_x": focal,
-        "fl_y": focal,
-        "cx": 0.5 * width,
-        "cy": 0.5 * height,
-        "w": width,
-        "h": height,
-        "k1": 0.0,
-        "k2": 0.0,
-        "p1": 0.0,
-        "p2": 0.0,
+        **pinhole_intrinsics(plan_.lens.focal_pixels(width, height), width, height),
         "frames": [
             {"file_path": f"../images/{f.file_path}.jpg", "transform_matrix": pose_to_json(f.camera_to_world)}
             for f in plan_.frames
@@ -215,12 +186,8 @@ def generate_photo_capture(config: PhotoCaptureConfig) -> Path:
         return config.output
     program = find_blender()
     version = blender_version(program)
-    staging = staging_path(config.output)
-    work = staging / ".work"
-    if (work / "fingerprint").is_file() and (work / "fingerprint").read_text() != fingerprint:
-        shutil.rmtree(staging)  # a stale render of other settings: start again
+    staging, work = start_staging(config.output, fingerprint)
     write_assets(plan_.scene, work)
-    (work / "fingerprint").write_text(fingerprint)
     start = time.time()
     renders = work / "renders"
     document = job(plan_.scene, plan_.settings, plan_.frames, plan_.camera_angle_x, renders, config.seed)
@@ -254,12 +221,7 @@ def generate_photo_capture(config: PhotoCaptureConfig) -> Path:
     (staging / "reference" / "transforms.json").write_text(json.dumps(reference, indent=2) + "\n")
     measured["wall_seconds"] = round(time.time() - start, 1)
     write_record(staging, config, plan_, version, fingerprint, measured, exposures)
-    shutil.rmtree(work)
-    if config.output.exists():
-        swap_into_place(staging, config.output)
-    else:
-        config.output.parent.mkdir(parents=True, exist_ok=True)
-        staging.rename(config.output)
+    publish_staging(staging, config.output)
     return config.output
 
 
@@ -287,11 +249,8 @@ def write_record(
         "note": "give images/ to ns-process-data; reference/ holds Blender's poses, only for scoring",
         "blender": version,
         "render": {
-            "engine": "CYCLES",
-            "device": "CPU",
-            "denoising": False,
-            "view_transform": "Standard",
-            "pixel_filter": "Blackman-Harris 1.5 px",
+            **CYCLES_RECORD,
+            "pixel_filter": PIXEL_FILTER,
             "sampling_seed": config.seed,
             **asdict(plan_.settings),
         },
@@ -308,19 +267,11 @@ def write_record(
         },
         "walk": asdict(plan_.path),
         "scene": SCENE_NAME,
-        "assets": [
-            {
-                "file": a.path,
-                "source": a.source,
-                "licence": a.licence,
-                "sha256": hashlib.sha256(a.data).hexdigest(),
-            }
-            for a in plan_.scene.assets
-        ],
+        "assets": asset_records(plan_.scene),
         "fingerprint": fingerprint,
         "measured": measured,
     }
-    (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_scene_json(root, record)
 
 
 def check_photo_capture(path: Path | str) -> str | None:
@@ -328,7 +279,7 @@ def check_photo_capture(path: Path | str) -> str | None:
     :class:`SceneError` naming the first photograph without EXIF focal length or of the wrong size, or a
     broken reference/transforms.json."""
     root = Path(path)
-    record = read_record(root) if root.is_dir() else None
+    record = read_scene_json(root, FORMAT) if root.is_dir() else None
     if record is None:
         return None
     photographs = list_photographs(root / "images")

@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import shlex
-import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -24,11 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from eugen_nerf.inputs.errors import InputError
-from eugen_nerf.inputs.outputs import staging_path, swap_into_place
-from eugen_nerf.scenes.blender.generate import compare_renders
-from eugen_nerf.scenes.blender.runner import SCRIPT as BPY_SCRIPT
-from eugen_nerf.scenes.blender.runner import blender_version, find_blender, run_job
+from eugen_nerf.scenes.blender.generate import (
+    CYCLES_RECORD,
+    PIXEL_FILTER,
+    check_capture_options,
+    compare_renders,
+    options_command,
+    output_is_current,
+    publish_staging,
+    start_staging,
+    write_scene_json,
+)
+from eugen_nerf.scenes.blender.runner import blender_command, blender_version, find_blender, run_job
 from eugen_nerf.scenes.blender.spec import FrameSpec, RenderSettings, SceneDescription, check_description, job
 from eugen_nerf.scenes.cameras import Intrinsics, look_at
 from eugen_nerf.scenes.depth import DEPTH_UNIT_SCALE_FACTOR, read_depth, write_depth
@@ -355,7 +360,7 @@ def walkthrough_poses(path: Walkthrough) -> np.ndarray:
 # ------------------------------------------------------------------------------------------- generation
 
 FORMAT = "eugen-rgbd-room/1"
-RESOLUTION_RANGE = (16, 2048)
+FRAME_RANGE = (2, 5000)
 EVAL_EVERY = 10
 """Every tenth frame is also listed in the val and test splits (as in ``bunny_rgbd``)."""
 NEAR, FAR = 0.05, 3.5
@@ -401,25 +406,12 @@ class RoomConfig:
     """No progress bar."""
 
     def command(self) -> str:
-        args = ["eugen-scenes", "rgbd-room", "--output", str(self.output)]
-        defaults = RoomConfig(self.output)
-        for name in ("width", "height", "frames", "samples", "seed", "noise_floor_views"):
-            if getattr(self, name) != getattr(defaults, name):
-                args += ["--" + name.replace("_", "-"), str(getattr(self, name))]
-        return shlex.join(args)
+        names = ("width", "height", "frames", "samples", "seed", "noise_floor_views")
+        return options_command("rgbd-room", self, names)
 
 
 def check_room_config(config: RoomConfig) -> None:
-    low, high = RESOLUTION_RANGE
-    for name in ("width", "height"):
-        if not low <= getattr(config, name) <= high:
-            raise InputError(f"--{name} {getattr(config, name)} is out of range: use {low} to {high} pixels")
-    if not 2 <= config.frames <= 5000:
-        raise InputError(f"--frames {config.frames} is out of range: use 2 to 5000")
-    if not 1 <= config.samples <= 65536:
-        raise InputError(f"--samples {config.samples} is out of range: use 1 to 65536")
-    if not 0 <= config.noise_floor_views <= config.frames:
-        raise InputError(f"--noise-floor-views {config.noise_floor_views} must be between 0 and --frames")
+    check_capture_options(config, FRAME_RANGE)
 
 
 def room_description(seed: int) -> SceneDescription:
@@ -458,21 +450,9 @@ def export_mesh(program: str, document: dict[str, Any], work: Path, name: str) -
     document = {**document, "frames": [], "export_mesh": name}
     job_path = work / "job-mesh.json"
     job_path.write_text(json.dumps(document))
-    command = [
-        program,
-        "-b",
-        "--factory-startup",
-        "-noaudio",
-        "--python-exit-code",
-        "1",
-        "--python",
-        str(BPY_SCRIPT),
-        "--python",
-        str(EXPORT_SCRIPT),
-        "--",
-        str(job_path),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        blender_command(program, job_path, EXPORT_SCRIPT), capture_output=True, text=True, check=False
+    )
     job_path.with_suffix(".log").write_text(done.stdout + done.stderr)
     if done.returncode != 0 or not (Path(document["output"]) / name).is_file():
         tail = " | ".join(done.stdout.strip().splitlines()[-3:])
@@ -525,25 +505,19 @@ def generate_room(config: RoomConfig) -> Path:
     check_description(scene)
     fingerprint = room_fingerprint(config, scene)
     output = config.output
-    if output.exists() and not output.is_dir():
-        raise InputError(f"--output {output} exists and is not a folder")
-    if output.exists() and any(output.iterdir()):
-        record = read_room_record(output)
-        if record is not None and record.get("fingerprint") == fingerprint:
-            if not config.quiet:
-                print(f"{output}: up to date, nothing to render")
-            return output
-        if not config.overwrite:
-            what = "a different room render" if record else "files that are not this scene"
-            raise InputError(f"--output {output} holds {what}; choose another folder or pass --overwrite")
+    if output_is_current(
+        output,
+        fingerprint,
+        config.overwrite,
+        FORMAT,
+        lambda record: "a different room render" if record else "files that are not this scene",
+    ):
+        if not config.quiet:
+            print(f"{output}: up to date, nothing to render")
+        return output
     program = find_blender()
     version = blender_version(program)
-    staging = staging_path(output)
-    work = staging / ".work"
-    if (work / "fingerprint").is_file() and (work / "fingerprint").read_text() != fingerprint:
-        shutil.rmtree(staging)
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "fingerprint").write_text(fingerprint)
+    staging, work = start_staging(output, fingerprint)
     intrinsics = Intrinsics(config.width, config.height, CAMERA_ANGLE_X)
     poses = walkthrough_poses(Walkthrough(num_frames=config.frames, seed=config.seed))
     stems = [f"frame_{i:04d}" for i in range(config.frames)]
@@ -604,21 +578,8 @@ def generate_room(config: RoomConfig) -> Path:
     )
     measured["wall_seconds"] = round(time.time() - start, 1)
     write_room_record(staging, config, scene, version, fingerprint, measured)
-    shutil.rmtree(work)
-    if output.exists():
-        swap_into_place(staging, output)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        staging.rename(output)
+    publish_staging(staging, output)
     return output
-
-
-def read_room_record(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / "scene.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
 def write_room_record(
@@ -663,11 +624,8 @@ def write_room_record(
         "walk": asdict(Walkthrough(num_frames=config.frames, seed=config.seed)),
         "blender": version,
         "render": {
-            "engine": "CYCLES",
-            "device": "CPU",
-            "denoising": False,
-            "view_transform": "Standard",
-            "pixel_filter": "Blackman-Harris 1.5 px",
+            **CYCLES_RECORD,
+            "pixel_filter": PIXEL_FILTER,
             "samples": config.samples,
             "lighting": "one point light, direct light only (no indirect bounce)",
             "sampling_seed": config.seed,
@@ -675,7 +633,7 @@ def write_room_record(
         "fingerprint": fingerprint,
         "measured": measured,
     }
-    (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_scene_json(root, record)
 
 
 def render_room_frames(

@@ -41,15 +41,8 @@ def write_synthetic_transforms(
         _write(root / f"transforms_{split}.json", synthetic_transforms(camera_angle_x, splits[split]))
 
 
-def nerfstudio_transforms(
-    width: int, height: int, camera_angle_x: float, splits: Mapping[str, Sequence[FrameSpec]], suffix: str
-) -> dict[str, Any]:
-    focal = 0.5 * width / math.tan(0.5 * camera_angle_x)
-    frames: dict[str, FrameSpec] = {}
-    for split in SPLITS:
-        for frame in splits[split]:
-            frames.setdefault(frame.file_path, frame)
-    ordered = sorted(frames.values(), key=lambda f: f.file_path)
+def pinhole_intrinsics(focal: float, width: int, height: int) -> dict[str, Any]:
+    """nerfstudio-data's top-level camera fields for a distortion-free pinhole with the centre mid-image."""
     return {
         "camera_model": "OPENCV",
         "fl_x": focal,
@@ -62,6 +55,20 @@ def nerfstudio_transforms(
         "k2": 0.0,
         "p1": 0.0,
         "p2": 0.0,
+    }
+
+
+def nerfstudio_transforms(
+    width: int, height: int, camera_angle_x: float, splits: Mapping[str, Sequence[FrameSpec]], suffix: str
+) -> dict[str, Any]:
+    focal = 0.5 * width / math.tan(0.5 * camera_angle_x)
+    frames: dict[str, FrameSpec] = {}
+    for split in SPLITS:
+        for frame in splits[split]:
+            frames.setdefault(frame.file_path, frame)
+    ordered = sorted(frames.values(), key=lambda f: f.file_path)
+    return {
+        **pinhole_intrinsics(focal, width, height),
         "frames": [
             {"file_path": f.file_path + suffix, "transform_matrix": pose_to_json(f.camera_to_world)}
             for f in ordered

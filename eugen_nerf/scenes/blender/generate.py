@@ -16,6 +16,7 @@ import math
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +40,9 @@ MAX_VIEWS = 1000
 UNBOUNDED_ANGLE_X = 1.0
 """garden's horizontal field of view (57 degrees), wider than the objects' as in hand-held captures."""
 DEFAULT_VIEWS = {"object": (100, 100, 200), "unbounded": (160,)}
+CYCLES_RECORD = {"engine": "CYCLES", "device": "CPU", "denoising": False, "view_transform": "Standard"}
+"""How ``bpy_render.py`` sets Cycles up, as scene.json's ``render`` records it."""
+PIXEL_FILTER = "Blackman-Harris 1.5 px"
 
 
 @dataclass
@@ -166,28 +170,109 @@ def plan(config: BlenderSceneConfig) -> Plan:
     return Plan(scene, settings, frames, UNBOUNDED_ANGLE_X, views)
 
 
-def read_scene_json(folder: Path) -> dict[str, Any] | None:
+def read_scene_json(folder: Path, format_: str = FORMAT) -> dict[str, Any] | None:
+    """``folder``'s scene.json if it is a record of ``format_`` (by default a Blender scene's), else None."""
     try:
         data = json.loads((folder / "scene.json").read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+    return data if isinstance(data, dict) and data.get("format") == format_ else None
 
 
-def prepare_output(config: BlenderSceneConfig, fingerprint: str) -> bool:
-    """True when ``--output`` already holds this very scene; an error when it holds something else."""
-    output = config.output
+def output_is_current(
+    output: Path,
+    fingerprint: str,
+    overwrite: bool,
+    format_: str,
+    describe: Callable[[dict[str, Any] | None], str],
+) -> bool:
+    """True when ``output`` already holds the render ``fingerprint`` names (its scene.json of ``format_``
+    says so); False when it is absent, empty or may be overwritten; otherwise one-line :class:`InputError`
+    saying what it holds (``describe`` of its record, None when it has none)."""
     if output.exists() and not output.is_dir():
         raise InputError(f"--output {output} exists and is not a folder")
     if not output.exists() or not any(output.iterdir()):
         return False
-    existing = read_scene_json(output)
-    if existing is not None and existing.get("fingerprint") == fingerprint:
+    record = read_scene_json(output, format_)
+    if record is not None and record.get("fingerprint") == fingerprint:
         return True
-    if config.overwrite:
+    if overwrite:
         return False
-    what = f"a different {existing['name']} render" if existing else "files that are not this scene"
-    raise InputError(f"--output {output} holds {what}; choose another folder or pass --overwrite")
+    raise InputError(f"--output {output} holds {describe(record)}; choose another folder or pass --overwrite")
+
+
+def prepare_output(config: BlenderSceneConfig, fingerprint: str) -> bool:
+    """True when ``--output`` already holds this very scene; an error when it holds something else."""
+    return output_is_current(
+        config.output,
+        fingerprint,
+        config.overwrite,
+        FORMAT,
+        lambda record: f"a different {record['name']} render" if record else "files that are not this scene",
+    )
+
+
+def start_staging(output: Path, fingerprint: str) -> tuple[Path, Path]:
+    """The staging folder beside ``output`` and its ``.work`` folder, ready for the render ``fingerprint``
+    names: a staging folder left by a render of other settings is removed, one of the same is resumed."""
+    staging = staging_path(output)
+    work = staging / ".work"
+    if (work / "fingerprint").is_file() and (work / "fingerprint").read_text() != fingerprint:
+        shutil.rmtree(staging)  # a stale render of other settings: start again
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "fingerprint").write_text(fingerprint)
+    return staging, work
+
+
+def publish_staging(staging: Path, output: Path) -> None:
+    """Drop the staging folder's ``.work`` and make the complete folder ``output`` (replacing any old one)."""
+    shutil.rmtree(staging / ".work")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    swap_into_place(staging, output)
+
+
+def write_scene_json(root: Path, record: dict[str, Any]) -> None:
+    (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def asset_records(scene: SceneDescription) -> list[dict[str, str]]:
+    """scene.json's ``assets``: each asset file with its source, licence and SHA-256."""
+    return [
+        {
+            "file": a.path,
+            "source": a.source,
+            "licence": a.licence,
+            "sha256": hashlib.sha256(a.data).hexdigest(),
+        }
+        for a in scene.assets
+    ]
+
+
+def check_capture_options(config: Any, frame_range: tuple[int, int]) -> None:
+    """One-line :class:`InputError` for a walk capture's ``--width``, ``--height``, ``--frames``,
+    ``--samples`` or ``--noise-floor-views`` out of range."""
+    low, high = RESOLUTION_RANGE
+    for name in ("width", "height"):
+        if not low <= getattr(config, name) <= high:
+            raise InputError(f"--{name} {getattr(config, name)} is out of range: use {low} to {high} pixels")
+    if not frame_range[0] <= config.frames <= frame_range[1]:
+        raise InputError(
+            f"--frames {config.frames} is out of range: use {frame_range[0]} to {frame_range[1]}"
+        )
+    if not 1 <= config.samples <= 65536:
+        raise InputError(f"--samples {config.samples} is out of range: use 1 to 65536")
+    if not 0 <= config.noise_floor_views <= config.frames:
+        raise InputError(f"--noise-floor-views {config.noise_floor_views} must be between 0 and --frames")
+
+
+def options_command(subcommand: str, config: Any, names: tuple[str, ...]) -> str:
+    """``eugen-scenes SUBCOMMAND --output ...`` with the options ``names`` that differ from their defaults."""
+    args = ["eugen-scenes", subcommand, "--output", str(config.output)]
+    defaults = type(config)(config.output)
+    for name in names:
+        if getattr(config, name) != getattr(defaults, name):
+            args += ["--" + name.replace("_", "-"), str(getattr(config, name))]
+    return shlex.join(args)
 
 
 def image_suffix(settings: RenderSettings) -> str:
@@ -254,16 +339,7 @@ def generate_blender_scene(config: BlenderSceneConfig) -> Path:
         return config.output
     program = find_blender()
     version = blender_version(program)
-    staging = staging_path(config.output)
-    work = staging / ".work"
-    if (
-        staging.exists()
-        and (work / "fingerprint").is_file()
-        and (work / "fingerprint").read_text() != fingerprint
-    ):
-        shutil.rmtree(staging)  # a stale render of other settings: start again
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "fingerprint").write_text(fingerprint)
+    staging, work = start_staging(config.output, fingerprint)
     timing = render_frames(
         program,
         plan_,
@@ -299,12 +375,7 @@ def generate_blender_scene(config: BlenderSceneConfig) -> Path:
             **compare_renders(staging, second, names, image_suffix(plan_.settings)),
         }
     write_dataset(staging, config, plan_, version, fingerprint, measured)
-    shutil.rmtree(work)
-    if config.output.exists():
-        swap_into_place(staging, config.output)
-    else:
-        config.output.parent.mkdir(parents=True, exist_ok=True)
-        staging.rename(config.output)
+    publish_staging(staging, config.output)
     return config.output
 
 
@@ -340,29 +411,18 @@ def write_dataset(
         },
         "blender": version,
         "render": {
-            "engine": "CYCLES",
-            "device": "CPU",
-            "denoising": False,
-            "view_transform": "Standard",
+            **CYCLES_RECORD,
             "film_transparent": plan_.settings.transparent,
-            "pixel_filter": "Blackman-Harris 1.5 px",
+            "pixel_filter": PIXEL_FILTER,
             "sampling_seed": config.seed,
             **asdict(plan_.settings),
         },
         "camera_angle_x": plan_.camera_angle_x,
-        "assets": [
-            {
-                "file": a.path,
-                "source": a.source,
-                "licence": a.licence,
-                "sha256": hashlib.sha256(a.data).hexdigest(),
-            }
-            for a in plan_.scene.assets
-        ],
+        "assets": asset_records(plan_.scene),
         "fingerprint": fingerprint,
         "measured": measured,
     }
-    (root / "scene.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_scene_json(root, record)
 
 
 def rerender(

@@ -52,6 +52,22 @@ def blender_version(program: str) -> str:
     return lines[0].strip()
 
 
+def blender_command(program: str, job_path: Path, *more_scripts: Path) -> list[str]:
+    """The headless Blender command line that runs ``bpy_render.py`` (then ``more_scripts``) on a job file."""
+    scripts = [arg for script in (SCRIPT, *more_scripts) for arg in ("--python", str(script))]
+    return [
+        program,
+        "-b",
+        "--factory-startup",
+        "-noaudio",
+        "--python-exit-code",
+        "1",
+        *scripts,
+        "--",
+        str(job_path),
+    ]
+
+
 @dataclass(frozen=True)
 class JobTiming:
     """What one Blender run cost: frames rendered (not skipped), wall-clock and CPU seconds."""
@@ -73,18 +89,7 @@ def run_job(program: str, job: dict[str, Any], job_path: Path, label: str, quiet
     its tail is quoted if Blender fails.
     """
     job_path.write_text(json.dumps(job))
-    command = [
-        program,
-        "-b",
-        "--factory-startup",
-        "-noaudio",
-        "--python-exit-code",
-        "1",
-        "--python",
-        str(SCRIPT),
-        "--",
-        str(job_path),
-    ]
+    command = blender_command(program, job_path)
     log_path = job_path.with_suffix(".log")
     tail: deque[str] = deque(maxlen=15)
     rendered = 0
