@@ -38,6 +38,7 @@ def run_entry(name: str, lpips: bool = True) -> dict:
             "field_module": "field",
             "resolution": [32, 32],
             "render_speedup": 1.0,
+            "render_fps_side_by_side": 2.5,
         },
         "size": {
             "parameters": 12345,

@@ -151,7 +151,9 @@ def test_cli_evaluates_a_stock_nerfacto_run(run_config, tmp_path):
     assert size["checkpoint_bytes"] == Path(run["checkpoint"]).stat().st_size
     assert 0 < size["parameters"] < 10**6 and size["render_memory_kind"] == "rss_delta_fresh_process"
     assert 0 < size["render_memory_bytes"] < 2**31  # one 2-view scene's render in a fresh process
-    assert speed["render_speedup"] is None  # one run: nothing to time it against
+    assert (
+        speed["render_speedup"] is None and speed["render_fps_side_by_side"] is None
+    )  # nothing to time against
     assert (plots / "psnr_vs_fps.png").exists() and (plots / "per_view_psnr.png").exists()
     errors = sorted((plots / "errors").rglob("*.png"))
     assert [p.name for p in errors] == ["test_008.png", "test_009.png"]
@@ -176,6 +178,8 @@ def test_two_runs_are_timed_side_by_side_and_pictured(run_config, tmp_path):
     jsonschema.validate(report, SCHEMA)
     first, second = (run["speed"]["render_speedup"] for run in report["runs"])
     assert first == 1.0 and 0 < second < float("inf")
+    fps = [run["speed"]["render_fps_side_by_side"] for run in report["runs"]]
+    assert fps[1] / fps[0] == pytest.approx(second)  # the table's FPS and speed-up come from one timing
     assert all(run["size"]["render_memory_bytes"] is None for run in report["runs"])
     image = iio.imread(picture)
     scale = -(-384 // SIZE)

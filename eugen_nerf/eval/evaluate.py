@@ -347,7 +347,7 @@ def evaluate_configs(
     image_runs = [(run, entry) for run, entry in zip(runs, entries) if not is_sdf_run(run)]
     comparable = len(image_runs) >= 2 and same_test_views([run for run, _ in image_runs])
     for _, entry in image_runs:
-        entry["speed"]["render_speedup"] = None
+        entry["speed"]["render_speedup"] = entry["speed"]["render_fps_side_by_side"] = None
     if comparable:
         count = len(image_runs[0][0].pipeline.datamanager.eval_dataset)
         views = list(range(min(settings.speed_views, count, settings.max_views or count)))
@@ -366,6 +366,7 @@ def evaluate_configs(
         )
         for i, (_, entry) in enumerate(image_runs):
             entry["speed"]["render_speedup"] = seconds["0"] / seconds[str(i)]
+            entry["speed"]["render_fps_side_by_side"] = 1.0 / seconds[str(i)]
     if side_by_side is not None:
         if not comparable:
             raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
