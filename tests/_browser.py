@@ -110,12 +110,12 @@ class Browser:
                 return int(found.group(1))
         raise RuntimeError(f"Chromium did not start its DevTools server:\n{''.join(lines)[-2000:]}")
 
-    def call(self, method: str, **params: Any) -> dict:
-        """Send one DevTools command and return its result (events in between are dropped)."""
+    def call(self, method: str, timeout: float = 60.0, **params: Any) -> dict:
+        """Send one DevTools command and return its result within ``timeout`` s (events in between are dropped)."""
         message_id = next(self._ids)
         self.socket.send(json.dumps({"id": message_id, "method": method, "params": params}))
         while True:
-            message = json.loads(self.socket.recv(timeout=60))
+            message = json.loads(self.socket.recv(timeout=timeout))
             if message.get("id") == message_id:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")

@@ -36,15 +36,11 @@ SIZE, SAMPLES = 16, 64
 
 def page_call(browser: Browser, expression: str, timeout: float = 300.0):
     """The value of ``expression`` in the page, promises awaited (``Browser.call`` waits 60 s at most)."""
-    message_id = next(browser._ids)
-    params = {"expression": expression, "awaitPromise": True, "returnByValue": True}
-    browser.socket.send(json.dumps({"id": message_id, "method": "Runtime.evaluate", "params": params}))
-    while True:
-        message = json.loads(browser.socket.recv(timeout=timeout))
-        if message.get("id") == message_id:
-            result = message["result"]
-            assert "exceptionDetails" not in result, result["exceptionDetails"]
-            return result["result"].get("value")
+    result = browser.call(
+        "Runtime.evaluate", timeout, expression=expression, awaitPromise=True, returnByValue=True
+    )
+    assert "exceptionDetails" not in result, result["exceptionDetails"]
+    return result["result"].get("value")
 
 
 def wait_ready(browser: Browser, timeout: float = 120.0) -> str:

@@ -37,13 +37,10 @@ OUT = Path(__file__).with_name("browser.json")
 
 
 def page_call(browser: Browser, expression: str, timeout: float = 7200.0):
-    message_id = next(browser._ids)
-    params = {"expression": expression, "awaitPromise": True, "returnByValue": True}
-    browser.socket.send(json.dumps({"id": message_id, "method": "Runtime.evaluate", "params": params}))
-    while True:
-        message = json.loads(browser.socket.recv(timeout=timeout))
-        if message.get("id") == message_id:
-            return message["result"]["result"].get("value")
+    result = browser.call(
+        "Runtime.evaluate", timeout, expression=expression, awaitPromise=True, returnByValue=True
+    )
+    return result["result"].get("value")
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
