@@ -15,7 +15,18 @@ import torch
 from eugen_nerf.bench import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKED = ("nerfstudio", "tyro", "yaml", "rich", "PIL", "imageio", "scipy", "matplotlib", "tinycudann")
+BLOCKED = (
+    "nerfstudio",
+    "tyro",
+    "yaml",
+    "rich",
+    "PIL",
+    "imageio",
+    "scipy",
+    "matplotlib",
+    "tinycudann",
+    "torchmetrics",
+)
 """What the lent GPU machine lacks (it has torch, numpy and safetensors)."""
 WRAPPER = f"""
 import runpy, sys

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from eugen_nerf.eval.timing import synchronize
 from eugen_nerf.export import Sampling, load_export, render_view
 from eugen_nerf.export.field import MLP, run_mlp
 from eugen_nerf.export.format import FILE_NAME, ExportFormatError
@@ -126,13 +127,37 @@ class Settings:
     started: float = field(default_factory=time.perf_counter)
 
 
+FULL = dict(
+    points=1 << 19,
+    warmup=3,
+    repeats=10,
+    resolutions=(200, 400),
+    extrapolate_to=800,
+    ray_batches=4,
+    ray_batch=16384,
+    compile_backend="inductor",
+    render_warmup=1,
+    render_repeats=5,
+)
+"""The measurement on a GPU: sizes and repeats that fit one call of about four minutes."""
+TINY = dict(
+    points=512,
+    warmup=0,
+    repeats=2,
+    resolutions=(8, 12),
+    extrapolate_to=24,
+    ray_batches=2,
+    ray_batch=32,
+    compile_backend="eager",
+    render_warmup=0,
+    render_repeats=1,
+    render_samples=(8, 8),
+)
+"""``--tiny``: every code path at toy sizes (tests, CPU smoke runs)."""
+
+
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def autocast(device: torch.device, precision: str):
@@ -556,43 +581,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as error:
         print(error, file=sys.stderr)
         return 2
-    if args.tiny:
-        settings = Settings(
-            device,
-            True,
-            points=512,
-            warmup=0,
-            repeats=2,
-            resolutions=(8, 12),
-            extrapolate_to=24,
-            ray_batches=2,
-            ray_batch=32,
-            compile_backend="eager",
-            compile_budget_s=args.compile_budget_s,
-            sampling=args.sampling,
-            render_warmup=0,
-            render_repeats=1,
-            time_limit_s=args.time_limit_s,
-            render_samples=(8, 8),
-        )
-    else:
-        settings = Settings(
-            device,
-            False,
-            points=1 << 19,
-            warmup=3,
-            repeats=10,
-            resolutions=(200, 400),
-            extrapolate_to=800,
-            ray_batches=4,
-            ray_batch=16384,
-            compile_backend="inductor",
-            compile_budget_s=args.compile_budget_s,
-            sampling=args.sampling,
-            render_warmup=1,
-            render_repeats=5,
-            time_limit_s=args.time_limit_s,
-        )
+    settings = Settings(
+        device,
+        args.tiny,
+        compile_budget_s=args.compile_budget_s,
+        sampling=args.sampling,
+        time_limit_s=args.time_limit_s,
+        **(TINY if args.tiny else FULL),
+    )
     if args.no_compile:
         settings.compile_backend = None
     progress(f"device {device}; {'tiny' if args.tiny else 'full'} run; writing {args.out / 'cuda.json'}")

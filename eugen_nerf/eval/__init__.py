@@ -4,7 +4,17 @@
 offline under torch >= 2.6; call them before nerfstudio builds a model or loads a checkpoint.
 """
 
-from eugen_nerf.eval.checkpoints import allow_numpy_checkpoints
-from eugen_nerf.eval.lpips import install_offline_lpips
+from __future__ import annotations
+
+import importlib
 
 __all__ = ["allow_numpy_checkpoints", "install_offline_lpips"]
+_HOMES = {"allow_numpy_checkpoints": "checkpoints", "install_offline_lpips": "lpips"}
+
+
+def __getattr__(name: str):
+    """Import the two helpers on first use, so that ``eugen_nerf.eval.timing`` needs torch alone (the CUDA
+    benchmark runs where torchmetrics is not installed)."""
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"eugen_nerf.eval.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
