@@ -253,12 +253,12 @@ def is_sdf_run(run: Run) -> bool:
 
 
 def render_seconds_side_by_side(
-    models: dict[str, tuple[torch.nn.Module, object]],
+    models: dict[object, tuple[torch.nn.Module, object]],
     views: list[int],
     device: torch.device | str,
     warmup: int = 1,
     repeats: int = 2,
-) -> dict[str, float]:
+) -> dict[object, float]:
     """Median seconds to render each of ``views`` for every model, all timed side by side.
 
     ``models`` maps a name to ``(model, cameras)``; each repeat renders the view with every model in turn
@@ -341,47 +341,45 @@ def evaluate_configs(
     test views differ or only one run renders images). ``names``: one per run, replacing
     ``experiment/method/timestamp`` in the entries and the picture."""
     runs = [load_run(path, settings.eval_num_rays_per_chunk) for path in config_paths]
+    images = [i for i, run in enumerate(runs) if not is_sdf_run(run)]  # the runs that render images
+    comparable = len(images) >= 2 and same_test_views([runs[i] for i in images])
+    count = len(runs[images[0]].pipeline.datamanager.eval_dataset) if images else 0
+    if side_by_side is not None and not comparable:  # before any scoring
+        raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
+    if side_by_side is not None and not 0 <= side_by_side_view < count:
+        raise EvalInputError(f"--side-by-side-view {side_by_side_view}: the runs have {count} test views")
     entries = [evaluate_run(run, settings, plots_dir) for run in runs]
     for entry, name in zip(entries, names or []):
         entry["name"] = name
-    image_runs = [(run, entry) for run, entry in zip(runs, entries) if not is_sdf_run(run)]
-    comparable = len(image_runs) >= 2 and same_test_views([run for run, _ in image_runs])
-    for _, entry in image_runs:
-        entry["speed"]["render_speedup"] = entry["speed"]["render_fps_side_by_side"] = None
+    for i in images:
+        entries[i]["speed"]["render_speedup"] = entries[i]["speed"]["render_fps_side_by_side"] = None
     if comparable:
-        count = len(image_runs[0][0].pipeline.datamanager.eval_dataset)
-        views = list(range(min(settings.speed_views, count, settings.max_views or count)))
         seconds = render_seconds_side_by_side(
             {
-                str(i): (
-                    run.model.eval(),
-                    run.pipeline.datamanager.eval_dataset.cameras.to(run.pipeline.device),
+                i: (
+                    runs[i].model.eval(),
+                    runs[i].pipeline.datamanager.eval_dataset.cameras.to(runs[i].pipeline.device),
                 )
-                for i, (run, _) in enumerate(image_runs)
+                for i in images
             },
-            views,
-            image_runs[0][0].pipeline.device,
+            list(range(min(settings.speed_views, count, settings.max_views or count))),
+            runs[images[0]].pipeline.device,
             warmup=settings.warmup,
             repeats=settings.repeats,
         )
-        for i, (_, entry) in enumerate(image_runs):
-            entry["speed"]["render_speedup"] = seconds["0"] / seconds[str(i)]
-            entry["speed"]["render_fps_side_by_side"] = 1.0 / seconds[str(i)]
+        for i in images:
+            entries[i]["speed"]["render_speedup"] = seconds[images[0]] / seconds[i]
+            entries[i]["speed"]["render_fps_side_by_side"] = 1.0 / seconds[i]
     if side_by_side is not None:
-        if not comparable:
-            raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
-        count = len(image_runs[0][0].pipeline.datamanager.eval_dataset)
-        if not 0 <= side_by_side_view < count:
-            raise EvalInputError(f"--side-by-side-view {side_by_side_view}: the runs have {count} test views")
         side_by_side.parent.mkdir(parents=True, exist_ok=True)
-        image = side_by_side_image(
-            [run for run, _ in image_runs],
-            [str(entry["name"]) for _, entry in image_runs],
+        picture = side_by_side_image(
+            [runs[i] for i in images],
+            [str(entries[i]["name"]) for i in images],
             side_by_side_view,
             difference_gain,
         )
-        iio.imwrite(side_by_side, image)
-    del runs, image_runs
+        iio.imwrite(side_by_side, picture)
+    del runs
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from eugen_nerf.eval.size import PeakMemory
+from eugen_nerf.eval.timing import synchronize
 
 KINDS = ("cuda_allocated_delta", "rss_delta_fresh_process")
 """What ``render_memory_kind`` can say: the CUDA allocator's delta, or the resident set's delta on the CPU."""
@@ -71,23 +72,20 @@ def measure_in_this_process(config_path: Path, view: int = 0) -> dict[str, objec
     model = run.pipeline.model.eval()
     device = run.pipeline.device
     gc.collect()
+    on_cuda = device.type == "cuda"
     memory = PeakMemory(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
+    synchronize(device)
     memory.reset()
-    if device.type != "cuda":
-        before = _resident_bytes()
+    if memory.kind == "rss_peak_process_lifetime":
+        raise RuntimeError("this kernel cannot reset the resident high-water mark (/proc/self/clear_refs)")
+    before = torch.cuda.memory_allocated(device) if on_cuda else _resident_bytes()
     with torch.no_grad():
         rgb = final_rgb(model.get_outputs_for_camera(camera))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     peak = memory.read()
     if not bool(torch.isfinite(rgb).all()):
         raise EvalInputError(f"{config_path}: the render of test view {view} is not finite")
-    kind = "cuda_allocated_delta" if device.type == "cuda" else "rss_delta_fresh_process"
-    if device.type != "cuda" and memory.kind != "rss_peak":
-        raise RuntimeError("this kernel cannot reset the resident high-water mark (/proc/self/clear_refs)")
+    kind = "cuda_allocated_delta" if on_cuda else "rss_delta_fresh_process"
     return {"render_memory_bytes": max(int(peak - before), 0), "render_memory_kind": kind}
 
 
