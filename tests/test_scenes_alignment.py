@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from eugen_nerf.scenes.alignment import Similarity, pose_errors, rotation_angle_deg, umeyama
+from eugen_nerf.scenes.cameras import look_at
 
 
 def random_rotation(rng: np.random.Generator) -> np.ndarray:
@@ -16,17 +17,10 @@ def random_rotation(rng: np.random.Generator) -> np.ndarray:
 
 def orbit_poses(count: int, rng: np.random.Generator) -> np.ndarray:
     """Camera-to-world poses on a wobbly orbit looking at the origin (OpenGL: camera looks down -z)."""
-    poses = []
-    for angle in np.linspace(0, 2 * np.pi, count, endpoint=False):
-        centre = np.array([4 * np.cos(angle), 4 * np.sin(angle), 1.5 + 0.3 * rng.normal()])
-        back = centre / np.linalg.norm(centre)
-        right = np.cross([0.0, 0.0, 1.0], back)
-        right /= np.linalg.norm(right)
-        pose = np.eye(4)
-        pose[:3, :3] = np.stack([right, np.cross(back, right), back], axis=1)
-        pose[:3, 3] = centre
-        poses.append(pose)
-    return np.array(poses)
+    angles = np.linspace(0, 2 * np.pi, count, endpoint=False)
+    return np.array(
+        [look_at(np.array([4 * np.cos(a), 4 * np.sin(a), 1.5 + 0.3 * rng.normal()])) for a in angles]
+    )
 
 
 def test_umeyama_recovers_a_known_similarity() -> None:

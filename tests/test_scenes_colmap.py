@@ -17,6 +17,7 @@ from eugen_nerf.scenes.colmap import (
     ColmapConfig,
     RegistrationError,
     check_registered,
+    copy_photographs,
     process_data_command,
     read_registration,
     reference_poses,
@@ -61,11 +62,44 @@ def test_missing_colmap_is_refused_before_anything_is_written(monkeypatch, tmp_p
     assert not (tmp_path / "dataset").exists()
 
 
-def test_process_data_runs_offline_on_the_cpu(tmp_path: Path) -> None:
-    command = process_data_command(tmp_path / "images", tmp_path / "out", "sequential")
+def test_process_data_runs_offline_on_the_cpu_on_the_exif_keeping_copies(tmp_path: Path) -> None:
+    command = process_data_command(tmp_path / "out" / "images", tmp_path / "out", "sequential")
     assert command[command.index("--matching-method") + 1] == "sequential"
     assert "--no-gpu" in command and "vocab_tree" not in command
     assert command[3:5] == ["images", "--data"]
+    assert "--skip-image-processing" in command  # its ffmpeg copy would drop the EXIF focal length
+    assert command[command.index("--camera-type") + 1] == "perspective"
+    assert "--no-refine-intrinsics" in process_data_command(
+        tmp_path, tmp_path, "exhaustive", "pinhole", refine_intrinsics=False
+    )
+
+
+def test_photographs_are_copied_byte_for_byte_with_ns_process_data_names(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from eugen_nerf.scenes.photographs import (
+        Exposure,
+        Lens,
+        frame_exposures,
+        read_exif_focal,
+        write_photograph,
+    )
+
+    source = tmp_path / "photos"
+    source.mkdir()
+    lens, exposure = Lens(), Exposure()
+    for index, name in enumerate(("b.jpg", "a.jpg")):
+        rgb = np.full((12, 16, 3), 0.2 + 0.3 * index)
+        write_photograph(source / name, rgb, lens, frame_exposures(2, exposure)[index], exposure, index, 90)
+    images = tmp_path / "dataset" / "images"
+    images.mkdir(parents=True)
+    (images / "frame_00009.jpg").write_bytes(b"left from an earlier run")
+    copy_photographs(sorted(source.iterdir()), images)
+    assert sorted(p.name for p in images.iterdir()) == ["frame_00001.jpg", "frame_00002.jpg"]
+    assert (images / "frame_00001.jpg").read_bytes() == (source / "a.jpg").read_bytes()
+    assert read_exif_focal(images / "frame_00002.jpg")["focal_mm"] == pytest.approx(lens.focal_mm)
+    with Image.open(images / "frame_00001.jpg") as image:
+        assert image.size == (16, 12)
 
 
 def test_registration_is_read_in_photograph_order(tmp_path: Path) -> None:
@@ -141,7 +175,9 @@ def test_run_colmap_reports_and_refuses_a_partial_reconstruction(monkeypatch, tm
     ]
     (tmp_path / "capture" / "reference" / "transforms.json").write_text(json.dumps({"frames": frames}))
 
-    def fake_process_data(images, output, matching_method, log) -> int:
+    def fake_process_data(command, log) -> int:
+        output = Path(command[command.index("--output-dir") + 1])
+        assert len(list((output / "images").iterdir())) == 10  # the copies COLMAP reads
         write_process_data_output(output, {i: truth[i] for i in range(8)})
         return 0
 
@@ -154,5 +190,6 @@ def test_run_colmap_reports_and_refuses_a_partial_reconstruction(monkeypatch, tm
     assert report["registered_fraction"] == pytest.approx(0.8)
     assert report["pose_errors"]["rotation_deg_max"] < 1e-6
     assert report["reference"].endswith("reference/transforms.json")
+    assert "--skip-image-processing" in report["ns_process_data"]
     config.min_registered = 0.8
     assert run_colmap(config)["num_registered"] == 8

@@ -2,18 +2,21 @@
 checks a user needs around it: COLMAP installed, enough frames registered, and, for a rendered capture
 whose true poses are known, how far COLMAP's poses are from them.
 
-``ns-process-data`` copies the photographs (renamed ``frame_00001.jpg`` ... in sorted order), re-encodes them
-with ffmpeg (its chain of downscaled copies writes the full-size images too, which drops their EXIF, so
-COLMAP starts from its default focal length of 1.2 times the image width and refines it), runs COLMAP's
-feature extraction, matching and mapping, and writes ``transforms.json`` with a frame for every image
-COLMAP registered. The default ``vocab_tree`` matching downloads a vocabulary file and fails offline;
-``exhaustive`` (every pair) and ``sequential`` (neighbours in file order, for a walk-around capture) need
-nothing.
+COLMAP starts from the focal length in the photographs' EXIF (without one it guesses 1.2 times the image
+width) and refines it in bundle adjustment. ``ns-process-data``'s own copy of the photographs loses the
+EXIF: its ffmpeg chain of downscaled copies re-encodes the full-size images too. So the photographs are
+copied here byte for byte, named as ns-process-data names them (``frame_00001.jpg`` ... in sorted order),
+into the dataset's ``images/``, and ``ns-process-data images --skip-image-processing`` runs COLMAP on that
+folder: its feature extraction, matching, mapping and final bundle adjustment, then ``transforms.json``
+with a frame for every image COLMAP registered. The default ``vocab_tree`` matching downloads a vocabulary
+file and fails offline; ``exhaustive`` (every pair) and ``sequential`` (neighbours in file order, for a
+walk-around capture) need nothing.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,8 +31,11 @@ from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.scenes.alignment import pose_errors
 
 MatchingMethod = Literal["exhaustive", "sequential"]
+CameraType = Literal["perspective", "pinhole", "simple_pinhole"]
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 MIN_REGISTERED_FRACTION = 0.95
+CAMERA_TYPE: CameraType = "perspective"
+REFINE_INTRINSICS = True
 CAPTURE_ADVICE = (
     "a capture needs texture everywhere in view, neighbouring frames that overlap by well over half, "
     "and parallax (move around the subject, do not only turn the camera)"
@@ -62,9 +68,16 @@ def list_photographs(folder: Path) -> list[Path]:
     return images
 
 
-def process_data_command(images: Path, output: Path, matching_method: MatchingMethod) -> list[str]:
-    """The ``ns-process-data images`` call (CPU only, offline matching), run with this Python."""
-    return [
+def process_data_command(
+    images: Path,
+    output: Path,
+    matching_method: MatchingMethod,
+    camera_type: CameraType = "perspective",
+    refine_intrinsics: bool = True,
+) -> list[str]:
+    """The ``ns-process-data images`` call on photographs already in ``output/images`` (CPU only, offline
+    matching), run with this Python."""
+    command = [
         sys.executable,
         "-m",
         "nerfstudio.scripts.process_data",
@@ -73,19 +86,41 @@ def process_data_command(images: Path, output: Path, matching_method: MatchingMe
         str(images),
         "--output-dir",
         str(output),
+        "--skip-image-processing",
         "--no-gpu",
         "--matching-method",
         matching_method,
+        "--camera-type",
+        camera_type,
         "--verbose",
     ]
+    return command if refine_intrinsics else [*command, "--no-refine-intrinsics"]
 
 
-def run_process_data(images: Path, output: Path, matching_method: MatchingMethod, log: Path) -> int:
-    """Run ns-process-data, its output (and COLMAP's) appended to ``log``; returns its exit status."""
-    command = process_data_command(images, output, matching_method)
-    output.mkdir(parents=True, exist_ok=True)
+def copy_photographs(photographs: list[Path], images: Path) -> None:
+    """``photographs`` copied byte for byte (EXIF included) into ``images`` as ``frame_00001.jpg`` ... in
+    their order, as ns-process-data names them; anything else in ``images`` is removed (COLMAP reads the
+    whole folder). Copies already there are kept."""
+    images.mkdir(parents=True, exist_ok=True)
+    wanted = {}
+    for index, photo in enumerate(photographs):
+        wanted[f"frame_{index + 1:05d}{photo.suffix}"] = photo
+    for path in images.iterdir():
+        if path.name not in wanted:
+            path.unlink()
+    for name, photo in wanted.items():
+        target = images / name
+        if target.resolve() == photo.resolve():
+            continue
+        if not target.is_file() or target.read_bytes() != photo.read_bytes():
+            shutil.copyfile(photo, target)
+
+
+def run_process_data(command: list[str], log: Path) -> int:
+    """Run the ns-process-data ``command``, its output (and COLMAP's) appended to ``log``; returns its exit
+    status."""
     with log.open("a") as stream:
-        stream.write(" ".join(command) + "\n")
+        stream.write(shlex.join(command) + "\n")
         stream.flush()
         return subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False).returncode
 
@@ -165,16 +200,23 @@ def registration_report(
 @dataclass
 class ColmapConfig:
     """Turn photographs into a posed nerfstudio dataset with `ns-process-data images` (COLMAP on the CPU,
-    offline matching), check that enough frames were registered and, given a capture's true poses, report
-    COLMAP's pose errors after a similarity alignment. Needs the `colmap` and `ffmpeg` programs."""
+    offline matching, the focal length from the photographs' EXIF), check that enough frames were
+    registered and, given a capture's true poses, report COLMAP's pose errors after a similarity alignment.
+    Needs the `colmap` and `ffmpeg` programs."""
 
     images: tyro.conf.Positional[Path]
     """Folder of photographs (e.g. scenes/garden_photos/images)."""
     output: Path
-    """Dataset folder ns-process-data writes (images/, colmap/, transforms.json); registration.json is added."""
+    """Dataset folder written (images/: the photographs as frame_00001.jpg ..., colmap/, transforms.json,
+    registration.json)."""
     matching_method: MatchingMethod = "sequential"
     """sequential: each photograph with its neighbours in file order (a walk around the subject; the number
     of pairs grows linearly); exhaustive: every pair (quadratically many, for unordered photographs)."""
+    camera_type: CameraType = CAMERA_TYPE
+    """ns-process-data's camera model: perspective (OPENCV: focal lengths, principal point, radial and
+    tangential distortion), pinhole (no distortion), simple_pinhole (one focal length, centred)."""
+    refine_intrinsics: bool = REFINE_INTRINSICS
+    """Run ns-process-data's last bundle adjustment, which also moves the principal point."""
     reference: Path | None = None
     """A transforms.json with the photographs' true poses in file order (a rendered capture's
     reference/transforms.json), to score COLMAP's poses; by default the one beside IMAGES, if any."""
@@ -194,14 +236,29 @@ def run_colmap(config: ColmapConfig) -> dict[str, Any]:
         raise InputError(f"--min-registered {config.min_registered} must be in (0, 1]")
     require_tools()
     photographs = list_photographs(config.images)
+    if (config.output / "images").resolve() == config.images.resolve():
+        raise InputError(
+            f"--output {config.output}: its images/ would be rewritten from the photographs in it; "
+            "choose another dataset folder"
+        )
     reference_path = config.reference or reference_beside(config.images)
     reference = reference_poses(reference_path, len(photographs)) if reference_path else None
+    config.output.mkdir(parents=True, exist_ok=True)
+    copy_photographs(photographs, config.output / "images")
+    command = process_data_command(
+        config.output / "images",
+        config.output,
+        config.matching_method,
+        config.camera_type,
+        config.refine_intrinsics,
+    )
     log = config.output / "process_data.log"
-    code = run_process_data(config.images, config.output, config.matching_method, log)
+    code = run_process_data(command, log)
     registration = read_registration(config.output, len(photographs))
     if code != 0 and registration.registered:
         raise InputError(f"ns-process-data failed (exit {code}; log {log}): {log_tail(log)}")
     report = registration_report(registration, reference)
+    report["ns_process_data"] = shlex.join(["ns-process-data", *command[3:]])
     report["matching_method"] = config.matching_method
     report["reference"] = str(reference_path) if reference_path else None
     (config.output / "registration.json").write_text(json.dumps(report, indent=2) + "\n")
