@@ -33,8 +33,9 @@ class FieldRenderer {
     const scene = parsed.header.scene;
     const override = Number(params.get("max-texture-size")) || Infinity;
     const limits = { maxTextureSize: Math.min(gl.getParameter(gl.MAX_TEXTURE_SIZE), override) };
-    const field = { ...parsed.header.fields.fine, near: scene.near, far: scene.far, background: scene.background };
-    const { source, atlas } = new FieldProgram(field, parsed.buffers).build(limits);
+    const rendered = parsed.header.occupancy.field; // NeRF's fine field, Zip-NeRF's nerf field
+    const field = { ...parsed.header.fields[rendered], head: parsed.header.head, near: scene.near, far: scene.far, background: scene.background };
+    const { source, atlas, table } = new FieldProgram(field, parsed.buffers).build(limits);
     this.atlasSize = [atlas.width, atlas.height];
     this.program = this.compile(source);
     const float16 = parsed.header.dtype === "float16";
@@ -44,6 +45,16 @@ class FieldRenderer {
     gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MIN_FILTER, gl.NEAREST);
     gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MAG_FILTER, gl.NEAREST);
     gl.texImage2D(gl.TEXTURE_2D, 0, float16 ? gl.RGBA16F : gl.RGBA32F, atlas.width, atlas.height, 0, gl.RGBA, gl.FLOAT, atlas.data());
+    this.table = null;
+    if (table) { // Zip-NeRF's hash table: one row per texel
+      this.table = gl.createTexture();
+      gl.activeTexture(gl.TEXTURE2);
+      gl.bindTexture(gl.TEXTURE_2D, this.table);
+      gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MIN_FILTER, gl.NEAREST);
+      gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MAG_FILTER, gl.NEAREST);
+      gl.texImage2D(gl.TEXTURE_2D, 0, float16 ? gl.RGBA16F : gl.RGBA32F, table.width, table.height, 0, gl.RGBA, gl.FLOAT, table.data);
+    }
+    this.tableSize = table ? [table.width, table.height] : null;
     const grid = parsed.buffers[parsed.header.occupancy.buffer];
     const [rx, ry, rz] = grid.shape;
     const max3d = Math.min(gl.getParameter(gl.MAX_3D_TEXTURE_SIZE), override);
@@ -96,6 +107,7 @@ class FieldRenderer {
     const c = view.c2w;
     gl.uniform1i(u("uW"), 0);
     gl.uniform1i(u("uOcc"), 1);
+    if (this.table) gl.uniform1i(u("uTable"), 2);
     gl.uniform3f(u("uOrigin"), c[0][3], c[1][3], c[2][3]);
     gl.uniformMatrix3fv(u("uRotation"), false, [c[0][0], c[1][0], c[2][0], c[0][1], c[1][1], c[2][1], c[0][2], c[1][2], c[2][2]]);
     gl.uniform4f(u("uIntrinsics"), view.fxN * width, view.fyN * height, view.cxN * width, view.cyN * height);
@@ -121,6 +133,10 @@ class FieldRenderer {
     gl.bindTexture(gl.TEXTURE_2D, this.weights);
     gl.activeTexture(gl.TEXTURE1);
     gl.bindTexture(gl.TEXTURE_3D, this.occupancy);
+    if (this.table) {
+      gl.activeTexture(gl.TEXTURE2);
+      gl.bindTexture(gl.TEXTURE_2D, this.table);
+    }
     gl.bindVertexArray(this.vao);
     gl.viewport(0, 0, f.width, f.height);
     gl.enable(gl.SCISSOR_TEST);
@@ -290,9 +306,11 @@ function showInfo(parsed, renderer, index) {
   const h = parsed.header;
   const rows = [
     ["file", `${(parsed.bytes / 1e6).toFixed(2)} MB, ${h.dtype}`],
-    ["multiply-adds per sample", (h.macs_per_sample?.fine ?? 0).toLocaleString()],
+    ["head", h.head],
+    ["MLP multiply-adds per sample", (h.macs_per_sample?.[h.occupancy.field] ?? 0).toLocaleString()],
     ["occupied cells", `${(100 * renderer.occupied).toFixed(1)}%`],
     ["weight texture", renderer.atlasSize.join("x")],
+    ...(renderer.tableSize ? [["hash-table texture", renderer.tableSize.join("x")]] : []),
     ["source", `${h.source?.method} step ${h.source?.step}`],
   ];
   $("info").innerHTML += `<dt><b>${"AB"[index]}</b></dt><dd>${state.names[index]}</dd>` + rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("");

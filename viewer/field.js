@@ -8,6 +8,7 @@ export const FORMAT_NAME = "eugen-field";
 export const FORMAT_VERSION = 1;
 export const MIN_WEIGHT = 1e-5;
 export const TERMINATION = 1e-3;
+export const HEADS = ["nerf", "zipnerf"];
 const MAGIC = "EUGENFLD";
 
 export class FieldError extends Error {}
@@ -45,7 +46,7 @@ export function parseField(bytes, source) {
   if (header.version !== FORMAT_VERSION) {
     throw new FieldError(`${source}: format version ${header.version}, this page reads version ${FORMAT_VERSION} only; export the run again`);
   }
-  if (header.head !== "nerf") throw new FieldError(`${source}: field head ${header.head}; this page renders nerf`);
+  if (!HEADS.includes(header.head)) throw new FieldError(`${source}: field head ${header.head}; this page renders ${HEADS.join(", ")}`);
   const start = 16 + length;
   const buffers = {};
   for (const [name, entry] of Object.entries(header.buffers)) {
@@ -155,7 +156,7 @@ function featureLayout(m, k) {
   return { slots: (k * m4) / 4, index: (i) => Math.floor(i / m) * m4 + (i % m), m4 };
 }
 
-// Builds the GLSL of one field (fine) and its weight atlas.
+// Builds the GLSL of one field (NeRF's fine field, or Zip-NeRF's NeRF field and its hash table) and its weight atlas.
 export class FieldProgram {
   constructor(field, buffers) {
     this.atlas = new Atlas();
@@ -315,8 +316,19 @@ export class FieldProgram {
     return lines.join("\n");
   }
 
-  // Returns {fragment shader source, atlas}; throws FieldError naming a limit the field exceeds.
+  packAtlas(limits) {
+    const limit = limits.maxTextureSize;
+    const tooWide = this.atlas.pack(limit);
+    if (tooWide) throw new FieldError(`This field needs a weight texture ${tooWide.width} texels wide; this browser's MAX_TEXTURE_SIZE is ${limit}.`);
+    if (this.atlas.height > limit) throw new FieldError(`This field needs a weight texture of ${this.atlas.width}x${this.atlas.height} texels; this browser's MAX_TEXTURE_SIZE is ${limit}.`);
+  }
+
+  // Returns {fragment shader source, atlas, table}; throws FieldError naming a limit the field exceeds.
   build(limits) {
+    return this.field.head === "zipnerf" ? this.buildZipNeRF(limits) : this.buildNeRF(limits);
+  }
+
+  buildNeRF(limits) {
     const field = this.field;
     const posDim = 6 * field.position_encoding.frequencies.length + (field.position_encoding.include_input ? 3 : 0);
     const dirDim = 6 * field.direction_encoding.frequencies.length + (field.direction_encoding.include_input ? 3 : 0);
@@ -324,7 +336,6 @@ export class FieldProgram {
     const trunk = this.mlp(field.trunk, "trunk", { name: "inp", layout: posLayout, normSq: null }, ["hA", "hB"]);
     const featureSlots = trunk.layout.slots;
     // density: one dense row on the trunk's features
-    const dw = this.buffers[field.density.steps[0].weight];
     const density = this.matrix(field.density.steps[0].weight, 1, featureSlots * 4, (r) => r, trunk.layout.index, 1);
     const densityBias = this.buffers[field.density.steps[0].bias][0];
     // colour: the first step's direction columns once per ray (into cdir, bias included), the rest per sample
@@ -343,32 +354,9 @@ export class FieldProgram {
     const dirLayout = denseLayout(dirDim);
     const dirBlock = this.matrix(first.weight, crow, dirLayout.slots * 4, rowIndex, (c) => (c < dirDim ? c : -1), colorRows4);
     const dirBias = this.vector(first.bias, rowIndex, colorRows4);
-    const limit = limits.maxTextureSize;
-    const tooWide = this.atlas.pack(limit);
-    if (tooWide) throw new FieldError(`This field needs a weight texture ${tooWide.width} texels wide; this browser's MAX_TEXTURE_SIZE is ${limit}.`);
-    if (this.atlas.height > limit) throw new FieldError(`This field needs a weight texture of ${this.atlas.width}x${this.atlas.height} texels; this browser's MAX_TEXTURE_SIZE is ${limit}.`);
+    this.packAtlas(limits);
     const slots = Math.max(this.maxSlots, featureSlots, colorRows4, posLayout.slots);
-    const source = `#version 300 es
-precision highp float;
-precision highp int;
-precision highp sampler2D;
-precision highp sampler3D;
-uniform sampler2D uW;
-uniform mediump sampler3D uOcc;
-uniform vec3 uOrigin;
-uniform mat3 uRotation;
-uniform vec4 uIntrinsics; // fx, fy, cx, cy in pixels of the full frame
-uniform vec2 uOffset;     // this draw's pixel offset
-uniform float uHeight;
-uniform int uSamples;
-uniform bool uOccupancy;
-uniform bool uEarlyTermination;
-uniform vec3 uLow;
-uniform vec3 uHigh;
-const float NEAR = ${glsl(field.near)};
-const float FAR = ${glsl(field.far)};
-const vec3 BACKGROUND = vec3(${field.background.map(glsl).join(", ")});
-out vec4 outColor;
+    const code = `
 vec4 hA[${slots}];
 vec4 hB[${slots}];
 vec4 inp[${posLayout.slots}];
@@ -377,16 +365,8 @@ vec4 cdir[${colorRows4}];
 ${this.needsSkipTmp ? `vec4 skipTmp[${slots}];` : ""}
 float inputSq;
 float dirSq;
-vec4 softplusv(vec4 x) { return mix(log(1.0 + exp(x)), x, step(20.0, x)); }
-// sin of a large argument (the encoding's reach 2 pi 2^8 |x|): reduced by 2 pi in two parts first (Cody-Waite),
-// as some GPUs' and SwiftShader's sin lose accuracy far from 0
-float sinr(float x) {
-  float k = floor(x * 0.159154943 + 0.5);
-  return sin((x - k * 6.28125) - k * 0.00193530717958647692);
-}
-float softplus1(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
 
-float densityAt(vec3 p) {
+float densityAt(vec3 p, float blur) {
   float pos[3] = float[3](p.x, p.y, p.z);
   ${this.encodingCode(field.position_encoding, "pos", "enc", posDim)}
   inputSq = 0.0;
@@ -414,7 +394,169 @@ void rayDirection(vec3 d) {
   for (int i = 0; i < ${dirLayout.slots}; i++) { de[i] = vec4(denc[4 * i], denc[4 * i + 1], denc[4 * i + 2], denc[4 * i + 3]); dirSq += dot(de[i], de[i]); }
   ${this.product(dirBlock, "de", dirLayout.slots, "cdir", colorRows4, dirBias, null)}
 }
+`;
+    return { source: this.atlas.place(shaderSource(field, code, false)), atlas: this.atlas, table: null };
+  }
 
+  // Zip-NeRF: the hash grid read at the interval's middle (blurred as its frustum), the density MLP (its output
+  // the bottleneck, channel 0 the raw density), then the view MLP on [bottleneck, direction encoding].
+  buildZipNeRF(limits) {
+    const field = this.field;
+    const grid = field.grid;
+    const levels = grid.resolutions.length, features = grid.features_per_level;
+    const table = this.buffers[grid.table];
+    const rows = table.shape[0];
+    if (![1, 2, 4].includes(features)) throw new FieldError(`This page reads hash grids of 1, 2 or 4 features per level, not ${features}.`);
+    const limit = limits.maxTextureSize;
+    const tableWidth = Math.min(limit, rows);
+    const tableHeight = Math.ceil(rows / tableWidth);
+    if (tableHeight > limit) throw new FieldError(`This field's hash table needs a texture of ${tableWidth}x${tableHeight} texels; this browser's MAX_TEXTURE_SIZE is ${limit}.`);
+    const gridDim = levels * features;
+    const gridLayout = denseLayout(gridDim);
+    const density = this.mlp(field.density, "density", { name: "inp", layout: gridLayout, normSq: null }, ["hA", "hB"]);
+    const width = this.buffers[field.density.steps.at(-1).out_weight || field.density.steps.at(-1).weight].shape[0];
+    const widthPadded = Math.ceil(width / 4) * 4;
+    const featureSlots = widthPadded / 4;
+    const dirDim = 3 * (1 + 2 * field.direction_frequencies);
+    const dirSlots = Math.ceil(dirDim / 4);
+    const viewLayout = { slots: featureSlots + dirSlots, index: (c) => (c < width ? c : widthPadded + (c - width)) };
+    const view = this.mlp(field.view, "view", { name: "vin", layout: viewLayout, normSq: null }, ["hA", "hB"]);
+    this.packAtlas(limits);
+    const slots = Math.max(this.maxSlots, featureSlots, gridLayout.slots);
+    const [low, high] = field.bounds;
+    const extent = high.map((h, i) => h - low[i]);
+    const cubeRoot = Math.cbrt(extent[0] * extent[1] * extent[2]);
+    const pad = field.rgb_padding;
+    const channels = "xyzw".slice(0, features);
+    const code = `
+uniform highp sampler2D uTable;
+const int LEVELS = ${levels};
+const float RESOLUTIONS[${levels}] = float[${levels}](${grid.resolutions.map(glsl).join(", ")});
+const vec3 GRID_LOW = vec3(${low.map(glsl).join(", ")});
+const vec3 GRID_EXTENT = vec3(${extent.map(glsl).join(", ")});
+vec4 hA[${slots}];
+vec4 hB[${slots}];
+vec4 inp[${gridLayout.slots}];
+vec4 feat[${featureSlots}];
+vec4 vin[${featureSlots + dirSlots}];
+vec4 de[${dirSlots}];
+${this.needsSkipTmp ? `vec4 skipTmp[${slots}];` : ""}
+float inputSq;
+float featSq;
+float dirSq;
+
+// erf (Abramowitz and Stegun 7.1.26, error below 1.5e-7)
+float erf1(float x) {
+  float t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+  return sign(x) * y;
+}
+
+// one level's features at u (the unit cube), blended trilinearly from the hashed corners' rows
+vec4 gridLevel(vec3 u, int level) {
+  vec3 s = u * RESOLUTIONS[level];
+  vec3 f = floor(s);
+  vec3 w = s - f;
+  uvec3 c = uvec3(ivec3(f));
+  vec4 acc = vec4(0.0);
+  for (int k = 0; k < 8; k++) {
+    uvec3 b = uvec3(k & 1, (k >> 1) & 1, (k >> 2) & 1);
+    uvec3 q = c + b;
+    uint h = (q.x * ${HASH_PRIMES[0]}u) ^ (q.y * ${HASH_PRIMES[1]}u) ^ (q.z * ${HASH_PRIMES[2]}u);
+    uint row = (h & ${grid.table_size - 1}u) + uint(level) * ${grid.table_size}u;
+    vec3 t = mix(1.0 - w, w, vec3(b));
+    acc += t.x * t.y * t.z * texelFetch(uTable, ivec2(int(row % ${tableWidth}u), int(row / ${tableWidth}u)), 0);
+  }
+  return acc;
+}
+
+float densityAt(vec3 p, float blur) {
+  vec3 u = (p - GRID_LOW) / GRID_EXTENT;
+  if (any(lessThanEqual(u, vec3(0.0))) || any(greaterThanEqual(u, vec3(1.0)))) return 0.0;
+  float s = 2.0 * blur / ${glsl(cubeRoot)}; // the blur in the grid's [-1, 1] units
+  float g[${gridLayout.slots * 4}];
+  for (int i = 0; i < ${gridLayout.slots * 4}; i++) g[i] = 0.0;
+  for (int l = 0; l < LEVELS; l++) {
+    float n = RESOLUTIONS[l];
+    vec4 f = gridLevel(u, l) * erf1(1.0 / sqrt(8.0 * s * s * n * n + 1e-12));
+    ${[...channels].map((c, j) => `g[l * ${features} + ${j}] = f.${c};`).join(" ")}
+  }
+  for (int i = 0; i < ${gridLayout.slots}; i++) inp[i] = vec4(g[4 * i], g[4 * i + 1], g[4 * i + 2], g[4 * i + 3]);
+  ${density.code}
+  featSq = 0.0;
+  for (int i = 0; i < ${featureSlots}; i++) { feat[i] = ${density.out}[i]; featSq += dot(feat[i], feat[i]); }
+  return softplus1(feat[0].x + ${glsl(field.density_bias)});
+}
+
+vec3 colorAt() {
+  for (int i = 0; i < ${featureSlots}; i++) vin[i] = feat[i];
+  for (int i = 0; i < ${dirSlots}; i++) vin[${featureSlots} + i] = de[i];
+  inputSq = featSq + dirSq;
+  ${view.code}
+  return ${view.out}[0].xyz * ${glsl(1 + 2 * pad)} - ${glsl(pad)};
+}
+
+void rayDirection(vec3 d) {
+  float e[${dirSlots * 4}];
+  for (int i = 0; i < ${dirSlots * 4}; i++) e[i] = 0.0;
+  e[0] = d.x; e[1] = d.y; e[2] = d.z;
+  for (int i = 0; i < ${field.direction_frequencies}; i++) {
+    vec3 v = d * exp2(float(i));
+    e[3 + 3 * i] = sin(v.x); e[4 + 3 * i] = sin(v.y); e[5 + 3 * i] = sin(v.z);
+    e[${3 + 3 * field.direction_frequencies} + 3 * i] = cos(v.x); e[${4 + 3 * field.direction_frequencies} + 3 * i] = cos(v.y); e[${5 + 3 * field.direction_frequencies} + 3 * i] = cos(v.z);
+  }
+  dirSq = 0.0;
+  for (int i = 0; i < ${dirSlots}; i++) { de[i] = vec4(e[4 * i], e[4 * i + 1], e[4 * i + 2], e[4 * i + 3]); dirSq += dot(de[i], de[i]); }
+}
+`;
+    // the table as RGBA texels, one row each (features beyond 4 channels padded with 0)
+    const texels = new Float32Array(tableWidth * tableHeight * 4);
+    for (let r = 0; r < rows; r++) for (let j = 0; j < features; j++) texels[4 * r + j] = table[r * features + j];
+    return {
+      source: this.atlas.place(shaderSource(field, code, true)),
+      atlas: this.atlas,
+      table: { width: tableWidth, height: tableHeight, data: texels },
+    };
+  }
+}
+
+export const HASH_PRIMES = [1, 2654435761, 805459861];
+// A multisample's blur relative to the pixel cone's radius at its distance (Zip-NeRF's).
+export const MULTISAMPLE_STD_SCALE = 0.5;
+
+// The fragment shader: the field's code (densityAt, colorAt, rayDirection) inside the page's march.
+// blurred: the field reads each interval's blur (Zip-NeRF), from the pixel's cone radius.
+function shaderSource(field, code, blurred) {
+  return `#version 300 es
+precision highp float;
+precision highp int;
+precision highp sampler2D;
+precision highp sampler3D;
+uniform sampler2D uW;
+uniform mediump sampler3D uOcc;
+uniform vec3 uOrigin;
+uniform mat3 uRotation;
+uniform vec4 uIntrinsics; // fx, fy, cx, cy in pixels of the full frame
+uniform vec2 uOffset;     // this draw's pixel offset
+uniform float uHeight;
+uniform int uSamples;
+uniform bool uOccupancy;
+uniform bool uEarlyTermination;
+uniform vec3 uLow;
+uniform vec3 uHigh;
+const float NEAR = ${glsl(field.near)};
+const float FAR = ${glsl(field.far)};
+const vec3 BACKGROUND = vec3(${field.background.map(glsl).join(", ")});
+out vec4 outColor;
+vec4 softplusv(vec4 x) { return mix(log(1.0 + exp(x)), x, step(20.0, x)); }
+// sin of a large argument (the encoding's reach 2 pi 2^8 |x|): reduced by 2 pi in two parts first (Cody-Waite),
+// as some GPUs' and SwiftShader's sin lose accuracy far from 0
+float sinr(float x) {
+  float k = floor(x * 0.159154943 + 0.5);
+  return sin((x - k * 6.28125) - k * 0.00193530717958647692);
+}
+float softplus1(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
+${code}
 bool occupied(vec3 p) {
   vec3 u = (p - uLow) / (uHigh - uLow);
   if (any(lessThan(u, vec3(0.0))) || any(greaterThanEqual(u, vec3(1.0)))) return false;
@@ -423,12 +565,18 @@ bool occupied(vec3 p) {
   return texelFetch(uOcc, cell.zyx, 0).r > 0.0;
 }
 
-void main() {
-  vec2 pixel = gl_FragCoord.xy + uOffset;
+vec3 pixelDirection(vec2 pixel) {
   float row = uHeight - pixel.y; // row 0 at the top, as the cameras' images
   vec3 local = vec3((pixel.x - uIntrinsics.z) / uIntrinsics.x, -(row - uIntrinsics.w) / uIntrinsics.y, -1.0);
-  vec3 d = normalize(uRotation * local);
+  return normalize(uRotation * local);
+}
+
+void main() {
+  vec2 pixel = gl_FragCoord.xy + uOffset;
+  vec3 d = pixelDirection(pixel);
   vec3 o = uOrigin;
+  // the pixel's cone radius at distance 1 (nerfstudio's pixel area, mip-NeRF's radius of it)
+  float radius = ${blurred ? "sqrt(length(d - pixelDirection(pixel + vec2(1.0, 0.0))) * length(d - pixelDirection(pixel - vec2(0.0, 1.0)))) * 0.577350269" : "0.0"};
   float delta = (FAR - NEAR) / float(uSamples);
   int first = 0, last = uSamples - 1;
   if (uOccupancy) { // only the samples inside the grid's box can count
@@ -447,7 +595,7 @@ void main() {
     float t = NEAR + (float(i) + 0.5) * delta;
     vec3 p = o + d * t;
     if (uOccupancy && !occupied(p)) continue;
-    float sigma = densityAt(p);
+    float sigma = densityAt(p, ${glsl(MULTISAMPLE_STD_SCALE / Math.SQRT2)} * radius * t);
     float alpha = 1.0 - exp(-sigma * delta);
     float weight = transmittance * alpha;
     if (weight >= ${glsl(MIN_WEIGHT)}) color += weight * colorAt();
@@ -457,6 +605,4 @@ void main() {
   outColor = vec4(clamp(color + transmittance * BACKGROUND, 0.0, 1.0), 1.0);
 }
 `;
-    return { source: this.atlas.place(source), atlas: this.atlas };
-  }
 }

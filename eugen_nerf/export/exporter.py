@@ -6,9 +6,11 @@ activation is never stored or built. Beside the fields: the occupancy grid baked
 density (``bake_occupancy``), the grid's box, near/far and background in the field's own frame, and the run's
 test cameras moved into that frame.
 
-Supported: the NeRF head (``eugen-nerf``, ``dense-nerf`` and ``eugen-distill`` students of them) on an object
-scene (no scene contraction, a white or black background). Anything else is refused in one line before a file
-is written.
+Supported: the NeRF head (``eugen-nerf``, ``dense-nerf`` and ``eugen-distill`` students of them) and the Zip-NeRF
+head (``eugen-zipnerf``, ``dense-zipnerf``: the NeRF field's hash table, density and view MLPs, and every
+proposal network's table and MLP, so nerfstudio's proposal sampling renders from the file) on an object scene
+(no scene contraction, a white or black background). Anything else is refused in one line before a file is
+written.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import torch
 from rich.progress import Progress
 from torch import nn
 
-from eugen_nerf.export.field import field_from_header
+from eugen_nerf.export.field import HASH_PRIMES, field_from_header
 from eugen_nerf.inputs.errors import InputError
 
-SUPPORTED = "the NeRF head (eugen-nerf, dense-nerf and their eugen-distill students) on an object scene"
+SUPPORTED = (
+    "the NeRF head (eugen-nerf, dense-nerf and their eugen-distill students) and the Zip-NeRF head "
+    "(eugen-zipnerf, dense-zipnerf) on an object scene"
+)
 ACTIVATION_NAMES = {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.Softplus: "softplus"}
 
 
@@ -169,14 +174,65 @@ def export_nerf_field(field: nn.Module, name: str, writer: _Writer) -> dict:
     }
 
 
+def head_of(model: nn.Module) -> str | None:
+    """The export head of ``model`` (``nerf`` or ``zipnerf``), None for a model the exporter does not support."""
+    from eugen_nerf.models.nerf import EUGenNeRFModel
+    from eugen_nerf.models.zipnerf import ZipNeRFModel
+
+    return (
+        "nerf"
+        if isinstance(model, EUGenNeRFModel)
+        else "zipnerf"
+        if isinstance(model, ZipNeRFModel)
+        else None
+    )
+
+
+def export_hash_grid(grid: nn.Module, name: str, writer: _Writer) -> dict:
+    """The header entry of an :class:`~eugen_nerf.fields.zipnerf.AntiAliasedHashGrid` (its table added)."""
+    encoding = grid.encoding
+    return {
+        "table": writer.add(name + ".table", encoding.hash_table),
+        "table_size": int(encoding.hash_table_size),
+        "resolutions": encoding.scalings.tolist(),
+        "features_per_level": int(encoding.features_per_level),
+        "hash": {"primes": list(HASH_PRIMES)},
+    }
+
+
+def export_zipnerf_field(field: nn.Module, name: str, bounds: torch.Tensor, writer: _Writer) -> dict:
+    """A Zip-NeRF proposal network (grid, density MLP) or NeRF field (and its view MLP)."""
+    from eugen_nerf.fields.zipnerf import (
+        DENSITY_BIAS,
+        DIRECTION_FREQUENCIES,
+        RGB_PADDING,
+        ZipNeRFField,
+    )
+
+    spec = {
+        "grid": export_hash_grid(field.grid, f"{name}.grid", writer),
+        "density": export_mlp(field.density_mlp, f"{name}.density", writer),
+        "density_bias": DENSITY_BIAS,
+        "bounds": bounds.tolist(),
+    }
+    if isinstance(field, ZipNeRFField):
+        spec.update(
+            view=export_mlp(field.view_mlp, f"{name}.view", writer),
+            direction_frequencies=DIRECTION_FREQUENCIES,
+            rgb_padding=RGB_PADDING,
+        )
+    return spec
+
+
 def check_model(model: nn.Module, method: str) -> None:
     """Refuse (one line) a model the exporter does not support."""
-    from eugen_nerf.models.nerf import EUGenNeRFModel
-
-    if not isinstance(model, EUGenNeRFModel):
+    head = head_of(model)
+    if head is None:
         raise ExportError(
             f"{method}: its head ({type(model).__name__}) is not supported; eugen-export supports {SUPPORTED}"
         )
+    if head == "zipnerf":
+        check_zipnerf(model, method)
     framing = model.framing
     if framing.contraction:
         raise ExportError(
@@ -186,6 +242,25 @@ def check_model(model: nn.Module, method: str) -> None:
         raise ExportError(
             f"{method}: background {framing.background!r} is not supported (white or black); "
             "set --pipeline.model.background-color when training"
+        )
+
+
+def check_zipnerf(model: nn.Module, method: str) -> None:
+    """Refuse a Zip-NeRF whose grids or sampler the file cannot describe."""
+    from nerfstudio.model_components.ray_samplers import UniformSampler
+
+    for name, grid in [("field", model.field.grid)] + [
+        (f"proposal network {i}", network.grid) for i, network in enumerate(model.proposal_networks)
+    ]:
+        if grid.encoding.tcnn_encoding is not None:
+            raise ExportError(
+                f"{method}: its {name}'s hash grid is tiny-cuda-nn's; eugen-export reads the torch grid's table "
+                "(train with --pipeline.model.implementation torch)"
+            )
+    if type(model.proposal_sampler.initial_sampler) is not UniformSampler:
+        raise ExportError(
+            f"{method}: its proposal sampler starts with {type(model.proposal_sampler.initial_sampler).__name__}; "
+            "eugen-export supports the uniform initial sampler of object scenes"
         )
 
 
@@ -251,28 +326,72 @@ def _cameras(run, origin: torch.Tensor, unit: float) -> list[dict]:
     return out
 
 
-def build_export(run, options: ExportOptions, progress: Progress | None = None) -> tuple[dict, dict]:
-    """Header and buffers of ``run``'s export (nothing written)."""
-    model = run.model
-    check_model(model, run.config.method_name)
-    framing = model.framing
-    origin = torch.tensor(framing.origin, dtype=torch.float64)
-    unit = float(framing.unit)
-    writer = _Writer(options.dtype)
+def _nerf_fields(model, writer: _Writer) -> tuple[dict, dict]:
+    """The NeRF head's fields and its nerfstudio sampling."""
     fields = {
         "coarse": export_nerf_field(model.field_coarse, "coarse", writer),
         "fine": export_nerf_field(model.field_fine, "fine", writer),
     }
     near, far = model.collider_planes()
+    sampling = {
+        # nerfstudio's collider renders from 0 outside training unless told not to reset the near plane
+        "near": 0.0 if getattr(model.collider, "reset_near_plane", True) else near,
+        "far": far,
+        "coarse_samples": model.sampler_uniform.num_samples,
+        "importance_samples": model.sampler_pdf.num_samples,
+        "histogram_padding": 0.01,
+    }
+    return fields, sampling
+
+
+def _zipnerf_fields(model, bounds: torch.Tensor, writer: _Writer) -> tuple[dict, dict]:
+    """The Zip-NeRF head's NeRF field, its proposal networks and its proposal sampling."""
+    fields = {"nerf": export_zipnerf_field(model.field, "nerf", bounds, writer)}
+    for i, network in enumerate(model.proposal_networks):
+        fields[f"proposal_{i}"] = export_zipnerf_field(network, f"proposal_{i}", bounds, writer)
+    config = model.config
+    levels, networks = config.num_proposal_iterations, len(model.proposal_networks)
+    near, far = model.collider_planes()
+    sampling = {
+        "near": 0.0 if getattr(model.collider, "reset_near_plane", True) else near,
+        "far": far,
+        "proposal_fields": [f"proposal_{min(i, networks - 1)}" for i in range(levels)],
+        "proposal_samples": list(config.num_proposal_samples_per_ray)[:levels],
+        "nerf_samples": config.num_nerf_samples_per_ray,
+        "histogram_padding": model.proposal_sampler.pdf_sampler.histogram_padding,
+        "multisample_std_scale": 0.5,
+    }
+    return fields, sampling
+
+
+def build_export(run, options: ExportOptions, progress: Progress | None = None) -> tuple[dict, dict]:
+    """Header and buffers of ``run``'s export (nothing written)."""
+    model = run.model
+    check_model(model, run.config.method_name)
+    head = head_of(model)
+    framing = model.framing
+    # the frame the field reads positions in: the object's for NeRF, the dataparser's for Zip-NeRF
+    if model.renders_in_object_frame:
+        origin, unit = torch.tensor(framing.origin, dtype=torch.float64), float(framing.unit)
+    else:
+        origin, unit = torch.zeros(3, dtype=torch.float64), 1.0
+    writer = _Writer(options.dtype)
+    near, far = model.collider_planes()
     aabb = run.pipeline.datamanager.train_dataparser_outputs.scene_box.aabb.double()
     bounds = (aabb - origin) / unit
-    # the fine field as the file holds it (its dtype included), so the grid is the one the page's field sees
-    fine = field_from_header(fields["fine"], writer.buffers, torch.device("cpu"), torch.float32)
-    occupancy = bake_occupancy(fine, bounds, options, progress)
+    if head == "nerf":
+        fields, sampling = _nerf_fields(model, writer)
+        rendered = "fine"
+    else:
+        fields, sampling = _zipnerf_fields(model, bounds, writer)
+        rendered = "nerf"
+    # the rendered field as the file holds it (its dtype included), so the grid is the one the page's field sees
+    parsed = field_from_header(fields[rendered], writer.buffers, torch.device("cpu"), torch.float32)
+    occupancy = bake_occupancy(parsed, bounds, options, progress)
     writer.buffers["occupancy"] = occupancy
     background = [1.0, 1.0, 1.0] if framing.background == "white" else [0.0, 0.0, 0.0]
     header = {
-        "head": "nerf",
+        "head": head,
         "dtype": options.dtype,
         "source": {"method": run.config.method_name, "run": run.name, "step": run.step},
         "scene": {
@@ -280,32 +399,26 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
             "far": far,
             "background": background,
             "bounds": bounds.tolist(),
-            "frame": {"origin": list(framing.origin), "unit": unit},
+            "frame": {"origin": origin.tolist(), "unit": unit},
+            "contraction": False,
         },
         "occupancy": {
             "buffer": "occupancy",
             "resolution": [options.grid_resolution] * 3,
-            "field": "fine",
+            "field": rendered,
             "alpha_threshold": options.alpha_threshold,
             "probes": options.grid_probes,
             "dilation": options.dilation,
         },
-        "sampling": {
-            "nerfstudio": {
-                # nerfstudio's collider renders from 0 outside training unless told not to reset the near plane
-                "near": 0.0 if getattr(model.collider, "reset_near_plane", True) else near,
-                "far": far,
-                "coarse_samples": model.sampler_uniform.num_samples,
-                "importance_samples": model.sampler_pdf.num_samples,
-                "histogram_padding": 0.01,
-            }
-        },
+        "sampling": {"nerfstudio": sampling},
         "fields": fields,
         "macs_per_sample": {},
         "cameras": _cameras(run, origin, unit),
     }
     header["source"]["eugen_layers"] = sum(
-        step["kind"] == "eugen" for part in ("trunk", "color") for step in fields["fine"][part]["steps"]
+        step["kind"] == "eugen"
+        for part in ("trunk", "color", "density", "view")
+        for step in fields[rendered].get(part, {}).get("steps", [])
     )
     for name, spec in fields.items():
         parsed = field_from_header(spec, writer.buffers, torch.device("cpu"), torch.float32)

@@ -1,7 +1,10 @@
 """An exported field as torch tensors, and its evaluation: the format's semantics, with torch alone.
 
 :func:`load_export` reads an export (:mod:`.format`) onto any device; :class:`ExportedField` holds its fields
-(NeRF: ``coarse`` and ``fine``), occupancy grid, bounds, near/far, background and test cameras. An exported
+(NeRF: ``coarse`` and ``fine``), occupancy grid, bounds, near/far, background and test cameras. The Zip-NeRF
+head (``zipnerf``) holds the NeRF field (``nerf``: hash grid, density MLP with its bottleneck, view MLP) and its
+proposal networks (``proposal_0``, ...: hash grid, density MLP), each hash grid a table read at Zip-NeRF's
+multisampled, blurred frustums (:class:`HashGrid`). An exported
 MLP is a list of merged steps (the fused form of :mod:`eugen_nerf.layers.fused`, written as arrays): a dense
 step computes ``act(W x + b)``; an EUGen step projects (``W x + b``, the rows after the projections being
 the factor whose norm is ``‖h‖``), scales, multiplies the orders' blocks and applies its feature map, so the
@@ -34,7 +37,7 @@ FEATURE_MAPS = {
     "softplus": torch.nn.functional.softplus,
     "sin": torch.sin,
 }
-HEADS = ("nerf",)
+HEADS = ("nerf", "zipnerf")
 """Field heads an export may hold."""
 
 
@@ -147,7 +150,9 @@ class NeRFField:
     density: MLP
     color: MLP
 
-    def density_and_features(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+    def density_and_features(self, positions: Tensor, blur: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Density ``(N, 1)`` and the trunk's features at ``positions`` ``(N, 3)`` (``blur`` is unused: NeRF reads
+        points)."""
         features = self.trunk(self.position_encoding(positions))
         return self.density(features), features
 
@@ -161,6 +166,117 @@ class NeRFField:
 
     def macs_per_point(self) -> int:
         return self.trunk.macs_per_point() + self.density.macs_per_point() + self.color.macs_per_point()
+
+
+HASH_PRIMES = (1, 2654435761, 805459861)
+"""The spatial hash of a grid corner ``(x, y, z)``: ``(x * p0) ^ (y * p1) ^ (z * p2)``, its low bits (the table
+size is a power of two) (Instant-NGP's, as nerfstudio's torch ``HashEncoding`` computes it)."""
+
+
+@dataclass
+class HashGrid:
+    """A multiresolution hash grid: level ``l`` has ``resolutions[l]`` cells per axis over the unit cube, and
+    its corners' features are rows ``l * table_size + hash(corner) & (table_size - 1)`` of ``table``, blended
+    trilinearly."""
+
+    table: Tensor
+    """``(levels * table_size, features_per_level)``."""
+    resolutions: Tensor
+    """``(levels,)`` float."""
+    table_size: int
+
+    @property
+    def num_levels(self) -> int:
+        return self.resolutions.shape[0]
+
+    def __call__(self, unit: Tensor, chunk: int = 16384) -> Tensor:
+        """Features ``(N, levels, features_per_level)`` at ``unit`` ``(N, 3)`` in ``[0, 1]^3``."""
+        return (
+            torch.cat([self._lookup(part) for part in unit.split(chunk)])
+            if unit.shape[0]
+            else (self.table.new_zeros(0, self.num_levels, self.table.shape[1]))
+        )
+
+    def _lookup(self, unit: Tensor) -> Tensor:
+        scaled = unit[:, None, :] * self.resolutions[None, :, None]  # (N, L, 3)
+        floor = torch.floor(scaled)
+        frac = scaled - floor
+        low = floor.long()
+        primes = torch.tensor(HASH_PRIMES, device=unit.device)
+        offsets = torch.arange(self.num_levels, device=unit.device) * self.table_size
+        out = 0
+        for corner in range(8):
+            bits = torch.tensor([(corner >> axis) & 1 for axis in range(3)], device=unit.device)
+            hashed = (low + bits) * primes
+            index = (hashed[..., 0] ^ hashed[..., 1] ^ hashed[..., 2]) & (self.table_size - 1)
+            weight = torch.where(bits.bool(), frac, 1 - frac).prod(-1, keepdim=True)
+            out = out + weight * self.table[index + offsets]
+        return out
+
+
+def level_weights(stds: Tensor, resolutions: Tensor) -> Tensor:
+    """Zip-NeRF's down-weighting of each level's features, ``erf(1 / sqrt(8 s^2 n^2))`` for a blur ``s`` in the
+    grid's ``[-1, 1]`` units (twice the unit cube's) and ``n`` cells per axis."""
+    return torch.erf(1 / (8 * stds[..., None] ** 2 * resolutions**2 + 1e-12).sqrt())
+
+
+def encode_directions(directions: Tensor, frequencies: int) -> Tensor:
+    """Zip-NeRF's direction encoding ``[d, sin(2^i d), cos(2^i d)]``, ``i < frequencies``."""
+    scales = 2.0 ** torch.arange(frequencies, device=directions.device, dtype=directions.dtype)
+    scaled = (directions[..., None, :] * scales[:, None]).flatten(-2)
+    return torch.cat([directions, torch.sin(scaled), torch.cos(scaled)], dim=-1)
+
+
+@dataclass
+class ZipNeRFDensity:
+    """Zip-NeRF's density network (a proposal network, and the NeRF field's first half): the hash grid at each
+    multisample over ``bounds`` (the unit cube's box), features down-weighted per level by the blur and averaged
+    over the multisamples, the density MLP, ``softplus(h[0] + density_bias)`` (0 unless every multisample lies
+    inside the box)."""
+
+    grid: HashGrid
+    density: MLP
+    bounds: Tensor
+    density_bias: float
+
+    def density_and_features(self, means: Tensor, blur: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Density ``(N, 1)`` and the density MLP's output ``(N, width)`` of ``N`` frustums, each given by its
+        multisamples ``means`` ``(N, K, 3)`` (or one point, ``(N, 3)``) and their blur ``(N, K)`` (or ``(N,)``;
+        standard deviations in the scene's units; None: no blur)."""
+        if means.dim() == 2:
+            means = means[:, None]
+            blur = None if blur is None else blur[:, None]
+        low, high = self.bounds[0], self.bounds[1]
+        extent = high - low
+        unit = (means - low) / extent
+        inside = ((unit > 0) & (unit < 1)).all(-1).all(-1, keepdim=True)
+        n, k = means.shape[:2]
+        features = self.grid(unit.clamp(0.0, 1.0).reshape(-1, 3)).view(n, k, self.grid.num_levels, -1)
+        if blur is not None:
+            stds = blur / extent.prod() ** (1 / 3)
+            features = features * level_weights(2 * stds, self.grid.resolutions)[..., None]
+        h = self.density(features.mean(1).flatten(1))
+        return torch.nn.functional.softplus(h[:, :1] + self.density_bias) * inside, h
+
+    def macs_per_point(self) -> int:
+        return self.density.macs_per_point()
+
+
+@dataclass
+class ZipNeRFField(ZipNeRFDensity):
+    """:class:`ZipNeRFDensity` with a bottleneck, then ``view([h, encode_directions(d)])``, sigmoid, padded by
+    ``rgb_padding`` on both sides."""
+
+    view: MLP = None  # type: ignore[assignment]
+    direction_frequencies: int = 4
+    rgb_padding: float = 0.0
+
+    def color_of(self, directions: Tensor, features: Tensor) -> Tensor:
+        rgb = self.view(torch.cat([features, encode_directions(directions, self.direction_frequencies)], -1))
+        return rgb * (1 + 2 * self.rgb_padding) - self.rgb_padding
+
+    def macs_per_point(self) -> int:
+        return self.density.macs_per_point() + self.view.macs_per_point()
 
 
 @dataclass
@@ -196,7 +312,7 @@ class ExportedField:
     """A loaded export: what :func:`eugen_nerf.export.render.render_view` renders."""
 
     header: dict
-    fields: dict[str, NeRFField]
+    fields: dict[str, NeRFField | ZipNeRFDensity]
     occupancy: Tensor
     """``(R, R, R)`` bool, indexed ``[x, y, z]`` over :attr:`bounds`."""
     bounds: Tensor
@@ -254,7 +370,31 @@ def _encoding(spec: dict, device, dtype) -> Encoding:
     )
 
 
-def field_from_header(spec: dict, buffers, device, dtype) -> NeRFField:
+def grid_from_header(spec: dict, buffers, device, dtype) -> HashGrid:
+    return HashGrid(
+        _tensor(buffers, spec["table"], device, dtype),
+        torch.tensor(spec["resolutions"], device=device, dtype=dtype),
+        int(spec["table_size"]),
+    )
+
+
+def field_from_header(spec: dict, buffers, device, dtype) -> NeRFField | ZipNeRFDensity:
+    """A field of either head from its header entry (a Zip-NeRF field has a ``grid``)."""
+    if "grid" in spec:
+        density = (
+            grid_from_header(spec["grid"], buffers, device, dtype),
+            mlp_from_header(spec["density"], buffers, device, dtype),
+            torch.tensor(spec["bounds"], device=device, dtype=dtype),
+            float(spec["density_bias"]),
+        )
+        if "view" not in spec:
+            return ZipNeRFDensity(*density)
+        return ZipNeRFField(
+            *density,
+            mlp_from_header(spec["view"], buffers, device, dtype),
+            int(spec["direction_frequencies"]),
+            float(spec["rgb_padding"]),
+        )
     return NeRFField(
         _encoding(spec["position_encoding"], device, dtype),
         _encoding(spec["direction_encoding"], device, dtype),

@@ -7,8 +7,14 @@ Two samplings, both stated by :class:`Sampling`:
   training), then ``importance_samples`` more drawn from the coarse weights (nerfstudio's ``PDFSampler``
   at evaluation: deterministic, 0.01 histogram padding, the coarse samples kept), the ``fine`` field at all of
   them. The same picture as ``ns-render`` of the run, from the export alone.
+  For the Zip-NeRF head, Zip-NeRF's own: ``proposal_samples[0]`` uniform intervals through the first proposal
+  network, each later level's intervals drawn from the previous level's weights (``PDFSampler`` at evaluation,
+  the previous intervals not kept), ``nerf_samples`` intervals through the NeRF field; every interval is a
+  frustum of the pixel's cone, read as six multisamples (:func:`eugen_nerf.fields.multisample.frustum_multisamples`,
+  its deterministic evaluation pattern).
 * ``"march"``: what the web page renders: ``samples`` uniform intervals between near and far through one field
-  (``fine``), a sample counting only inside the occupancy grid's box and in an occupied cell
+  (``fine``; for Zip-NeRF ``nerf``, each interval read at one point, its middle, blurred as the frustum's
+  multisamples are there), a sample counting only inside the occupancy grid's box and in an occupied cell
   (``occupancy=True``; elsewhere its density is taken as 0), colour evaluated only where a sample's weight is at
   least ``min_weight``, and the march stopped once the transmittance falls below ``termination``
   (``early_termination=True``). With both off it is plain volume rendering of the field.
@@ -24,7 +30,11 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from eugen_nerf.export.field import Camera, ExportedField, NeRFField
+from eugen_nerf.export.field import Camera, ExportedField, NeRFField, ZipNeRFDensity
+from eugen_nerf.fields.multisample import frustum_multisamples, pixel_radius
+
+MULTISAMPLE_STD_SCALE = 0.5
+"""A multisample's blur relative to the cone's radius at its distance (Zip-NeRF's, ``frustum_multisamples``)."""
 
 
 @dataclass(frozen=True)
@@ -41,27 +51,41 @@ class Sampling:
     termination: float = 1e-3
     min_weight: float = 1e-5
     """march: a sample whose weight is below this adds no colour (its colour is not evaluated)."""
-    field: str = "fine"
-    """march: the field rendered."""
+    field: str | None = None
+    """march: the field rendered (None: the export's occupancy field, ``fine`` or ``nerf``)."""
     coarse_samples: int | None = None
     """nerfstudio: uniform samples through the coarse field (None: the run's, from the export)."""
     importance_samples: int | None = None
     """nerfstudio: samples drawn from the coarse weights (None: the run's)."""
 
 
-def camera_rays(camera: Camera) -> tuple[Tensor, Tensor]:
-    """Origins and unit directions ``(H*W, 3)`` through the pixels' centres, row by row."""
+def _directions(camera: Camera, shift_x: float = 0.0, shift_y: float = 0.0) -> Tensor:
+    """Unit directions ``(H*W, 3)`` through the pixels' centres (shifted by whole pixels), row by row."""
     c2w = camera.camera_to_world
     device, dtype = c2w.device, c2w.dtype
     y, x = torch.meshgrid(
-        torch.arange(camera.height, device=device, dtype=dtype) + 0.5,
-        torch.arange(camera.width, device=device, dtype=dtype) + 0.5,
+        torch.arange(camera.height, device=device, dtype=dtype) + 0.5 + shift_y,
+        torch.arange(camera.width, device=device, dtype=dtype) + 0.5 + shift_x,
         indexing="ij",
     )
     local = torch.stack([(x - camera.cx) / camera.fx, -(y - camera.cy) / camera.fy, -torch.ones_like(x)], -1)
     directions = (local.reshape(-1, 1, 3) * c2w[:3, :3]).sum(-1)
-    directions = directions / torch.linalg.vector_norm(directions, dim=-1, keepdim=True)
-    return c2w[:3, 3].expand_as(directions), directions
+    return directions / torch.linalg.vector_norm(directions, dim=-1, keepdim=True)
+
+
+def camera_rays(camera: Camera) -> tuple[Tensor, Tensor]:
+    """Origins and unit directions ``(H*W, 3)`` through the pixels' centres, row by row."""
+    directions = _directions(camera)
+    return camera.camera_to_world[:3, 3].expand_as(directions), directions
+
+
+def camera_radii(camera: Camera) -> Tensor:
+    """Each pixel's cone radius at distance 1 ``(H*W,)``: nerfstudio's pixel area (the distances to the next
+    pixel's direction in x and in y, multiplied), as mip-NeRF's radius."""
+    directions = _directions(camera)
+    dx = torch.linalg.vector_norm(directions - _directions(camera, shift_x=1.0), dim=-1)
+    dy = torch.linalg.vector_norm(directions - _directions(camera, shift_y=1.0), dim=-1)
+    return pixel_radius(dx * dy)
 
 
 def spacing_bins(count: int, like: Tensor) -> Tensor:
@@ -82,8 +106,11 @@ def weights_of(density: Tensor, deltas: Tensor) -> Tensor:
     return torch.nan_to_num(alphas * torch.exp(-transmittance))
 
 
-def pdf_bins(bins: Tensor, weights: Tensor, count: int, padding: float) -> Tensor:
-    """nerfstudio's ``PDFSampler`` at evaluation (deterministic, ``include_original``): the new sorted edges."""
+def pdf_bins(
+    bins: Tensor, weights: Tensor, count: int, padding: float, include_original: bool = True
+) -> Tensor:
+    """nerfstudio's ``PDFSampler`` at evaluation (deterministic): the new sorted edges (with ``bins`` among
+    them when ``include_original``)."""
     num_bins = count + 1
     weights = weights + padding
     eps = 1e-5
@@ -103,7 +130,7 @@ def pdf_bins(bins: Tensor, weights: Tensor, count: int, padding: float) -> Tenso
     cdf_g1, bins_g1 = torch.gather(cdf, -1, above), torch.gather(bins, -1, above)
     t = torch.clip(torch.nan_to_num((u - cdf_g0) / (cdf_g1 - cdf_g0), 0), 0, 1)
     new = bins_g0 + t * (bins_g1 - bins_g0)
-    return torch.sort(torch.cat([bins, new], -1), -1).values
+    return torch.sort(torch.cat([bins, new], -1), -1).values if include_original else new
 
 
 def _shade(field: NeRFField, origins: Tensor, directions: Tensor, bins: Tensor) -> tuple[Tensor, Tensor]:
@@ -116,7 +143,54 @@ def _shade(field: NeRFField, origins: Tensor, directions: Tensor, bins: Tensor) 
     return weights, rgb.view(*mids.shape, 3)
 
 
-def _nerfstudio(exported: ExportedField, origins: Tensor, directions: Tensor, sampling: Sampling) -> Tensor:
+def _frustums(
+    field: ZipNeRFDensity, origins: Tensor, directions: Tensor, radii: Tensor, bins: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Density ``(R, S)`` and features ``(R * S, width)`` of the frustums between ``bins`` ``(R, S + 1)``."""
+    shape = (*bins.shape[:1], bins.shape[1] - 1)
+    means, stds = frustum_multisamples(
+        origins[:, None].expand(*shape, 3),
+        directions[:, None].expand(*shape, 3),
+        bins[:, :-1, None],
+        bins[:, 1:, None],
+        radii[:, None, None].expand(*shape, 1),
+        randomize=False,
+        std_scale=MULTISAMPLE_STD_SCALE,
+    )
+    density, features = field.density_and_features(
+        means.reshape(-1, *means.shape[-2:]), stds.reshape(-1, stds.shape[-1])
+    )
+    return density.view(shape), features
+
+
+def _proposals(
+    exported: ExportedField, origins: Tensor, directions: Tensor, radii: Tensor, sampling: Sampling
+) -> Tensor:
+    """Zip-NeRF's proposal sampling and rendering at evaluation (see the module docstring)."""
+    run = exported.header["sampling"]["nerfstudio"]
+    near, far, padding = run["near"], run["far"], run["histogram_padding"]
+    counts = [*run["proposal_samples"], run["nerf_samples"]]
+    spacing = spacing_bins(counts[0], origins).expand(origins.shape[0], -1)
+    for level, name in enumerate(run["proposal_fields"]):
+        bins = to_distance(spacing, near, far)
+        density, _ = _frustums(exported.fields[name], origins, directions, radii, bins)
+        weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
+        spacing = pdf_bins(spacing, weights, counts[level + 1], padding, include_original=False)
+    bins = to_distance(spacing, near, far)
+    field = exported.fields[exported.header["occupancy"]["field"]]
+    density, features = _frustums(field, origins, directions, radii, bins)
+    weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
+    dirs = directions[:, None].expand(*density.shape, 3).reshape(-1, 3)
+    rgb = field.color_of(dirs, features).view(*density.shape, 3)
+    color = (weights[..., None] * rgb).sum(1)
+    return color + exported.background * (1 - weights.sum(1, keepdim=True))
+
+
+def _nerfstudio(
+    exported: ExportedField, origins: Tensor, directions: Tensor, radii: Tensor, sampling: Sampling
+) -> Tensor:
+    if exported.head == "zipnerf":
+        return _proposals(exported, origins, directions, radii, sampling)
     coarse, fine = exported.fields["coarse"], exported.fields["fine"]
     run = exported.header["sampling"]["nerfstudio"]
     near, far = run["near"], run["far"]
@@ -142,10 +216,15 @@ def occupied(exported: ExportedField, positions: Tensor) -> Tensor:
 
 
 def _march(
-    exported: ExportedField, origins: Tensor, directions: Tensor, sampling: Sampling, chunk: int = 16
+    exported: ExportedField,
+    origins: Tensor,
+    directions: Tensor,
+    radii: Tensor,
+    sampling: Sampling,
+    chunk: int = 16,
 ) -> Tensor:
     """The page's loop, a ``chunk`` of samples of every live ray at a time (the result is the loop's)."""
-    field = exported.fields[sampling.field]
+    field = exported.fields[sampling.field or exported.header["occupancy"]["field"]]
     rays = origins.shape[0]
     bins = to_distance(spacing_bins(sampling.samples, origins)[0], exported.near, exported.far)
     mids, deltas = (bins[:-1] + bins[1:]) / 2, bins[1:] - bins[:-1]
@@ -158,6 +237,8 @@ def _march(
         t, delta = mids[start : start + chunk], deltas[start : start + chunk]
         o, d = origins[live], directions[live]
         positions = o[:, None] + d[:, None] * t[None, :, None]  # (L, S, 3)
+        # a frustum's blur at its middle (used by Zip-NeRF's grid; NeRF reads points)
+        blur = MULTISAMPLE_STD_SCALE * radii[live, None] * t[None] / 2**0.5
         mask = (
             occupied(exported, positions)
             if sampling.occupancy
@@ -166,7 +247,7 @@ def _march(
         density = torch.zeros(positions.shape[:2], device=o.device, dtype=o.dtype)
         features = None
         if mask.any():
-            sigma, features = field.density_and_features(positions[mask])
+            sigma, features = field.density_and_features(positions[mask], blur[mask])
             density[mask] = sigma[:, 0]
         alpha = 1 - torch.exp(-density * delta)
         # transmittance before each sample: the live value times the chunk's running product
@@ -197,13 +278,17 @@ def render_rays(
     directions: Tensor,
     sampling: Sampling | None = None,
     chunk: int = 4096,
+    radii: Tensor | None = None,
 ) -> Tensor:
-    """Colours ``(N, 3)`` of rays (unit directions) in the field's frame, ``chunk`` rays at a time."""
+    """Colours ``(N, 3)`` of rays (unit directions) in the field's frame, ``chunk`` rays at a time; ``radii``
+    ``(N,)``: each ray's cone radius at distance 1 (Zip-NeRF's frustums; None: 0, no blur)."""
     sampling = sampling or Sampling()
     render = _nerfstudio if sampling.kind == "nerfstudio" else _march
+    if radii is None:
+        radii = origins.new_zeros(origins.shape[0])
     out = [
-        render(exported, o, d, sampling)
-        for o, d in zip(origins.split(chunk), directions.split(chunk), strict=True)
+        render(exported, o, d, r, sampling)
+        for o, d, r in zip(origins.split(chunk), directions.split(chunk), radii.split(chunk), strict=True)
     ]
     return torch.cat(out).clamp(0.0, 1.0)
 
@@ -232,4 +317,5 @@ def render_view(
         camera.name,
     )
     origins, directions = camera_rays(camera)
-    return render_rays(exported, origins, directions, sampling, chunk).view(camera.height, camera.width, 3)
+    image = render_rays(exported, origins, directions, sampling, chunk, camera_radii(camera))
+    return image.view(camera.height, camera.width, 3)
