@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from websockets.sync.client import connect
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -49,6 +50,14 @@ def chromium_missing() -> str | None:
     if shutil.which(CHROMIUM) is None:
         return f"headless Chromium not found at {CHROMIUM}: {SETUP_HINT}"
     return None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> None:
+    """For browser tests: Chromium missing is a failure naming the setup command, not a skip."""
+    missing = chromium_missing()
+    if missing:
+        pytest.fail(missing, pytrace=False)
 
 
 class Browser:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _browser import Browser, chromium_missing, stop_process_group
+from _browser import Browser, chromium, stop_process_group  # noqa: F401 (chromium: a fixture, used by name)
 from _tiny import small_method_config
 from PIL import Image
 
@@ -101,13 +101,6 @@ def wait_for_render(
 
 
 @pytest.fixture(scope="module")
-def chromium() -> None:
-    missing = chromium_missing()
-    if missing:
-        pytest.fail(missing, pytrace=False)
-
-
-@pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``config.yml`` of an eugen-nerfacto trained for a few iterations on the 32x32 bunny. Trained in the test
     process (ns-train's own path is tested in test_methods_cli.py; a subprocess here spent ~20 s starting)."""
@@ -132,7 +125,8 @@ def launch(tmp_path: Path) -> Iterator[Callable[[list[str], str], subprocess.Pop
         stop_process_group(process)
 
 
-def test_stock_ns_viewer_renders_with_eugen_controls(chromium, trained_run: Path, launch, tmp_path: Path):
+@pytest.mark.usefixtures("chromium")
+def test_stock_ns_viewer_renders_with_eugen_controls(trained_run: Path, launch, tmp_path: Path):
     port = free_port()
     viewer = launch(
         [
@@ -155,7 +149,8 @@ def test_stock_ns_viewer_renders_with_eugen_controls(chromium, trained_run: Path
     assert viewer.poll() is None, log_tail(tmp_path / "ns-viewer.log")
 
 
-def test_eugen_viewer_side_by_side_then_ctrl_c(chromium, trained_run: Path, launch, tmp_path: Path):
+@pytest.mark.usefixtures("chromium")
+def test_eugen_viewer_side_by_side_then_ctrl_c(trained_run: Path, launch, tmp_path: Path):
     port = free_port()
     log = tmp_path / "eugen-viewer.log"
     viewer = launch(

@@ -20,7 +20,7 @@ import _browser
 import numpy as np
 import pytest
 import torch
-from _browser import Browser, chromium_missing, stop_process_group
+from _browser import Browser, chromium, stop_process_group  # noqa: F401 (chromium: a fixture, used by name)
 from PIL import Image
 from test_export import export_run, psnr, train_tiny_runs
 from test_viewer_browser import free_port, wait_for_port
@@ -60,13 +60,6 @@ def page_render(browser: Browser, **options) -> tuple[torch.Tensor, float]:
 
 
 @pytest.fixture(scope="module")
-def chromium() -> None:
-    missing = chromium_missing()
-    if missing:
-        pytest.fail(missing, pytrace=False)
-
-
-@pytest.fixture(scope="module")
 def served(exports):
     """``eugen-export serve`` of the tiny EUGen export and its dense twin, on a free port."""
     port = free_port()
@@ -86,7 +79,8 @@ def served(exports):
         stop_process_group(process)
 
 
-def test_page_renders_a_test_camera_as_the_reference(chromium, served, exports, tmp_path):
+@pytest.mark.usefixtures("chromium")
+def test_page_renders_a_test_camera_as_the_reference(served, exports, tmp_path):
     with Browser(1000, 640) as browser:
         browser.open(served + "?still")
         assert wait_ready(browser) == "ready"
@@ -137,7 +131,8 @@ def canvas_pixels(browser: Browser, path: Path, selector: str = "#view-0 canvas"
     return shot[top:bottom, left:right].astype(int)
 
 
-def test_page_draws_interactively_side_by_side_and_orbits(chromium, served, tmp_path):
+@pytest.mark.usefixtures("chromium")
+def test_page_draws_interactively_side_by_side_and_orbits(served, tmp_path):
     with Browser(1000, 640) as browser:
         browser.open(served + "?resolution=16&samples=32")
         assert wait_ready(browser) == "ready"
@@ -192,7 +187,8 @@ def message_of(browser: Browser, url: str) -> str:
     )
 
 
-def test_page_names_what_is_wrong(chromium, page_copy):
+@pytest.mark.usefixtures("chromium")
+def test_page_names_what_is_wrong(page_copy):
     _, url = page_copy
     with Browser(900, 600) as browser:
         assert "truncated" in message_of(browser, url + "?field=cut.eugen")
@@ -213,7 +209,8 @@ def test_page_names_what_is_wrong(chromium, page_copy):
         assert "float textures" in browser.evaluate(f"{problem}({no_float})")
 
 
-def test_page_without_webgl2_says_so(chromium, page_copy, monkeypatch):
+@pytest.mark.usefixtures("chromium")
+def test_page_without_webgl2_says_so(page_copy, monkeypatch):
     _, url = page_copy
     monkeypatch.setattr(_browser, "FLAGS", (*_browser.FLAGS, "--disable-webgl", "--disable-3d-apis"))
     with Browser(900, 600) as browser:
@@ -227,3 +224,40 @@ def exports(tmp_path_factory, one_thread) -> dict[str, Path]:
     runs = train_tiny_runs(tmp_path_factory.mktemp("web_runs"))
     root = tmp_path_factory.mktemp("web_exports")
     return {method: export_run(path, root / method) for method, path in runs.items()}
+
+
+@pytest.mark.slow  # ~1 min: two tiny Zip-NeRF exports and four frames through SwiftShader
+@pytest.mark.usefixtures("chromium")
+def test_page_renders_a_zipnerf_export_as_the_reference(tmp_path):
+    """The hash-grid head: the shader's hash lookup, trilinear blend, blurred level weights and view MLP match
+    the reference renderer's march, EUGen and dense, with occupancy skipping and early termination or without."""
+    from test_export_zipnerf import export_tiny, tiny_zipnerf_run
+
+    from eugen_nerf.export.serve import make_server
+
+    methods = ("eugen-zipnerf", "dense-zipnerf")
+    exports = [export_tiny(tiny_zipnerf_run(method), tmp_path / method) for method in methods]
+    server = make_server(exports, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Browser(1000, 640) as browser:
+            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
+            assert wait_ready(browser) == "ready"
+            assert "eugen-zipnerf (eugen-zipnerf, EUGen, 2 layers)" in browser.text()
+            for field, path in enumerate(exports):
+                exported = load_export(path, device="cpu")
+                for skipping in (True, False):
+                    options = {"occupancy": skipping, "earlyTermination": skipping}
+                    page, _ = page_render(
+                        browser, field=field, camera=1, width=SIZE, height=SIZE, samples=SAMPLES, **options
+                    )
+                    sampling = Sampling(samples=SAMPLES, occupancy=skipping, early_termination=skipping)
+                    reference = render_view(exported, 1, sampling, SIZE, SIZE)
+                    assert reference.std() > 0.02, (
+                        "the tiny field renders flat: the comparison would show nothing"
+                    )
+                    assert psnr(page, reference) > 40, (
+                        f"{path.name}, skipping {skipping}: {psnr(page, reference):.1f} dB"
+                    )
+    finally:
+        server.shutdown()
