@@ -16,7 +16,10 @@ from eugen_nerf.export.field import load_export
 from eugen_nerf.export.render import Sampling, render_view
 
 SIZE = 12
-PROPOSALS = [
+SIZES = dict(num_levels=4, max_res=64, log2_hashmap_size=10, features_per_level=4, hidden_dim=16)
+SIZES.update(bottleneck_width=32, hidden_dim_color=32, num_nerf_samples_per_ray=12)
+SIZES.update(num_proposal_samples_per_ray=(16, 12))
+SIZES["proposal_net_args_list"] = [
     {"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 3, "max_res": 32, "features_per_level": 1},
     {"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 4, "max_res": 64, "features_per_level": 1},
 ]
@@ -49,20 +52,7 @@ def tiny_zipnerf_run(method: str, seed: int = 0) -> SimpleNamespace:
     eugen = ZipNeRFEUGenConfig(num_features=8)
     if method.startswith("dense"):
         eugen = ZipNeRFEUGenConfig(density_layers=(), view_layers=())
-    config = ZipNeRFModelConfig(
-        eugen=eugen,
-        implementation="torch",
-        num_levels=4,
-        max_res=64,
-        log2_hashmap_size=10,
-        features_per_level=4,
-        hidden_dim=16,
-        bottleneck_width=32,
-        hidden_dim_color=32,
-        proposal_net_args_list=PROPOSALS,
-        num_proposal_samples_per_ray=(16, 12),
-        num_nerf_samples_per_ray=12,
-    )
+    config = ZipNeRFModelConfig(eugen=eugen, implementation="torch", **SIZES)
     aabb = torch.tensor([[-1.5] * 3, [1.5] * 3])
     model = config.setup(scene_box=SceneBox(aabb), num_train_data=1, metadata={FRAMING_KEY: OBJECT_DEFAULT})
     with torch.no_grad():
