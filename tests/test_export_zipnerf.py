@@ -119,6 +119,7 @@ def test_reference_proposal_sampling_equals_nerfstudio(tiny, method):
 def test_file_holds_every_grid_and_the_merged_view_chain(tiny):
     header = fmt.read(tiny["eugen-zipnerf"][1]).header
     assert header["head"] == "zipnerf" and header["occupancy"]["field"] == "nerf"
+    assert header["occupancy"]["alpha_threshold"] == 0.01  # the head's default
     assert set(header["fields"]) == {"nerf", "proposal_0", "proposal_1"}
     sampling = header["sampling"]["nerfstudio"]
     assert sampling["proposal_fields"] == ["proposal_0", "proposal_1"]

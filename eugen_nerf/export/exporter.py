@@ -15,6 +15,7 @@ written.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,11 @@ SUPPORTED = (
     "the NeRF head (eugen-nerf, dense-nerf and their eugen-distill students) and the Zip-NeRF head "
     "(eugen-zipnerf, dense-zipnerf) on an object scene"
 )
+ALPHA_THRESHOLDS = {"nerf": 0.001, "zipnerf": 0.01}
+"""The occupancy grid's default threshold per head. Zip-NeRF's density is ``softplus(raw - 1)``, about 0.3 where
+training never pushed it down (space no camera sees well), which a cell-long step of a 64^3 grid over a box 3
+units wide makes 1.4 % opaque: at 0.001 such haze keeps nearly every cell of a briefly trained field occupied
+and nothing is skipped (``docs/export.md`` measures what skipping it changes)."""
 ACTIVATION_NAMES = {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.Softplus: "softplus"}
 
 
@@ -47,8 +53,9 @@ class ExportOptions:
     """Cells per axis of the occupancy grid."""
     grid_probes: int = 2
     """Density probes per cell and axis (probes^3 per cell); the cell is occupied if any probe is."""
-    alpha_threshold: float = 0.001
-    """A probe is occupied when a cell-long step through it would be this opaque (1 - exp(-sigma * cell))."""
+    alpha_threshold: float | None = None
+    """A probe is occupied when a cell-long step through it would be this opaque (1 - exp(-sigma * cell)); None:
+    the head's :data:`ALPHA_THRESHOLDS`."""
     dilation: int = 1
     """Occupied cells grow by this many cells (a thin surface between probes is not lost)."""
 
@@ -273,7 +280,8 @@ def bake_occupancy(
     r, p = options.grid_resolution, options.grid_probes
     low, high = bounds[0].double(), bounds[1].double()
     cell = (high - low) / r
-    threshold = -math.log(1 - options.alpha_threshold) / float(cell.max())
+    alpha = options.alpha_threshold if options.alpha_threshold is not None else ALPHA_THRESHOLDS["nerf"]
+    threshold = -math.log(1 - alpha) / float(cell.max())
     offsets = (torch.arange(p, dtype=torch.float64) + 0.5) / p
     sub = torch.stack(torch.meshgrid(offsets, offsets, offsets, indexing="ij"), -1).reshape(-1, 3)
     grid = np.zeros((r, r, r), dtype=bool)
@@ -376,6 +384,8 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
     else:
         origin, unit = torch.zeros(3, dtype=torch.float64), 1.0
     writer = _Writer(options.dtype)
+    if options.alpha_threshold is None:
+        options = dataclasses.replace(options, alpha_threshold=ALPHA_THRESHOLDS[head])
     near, far = model.collider_planes()
     aabb = run.pipeline.datamanager.train_dataparser_outputs.scene_box.aabb.double()
     bounds = (aabb - origin) / unit
