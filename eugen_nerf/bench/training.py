@@ -1,7 +1,9 @@
 """Training a method in-process for a benchmark: the one place the benchmark suites train.
 
-A finished run is recorded in ``bench_train.json`` beside its ``config.yml``, so a suite rerun with
-``reuse=True`` skips what it already trained (adding seeds, or resuming an interrupted benchmark).
+Two ways: :func:`train_in_process` trains a fixed number of steps (a finished run is recorded in
+``bench_train.json`` beside its ``config.yml``, so a suite rerun with ``reuse=True`` skips what it already
+trained); :func:`train_to_plateau` trains until the validation PSNR stops improving (:class:`PlateauRule`),
+in checkpointed chunks, so that a run longer than a working session continues where it stopped.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import numpy as np
 import torch
 import yaml
 from nerfstudio.engine.trainer import TrainerConfig
+
+from eugen_nerf.inputs.errors import InputError
 
 RECORD = "bench_train.json"
 
@@ -135,3 +139,153 @@ def cached_for_checkpoint(config_path: Path, name: str, compute: Callable[[], di
     result = compute()
     cache.write_text(json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n")
     return result
+
+
+PLATEAU_RECORD = "plateau.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlateauRule:
+    """When a training run has stopped improving: trained at least ``min_steps`` steps, and its PSNR on the
+    evaluation views (the validation split, all of its views, scored every ``eval_every`` steps) gained less
+    than ``min_gain_db`` over the last ``window`` of the steps; or ``max_steps`` reached."""
+
+    eval_every: int = 500
+    window: float = 0.2
+    min_gain_db: float = 0.1
+    min_steps: int = 2000
+    max_steps: int = 20000
+
+    def check(self) -> None:
+        if self.eval_every < 1 or self.min_steps < 0 or self.max_steps < self.eval_every:
+            raise InputError(
+                f"plateau rule: --eval-every ({self.eval_every}) must be >= 1 and <= --max-steps ({self.max_steps})"
+            )
+        if not 0.0 < self.window < 1.0:
+            raise InputError(f"plateau rule: the window must lie in (0, 1), got {self.window}")
+
+    def gain(self, history: list[dict]) -> float | None:
+        """PSNR gained over the last ``window`` of the steps: the last score minus the score at the last
+        evaluation at or before ``(1 - window)`` of the steps (``None`` while there is none)."""
+        last = history[-1]
+        earlier = [h for h in history if h["step"] <= (1.0 - self.window) * last["step"]]
+        return last["psnr"] - earlier[-1]["psnr"] if earlier else None
+
+    def status(self, history: list[dict]) -> str | None:
+        """``"plateau"`` or ``"max_steps"`` when training should stop, else ``None``."""
+        if not history:
+            return None
+        steps = history[-1]["step"]
+        if steps >= self.max_steps:
+            return "max_steps"
+        gain = self.gain(history)
+        if steps >= self.min_steps and gain is not None and gain < self.min_gain_db:
+            return "plateau"
+        return None
+
+
+def last_checkpoint_steps(run_dir: Path) -> int:
+    """How many steps the newest checkpoint in ``run_dir/nerfstudio_models`` holds (0 without one)."""
+    names = sorted((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
+    return int(names[-1].stem.split("-")[1]) + 1 if names else 0
+
+
+def train_to_plateau(
+    config: TrainerConfig,
+    scene: Path,
+    output_dir: Path,
+    rule: PlateauRule,
+    timestamp: str = "plateau",
+    label: str = "",
+) -> tuple[Path, dict]:
+    """Train ``config`` on ``scene`` until ``rule`` says it has plateaued, in chunks of ``rule.eval_every``
+    steps, scoring the validation views after each chunk; resumable.
+
+    Each chunk ends on a checkpoint (model, optimisers and schedulers) and one line of ``plateau.json``
+    beside the run's ``config.yml`` (steps, PSNR, cumulative training seconds). Run again, the same call
+    continues from the newest checkpoint, so a run longer than a working session survives being stopped at
+    any point (at most one chunk is trained again). A run directory holding another configuration, seed or
+    rule is refused rather than overwritten; a run of the same configuration that ``ns-train`` started there is
+    continued from its newest checkpoint. Returns the run's ``config.yml`` and the record.
+    """
+    from eugen_nerf.eval.evaluate import score_test_views
+
+    rule.check()
+    config = copy.deepcopy(config)
+    config.data = None
+    config.pipeline.datamanager.data = scene
+    config.output_dir = output_dir
+    config.experiment_name = scene.name
+    config.timestamp = timestamp
+    config.max_num_iterations = rule.max_steps  # as recorded; each chunk trains rule.eval_every of them
+    config.save_only_latest_checkpoint = True
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    config.vis = "tensorboard"
+    path = config.get_base_dir() / "config.yml"
+    record_path = path.parent / PLATEAU_RECORD
+    rule_key = {k: v for k, v in dataclasses.asdict(rule).items() if k != "max_steps"}
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+        saved_rule = {k: v for k, v in record.get("rule", {}).items() if k != "max_steps"}
+        if (
+            record.get("seed") != config.machine.seed
+            or saved_rule != rule_key
+            or not same_model(path, config)
+        ):
+            raise InputError(
+                f"{path.parent} holds a run with another configuration, seed or plateau rule; "
+                "remove it or choose another work folder"
+            )
+    elif path.parent.exists() and any(path.parent.iterdir()):
+        if not (same_model(path, config) and last_checkpoint_steps(path.parent)):
+            raise InputError(
+                f"{path.parent} holds something that is not a run of this configuration; remove it first"
+            )
+        # a run that ns-train started: continued from its newest checkpoint
+        record = {"seed": config.machine.seed, "history": []}
+    else:
+        record = {"seed": config.machine.seed, "history": []}
+    record["rule"] = dataclasses.asdict(rule)  # a larger max_steps continues a run that stopped at the cap
+    while True:
+        done = last_checkpoint_steps(path.parent)
+        history = [h for h in record["history"] if h["step"] <= done]
+        if done and (not history or history[-1]["step"] != done):  # stopped between saving and scoring
+            known = [h["train_seconds"] for h in history if h["train_seconds"] is not None]
+            history.append({"step": done, "psnr": None, "train_seconds": known[-1] if known else None})
+        record["history"] = history
+        scored = bool(history) and history[-1]["psnr"] is not None
+        record["finished"] = rule.status(history) if scored else None
+        if record["finished"]:
+            record_path.write_text(json.dumps(record, indent=1) + "\n")
+            return path, record
+        if not history or scored:
+            chunk = min(rule.eval_every, rule.max_steps - done)
+            run = copy.deepcopy(config)
+            run.max_num_iterations = run.steps_per_save = chunk
+            run.load_dir = path.parent / "nerfstudio_models" if done else None
+            config.save_config()
+            seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
+            trainer = run.setup(local_rank=0, world_size=1)
+            trainer.setup()
+            start = time.perf_counter()
+            trainer.train()
+            before = history[-1]["train_seconds"] if history else 0.0
+            seconds = (before or 0.0) + time.perf_counter() - start
+            history.append({"step": done + chunk, "psnr": None, "train_seconds": seconds})
+            pipeline = trainer.pipeline
+        else:  # a checkpoint found on disk, not yet scored
+            from eugen_nerf.eval.runs import load_run
+
+            pipeline = load_run(path, test_mode="val").pipeline
+        scores = score_test_views(
+            pipeline, warmup=0, lpips=False, label=f"{label} step {history[-1]['step']}"
+        )
+        history[-1]["psnr"] = scores.mean("psnr")
+        record["history"] = history
+        record_path.write_text(json.dumps(record, indent=1) + "\n")
+        gain = rule.gain(history)
+        print(
+            f"{label or path.parent}: {history[-1]['step']} steps, validation PSNR {history[-1]['psnr']:.2f} dB"
+            + (f", {gain:+.2f} dB over the last {rule.window:.0%} of the steps" if gain is not None else ""),
+            flush=True,
+        )

@@ -10,14 +10,21 @@ teacher), beside the goals:
 * student/teacher PSNR >= 99% closed form (>= 99.8% after a fine-tune, when one runs);
 * student/teacher render speed >= 1.5x.
 
+With ``--scene``, the teacher is first trained (or its training continued) on that scene until it plateaus:
+the paper-sized dense NeRF (trunk 8 x 256, 16 + 16 samples, 256 rays a step, RAdam 1e-3), in chunks of 500
+steps scored on the validation views (:class:`~eugen_nerf.bench.training.PlateauRule`), written to
+``--teachers/<scene>/dense-nerf/paper``. A rerun continues an interrupted training from its last checkpoint.
+
 Writes the JSON report given by ``--output`` and its plot beside it (``.png``).
 
-    eugen-bench distill                                             # the paper-sized teacher
+    eugen-bench distill                                             # the protocol's teacher and scene
+    python -m eugen_nerf.bench.suites.distill --scene scenes/shiny128 --teachers teachers --output /tmp/d.json
     python -m eugen_nerf.bench.suites.distill --teacher teachers/bunny64/dense-nerf/shipped --output /tmp/d.json
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import tempfile
 from dataclasses import dataclass
@@ -25,8 +32,9 @@ from pathlib import Path
 
 import tyro
 
-from eugen_nerf.bench.index import machine
+from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
+from eugen_nerf.bench.training import PlateauRule, train_to_plateau
 from eugen_nerf.distill.options import DistillOptions
 from eugen_nerf.distill.run import distill
 from eugen_nerf.inputs.errors import usage_error
@@ -39,10 +47,50 @@ GOALS = {
 }
 
 
+TEACHER_RULE = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=3000, max_steps=12000)
+"""When the teacher counts as trained: < 0.1 dB validation PSNR gained over the last 20% of its steps."""
+
+
+def paper_nerf_teacher():
+    """The paper-sized dense NeRF teacher's training configuration (``dense-nerf`` at its defaults, with the
+    CPU's ray batch and samples)."""
+    from eugen_nerf.methods.nerf import dense_nerf
+
+    config = copy.deepcopy(dense_nerf.config)
+    config.pipeline.datamanager.train_num_rays_per_batch = 256
+    config.pipeline.model.num_coarse_samples = config.pipeline.model.num_importance_samples = 16
+    config.optimizers["fields"]["optimizer"].lr = 1e-3
+    return config
+
+
+def trained_teacher(scene: Path, teachers: Path) -> tuple[Path, dict]:
+    """The paper-sized teacher on ``scene`` trained to plateau in ``teachers`` (continued when interrupted)."""
+    if not (scene / "transforms_train.json").is_file():
+        usage_error(
+            "eugen-bench distill",
+            f"{scene} is not a NeRF-Synthetic scene (no transforms_train.json); "
+            f"make it with: eugen-scenes blender {scene.name.rstrip('0123456789')} --output {scene}",
+        )
+    return train_to_plateau(
+        paper_nerf_teacher(),
+        scene,
+        teachers,
+        TEACHER_RULE,
+        timestamp="paper",
+        label=f"teacher on {scene.name}",
+    )
+
+
 @dataclass
 class BenchDistill:
     teacher: Path = Path("teachers/bunny64/dense-nerf/paper")
-    """the teacher's config.yml or the run directory holding it."""
+    """the teacher's config.yml or the run directory holding it (ignored with --scene)."""
+    scene: Path | None = None
+    """train the paper-sized dense NeRF teacher on this scene to plateau first (resumable), and distil it."""
+    teachers: Path = Path("teachers")
+    """where --scene's teacher is trained: <teachers>/<scene>/dense-nerf/paper."""
+    teacher_only: bool = False
+    """with --scene: train the teacher to plateau and stop."""
     output: Path = Path("benchmarks/distill/distill.json")
     """the JSON written (the plot goes beside it as .png)."""
     student_dir: Path | None = None
@@ -129,6 +177,13 @@ def main() -> None:
     given = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if any(value < 0 for value in given.values()):
         usage_error("eugen-bench distill", f"negative value in {given}")
+    training = None
+    if args.scene is not None:
+        config_path, training = trained_teacher(args.scene, args.teachers)
+        args.teacher = config_path.parent
+        if args.teacher_only:
+            print(f"teacher trained to plateau: {args.teacher} ({training['history'][-1]['step']} steps)")
+            return
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         options = DistillOptions(
             teacher=args.teacher,
@@ -140,8 +195,9 @@ def main() -> None:
     summary = summarise(report)
     result = {
         "command": command_line(),
-        "machine": machine(),
+        "provenance": provenance(*([args.scene] if args.scene else [])),
         "teacher": str(args.teacher),
+        "teacher_training": training,
         "options_given": given,
         **summary,
         "report": {k: v for k, v in report.items() if k != "finetune_losses"},

@@ -1,0 +1,110 @@
+"""Training to plateau (``eugen_nerf.bench.training``): the rule, and a run stopped at any point continues
+where it stopped when the same call is made again."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from eugen_nerf.bench.training import PLATEAU_RECORD, PlateauRule, train_to_plateau
+from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.methods.nerf import dense_nerf
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENE = ROOT / "scenes/bunny32"
+
+
+def history(*pairs: tuple[int, float]) -> list[dict]:
+    return [{"step": step, "psnr": psnr, "train_seconds": None} for step, psnr in pairs]
+
+
+def test_the_rule_stops_on_a_small_gain_over_the_last_fifth_of_the_steps():
+    rule = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=2000, max_steps=10000)
+    rising = history((500, 20.0), (1000, 22.0), (1500, 23.0), (2000, 23.5), (2500, 23.7))
+    assert rule.gain(rising) == pytest.approx(0.2)  # 2500 against 2000, the last at or before 80% of 2500
+    assert rule.status(rising) is None
+    flat = [*rising, *history((3000, 23.75), (3500, 23.78), (4000, 23.79), (4500, 23.8), (5000, 23.82))]
+    assert rule.gain(flat) == pytest.approx(23.82 - 23.79)  # 5000 against 4000
+    assert rule.status(flat) == "plateau"
+    early = history((500, 20.0), (1000, 20.01))
+    assert rule.status(early) is None, "no plateau before min_steps"
+    assert rule.status(history((500, 20.0))) is None
+    capped = [*rising, *history((10000, 30.0))]
+    assert rule.status(capped) == "max_steps"
+    for bad in (
+        PlateauRule(window=1.0),
+        PlateauRule(eval_every=0),
+        PlateauRule(eval_every=600, max_steps=500),
+    ):
+        with pytest.raises(InputError):
+            bad.check()
+
+
+def tiny_config():
+    config = copy.deepcopy(dense_nerf.config)
+    config.pipeline.datamanager.train_num_rays_per_batch = 64
+    model = config.pipeline.model
+    model.trunk_width, model.head_width = 16, 8
+    model.num_coarse_samples = model.num_importance_samples = 4
+    model.eval_num_rays_per_chunk = 4096
+    return config
+
+
+def test_a_stopped_run_continues_from_its_checkpoint(tmp_path: Path):
+    rule = PlateauRule(eval_every=2, min_steps=100, max_steps=2)
+    config_path, first = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    run = config_path.parent
+    assert first["finished"] == "max_steps" and [h["step"] for h in first["history"]] == [2]
+    checkpoint = run / "nerfstudio_models/step-000000001.ckpt"
+    weights = torch.load(checkpoint, map_location="cpu")["pipeline"]
+
+    # the same call with a larger cap: one more chunk, loaded from the checkpoint (optimiser included)
+    _, second = train_to_plateau(
+        tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=100, max_steps=4)
+    )
+    assert [h["step"] for h in second["history"]] == [2, 4]
+    assert second["history"][0] == first["history"][0], "the first chunk is not trained again"
+    assert second["history"][1]["train_seconds"] > first["history"][0]["train_seconds"]
+    assert sorted(p.name for p in (run / "nerfstudio_models").iterdir()) == ["step-000000003.ckpt"]
+    state = torch.load(run / "nerfstudio_models/step-000000003.ckpt", map_location="cpu")
+    assert state["step"] == 3 and "optimizers" in state
+    assert any(not torch.equal(weights[k], state["pipeline"][k]) for k in weights), "the second chunk trained"
+
+    # stopped between saving a checkpoint and scoring it: the rerun scores it and trains nothing
+    record = json.loads((run / PLATEAU_RECORD).read_text())
+    record["history"].pop()
+    (run / PLATEAU_RECORD).write_text(json.dumps(record))
+    written = (run / "nerfstudio_models/step-000000003.ckpt").stat().st_mtime_ns
+    _, third = train_to_plateau(
+        tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=100, max_steps=4)
+    )
+    assert [h["step"] for h in third["history"]] == [2, 4] and third["finished"] == "max_steps"
+    assert third["history"][1]["psnr"] == pytest.approx(second["history"][1]["psnr"], abs=1e-4)
+    assert (run / "nerfstudio_models/step-000000003.ckpt").stat().st_mtime_ns == written
+
+    # another seed, rule or model in the same folder is refused, never overwritten
+    other_seed = tiny_config()
+    other_seed.machine.seed = 7
+    other_width = tiny_config()
+    other_width.pipeline.model.trunk_width = 24
+    for config, rule in (
+        (other_seed, PlateauRule(eval_every=2, min_steps=100, max_steps=4)),
+        (tiny_config(), PlateauRule(eval_every=2, min_gain_db=0.5, min_steps=100, max_steps=4)),
+        (other_width, PlateauRule(eval_every=2, min_steps=100, max_steps=4)),
+    ):
+        with pytest.raises(InputError, match="another configuration"):
+            train_to_plateau(config, SCENE, tmp_path, rule)
+    assert (run / "nerfstudio_models/step-000000003.ckpt").stat().st_mtime_ns == written
+
+
+def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
+    run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
+    run.mkdir(parents=True)
+    (run / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="not a run of this configuration"):
+        train_to_plateau(tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=10, max_steps=2))
+    assert (run / "notes.txt").read_text() == "mine"
