@@ -32,7 +32,7 @@ def test_plan_walks_around_the_garden_table_with_the_lens_field_of_view(tmp_path
     assert distance.min() > 1.5 and distance.max() < 3.5
     assert first.settings.transparent is False and first.settings.format == "PNG"
     assert first.camera_angle_x == pytest.approx(2 * np.arctan(0.5 * 224 / first.lens.focal_pixels(224, 168)))
-    other = PhotoCaptureConfig(tmp_path / "capture", samples=64)
+    other = PhotoCaptureConfig(tmp_path / "capture", samples=128)
     assert plan(other).fingerprint(other) != first.fingerprint(config)
 
 

@@ -78,8 +78,8 @@ class PhotoCaptureConfig:
     """Photograph height in pixels (16 to 2048)."""
     frames: int = 100
     """Number of photographs along the orbit."""
-    samples: int = 32
-    """Cycles samples per pixel."""
+    samples: int = 64
+    """Cycles samples per pixel (64 puts the Monte-Carlo noise of the clean renders above 35 dB PSNR)."""
     seed: int = 0
     """Seeds the scene, the walk, the exposures and noise, and Cycles' sampling."""
     noise_floor_views: int = 4
