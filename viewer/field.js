@@ -1,5 +1,6 @@
 // Reading an exported field (field.eugen) and rendering it with WebGL2: the per-sample MLP runs in the
-// fragment shader, its weights in one float texture. The sampling is the reference renderer's "march"
+// fragment shader, its weights in one float texture (a Zip-NeRF's hash grid too: corners hashed and blended in
+// the shader, the table in a second float texture, each level down-weighted by the interval's blur). The sampling is the reference renderer's "march"
 // (eugen_nerf/export/render.py): uniform intervals between near and far, samples outside the occupancy grid's
 // box or in empty cells skipped, colour evaluated only where a sample's weight is at least MIN_WEIGHT, the
 // march stopped once the transmittance is below TERMINATION (when early termination is on).
