@@ -23,7 +23,7 @@ def history(*pairs: tuple[int, float]) -> list[dict]:
 
 
 def test_the_rule_stops_on_a_small_gain_over_the_last_fifth_of_the_steps():
-    rule = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=2000, max_steps=10000)
+    rule = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=2000, max_steps=10000, smooth=1)
     rising = history((500, 20.0), (1000, 22.0), (1500, 23.0), (2000, 23.5), (2500, 23.7))
     assert rule.gain(rising) == pytest.approx(0.2)  # 2500 against 2000, the last at or before 80% of 2500
     assert rule.status(rising) is None
@@ -39,9 +39,22 @@ def test_the_rule_stops_on_a_small_gain_over_the_last_fifth_of_the_steps():
         PlateauRule(window=1.0),
         PlateauRule(eval_every=0),
         PlateauRule(eval_every=600, max_steps=500),
+        PlateauRule(smooth=0),
     ):
         with pytest.raises(InputError):
             bad.check()
+
+
+def test_one_low_score_does_not_end_training_when_scores_are_smoothed():
+    dip = history((1000, 18.0), (1500, 20.3), (2000, 21.4), (2500, 20.2), (3000, 21.9))
+    single = PlateauRule(min_steps=3000, smooth=1)
+    assert single.gain(dip) == pytest.approx(21.9 - 21.4)
+    pair = PlateauRule(min_steps=3000, smooth=2)
+    # mean of (2500, 3000) against the mean of (1500, 2000): the dip at 2500 is averaged, not decisive
+    assert pair.gain(dip) == pytest.approx((20.2 + 21.9) / 2 - (20.3 + 21.4) / 2)
+    assert pair.status(dip) is None
+    stalled = [*dip, *history((3500, 21.0), (4000, 21.05), (4500, 21.0), (5000, 21.02))]
+    assert pair.status(stalled) == "plateau"
 
 
 def tiny_config():

@@ -148,28 +148,39 @@ PLATEAU_RECORD = "plateau.json"
 class PlateauRule:
     """When a training run has stopped improving: trained at least ``min_steps`` steps, and its PSNR on the
     evaluation views (the validation split, all of its views, scored every ``eval_every`` steps) gained less
-    than ``min_gain_db`` over the last ``window`` of the steps; or ``max_steps`` reached."""
+    than ``min_gain_db`` over the last ``window`` of the steps; or ``max_steps`` reached. Each score is the
+    mean of the last ``smooth`` evaluations: one checkpoint's PSNR moves by tenths of a dB from chunk to
+    chunk, and a single low or high score must not end or prolong training."""
 
     eval_every: int = 500
     window: float = 0.2
     min_gain_db: float = 0.1
     min_steps: int = 2000
     max_steps: int = 20000
+    smooth: int = 2
 
     def check(self) -> None:
-        if self.eval_every < 1 or self.min_steps < 0 or self.max_steps < self.eval_every:
+        if self.eval_every < 1 or self.min_steps < 0 or self.max_steps < self.eval_every or self.smooth < 1:
             raise InputError(
-                f"plateau rule: --eval-every ({self.eval_every}) must be >= 1 and <= --max-steps ({self.max_steps})"
+                f"plateau rule: --eval-every ({self.eval_every}) must be >= 1 and <= --max-steps ({self.max_steps}),"
+                f" smooth ({self.smooth}) >= 1"
             )
         if not 0.0 < self.window < 1.0:
             raise InputError(f"plateau rule: the window must lie in (0, 1), got {self.window}")
 
+    def smoothed(self, history: list[dict], index: int) -> float:
+        """The mean PSNR of the ``smooth`` evaluations ending at ``history[index]``."""
+        scores = [h["psnr"] for h in history[max(0, index - self.smooth + 1) : index + 1]]
+        return sum(scores) / len(scores)
+
     def gain(self, history: list[dict]) -> float | None:
-        """PSNR gained over the last ``window`` of the steps: the last score minus the score at the last
-        evaluation at or before ``(1 - window)`` of the steps (``None`` while there is none)."""
+        """PSNR gained over the last ``window`` of the steps: the (smoothed) last score minus the (smoothed)
+        score at the last evaluation at or before ``(1 - window)`` of the steps (``None`` while there is none)."""
         last = history[-1]
-        earlier = [h for h in history if h["step"] <= (1.0 - self.window) * last["step"]]
-        return last["psnr"] - earlier[-1]["psnr"] if earlier else None
+        earlier = [i for i, h in enumerate(history) if h["step"] <= (1.0 - self.window) * last["step"]]
+        if not earlier:
+            return None
+        return self.smoothed(history, len(history) - 1) - self.smoothed(history, earlier[-1])
 
     def status(self, history: list[dict]) -> str | None:
         """``"plateau"`` or ``"max_steps"`` when training should stop, else ``None``."""
