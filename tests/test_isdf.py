@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig, dense_isdf_config
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.isdf.evaluate import EvaluationConfig, GroundTruth, evaluate_mesh
 from eugen_nerf.isdf.frames import DepthFrame, check_depth_frame, load_stream
 from eugen_nerf.isdf.keyframes import KeyframeBuffer, KeyframeConfig
@@ -267,3 +268,15 @@ def test_shipped_stream_loads() -> None:
     assert len(frames) == 80 and scene.mesh_path.is_file()
     assert all(frame.depth.shape == (96, 96) for frame in frames[:3])
     assert isinstance(frames[0], DepthFrame)
+
+
+def test_the_sampling_range_is_the_scenes_unless_given():
+    room = {"near": 0.05, "far": 3.5}
+    resolved = SamplingConfig().for_scene(room)
+    assert (resolved.near, resolved.far) == (0.05, 3.5)
+    given = SamplingConfig(near=0.5).for_scene(room)
+    assert (given.near, given.far) == (0.5, 3.5)
+    default = SamplingConfig().for_scene({})
+    assert (default.near, default.far) == (2.0, 6.0)
+    with pytest.raises(InputError, match="--train.sampling.far"):
+        SamplingConfig(far=0.01).for_scene(room)

@@ -85,8 +85,8 @@ OPTION_RULES = {
     "train.sampling.num_stratified": POSITIVE_INT,
     "train.sampling.num_surface": NON_NEGATIVE_INT,
     "train.sampling.surface_std": non_negative,
-    "train.sampling.near": non_negative,
-    "train.sampling.far": positive,
+    "train.sampling.near": lambda name, value: value is None or non_negative(name, value),
+    "train.sampling.far": lambda name, value: value is None or positive(name, value),
     "train.keyframes.window_size": POSITIVE_INT,
     "train.keyframes.pixel_ratio": fraction,
     "train.keyframes.surface_threshold": positive,
@@ -103,7 +103,8 @@ OPTION_RULES = {
 def check_command(command: ISDFCommand) -> None:
     """Every option value, the output folder and the scene, before any training (nothing is written)."""
     check_options(command, OPTION_RULES)
-    if command.train.sampling.far <= command.train.sampling.near:
+    near, far = command.train.sampling.near, command.train.sampling.far
+    if near is not None and far is not None and far <= near:
         raise InputError(
             f"--train.sampling.far ({command.train.sampling.far}) must exceed "
             f"--train.sampling.near ({command.train.sampling.near})"

@@ -14,11 +14,12 @@ Distances are metres along normalised ray directions throughout.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.isdf.frames import DepthFrame
 
 NO_SURFACE_BOUND = 1e3
@@ -35,8 +36,21 @@ class SamplingConfig:
     """Std of the samples around the measured surface (iSDF 0.1 m in rooms; the object spans 2 units)."""
     behind_surface: float = 0.05
     """Stratified samples reach this far behind the surface (iSDF ``dist_behind_surf``)."""
-    near: float = 2.0
-    far: float = 6.0
+    near: float | None = None
+    """Where stratified samples start (metres); None: the scene's ``near`` in its scene.json, else 2.0."""
+    far: float | None = None
+    """Where free-space samples end on rays that measured nothing; None: the scene's ``far``, else 6.0."""
+
+    def for_scene(self, metadata: dict) -> SamplingConfig:
+        """This config with ``near``/``far`` left unset taken from the scene (``scene.json``'s ``near`` and
+        ``far``: a room is sampled from 5 cm, an object seen from 4 m away from 2 m)."""
+        near = self.near if self.near is not None else float(metadata.get("near", 2.0))
+        far = self.far if self.far is not None else float(metadata.get("far", 6.0))
+        if far <= near:
+            raise InputError(
+                f"the sampling range is empty: near {near} and far {far} (--train.sampling.near, --train.sampling.far)"
+            )
+        return replace(self, near=near, far=far)
 
     @property
     def samples_per_ray(self) -> int:

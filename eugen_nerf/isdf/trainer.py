@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 
 import torch
@@ -73,6 +73,7 @@ class StreamingTrainer:
     def __init__(
         self, config: StreamingConfig, scene: Scene, frames: Sequence[DepthFrame], device: torch.device
     ):
+        config = replace(config, sampling=config.sampling.for_scene(scene.metadata))
         self.config = config
         self.frames = list(frames)
         self.device = torch.device(device)

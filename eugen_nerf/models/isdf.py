@@ -51,7 +51,7 @@ class ISDFModelConfig(ModelConfig):
 
     _target: type = field(default_factory=lambda: ISDFModel)
     sdf: ISDFFieldConfig = field(default_factory=ISDFFieldConfig)
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(near=2.0, far=6.0))
     loss: ISDFLossConfig = field(default_factory=ISDFLossConfig)
     num_render_samples: int = 128
     """Uniform samples per ray when rendering depth (the first SDF sign change is refined linearly)."""
