@@ -25,6 +25,7 @@ from rich.progress import Progress
 from torch import nn
 
 from eugen_nerf.export.field import HASH_PRIMES, field_from_header
+from eugen_nerf.export.render import MULTISAMPLE_STD_SCALE
 from eugen_nerf.inputs.errors import InputError
 
 SUPPORTED = (
@@ -367,7 +368,7 @@ def _zipnerf_fields(model, bounds: torch.Tensor, writer: _Writer) -> tuple[dict,
         "proposal_samples": list(config.num_proposal_samples_per_ray)[:levels],
         "nerf_samples": config.num_nerf_samples_per_ray,
         "histogram_padding": model.proposal_sampler.pdf_sampler.histogram_padding,
-        "multisample_std_scale": 0.5,
+        "multisample_std_scale": MULTISAMPLE_STD_SCALE,
     }
     return fields, sampling
 

@@ -144,7 +144,12 @@ def _shade(field: NeRFField, origins: Tensor, directions: Tensor, bins: Tensor) 
 
 
 def _frustums(
-    field: ZipNeRFDensity, origins: Tensor, directions: Tensor, radii: Tensor, bins: Tensor
+    field: ZipNeRFDensity,
+    origins: Tensor,
+    directions: Tensor,
+    radii: Tensor,
+    bins: Tensor,
+    std_scale: float = MULTISAMPLE_STD_SCALE,
 ) -> tuple[Tensor, Tensor]:
     """Density ``(R, S)`` and features ``(R * S, width)`` of the frustums between ``bins`` ``(R, S + 1)``."""
     shape = (*bins.shape[:1], bins.shape[1] - 1)
@@ -155,7 +160,7 @@ def _frustums(
         bins[:, 1:, None],
         radii[:, None, None].expand(*shape, 1),
         randomize=False,
-        std_scale=MULTISAMPLE_STD_SCALE,
+        std_scale=std_scale,
     )
     density, features = field.density_and_features(
         means.reshape(-1, *means.shape[-2:]), stds.reshape(-1, stds.shape[-1])
@@ -169,16 +174,17 @@ def _proposals(
     """Zip-NeRF's proposal sampling and rendering at evaluation (see the module docstring)."""
     run = exported.header["sampling"]["nerfstudio"]
     near, far, padding = run["near"], run["far"], run["histogram_padding"]
+    std_scale = run.get("multisample_std_scale", MULTISAMPLE_STD_SCALE)
     counts = [*run["proposal_samples"], run["nerf_samples"]]
     spacing = spacing_bins(counts[0], origins).expand(origins.shape[0], -1)
     for level, name in enumerate(run["proposal_fields"]):
         bins = to_distance(spacing, near, far)
-        density, _ = _frustums(exported.fields[name], origins, directions, radii, bins)
+        density, _ = _frustums(exported.fields[name], origins, directions, radii, bins, std_scale)
         weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
         spacing = pdf_bins(spacing, weights, counts[level + 1], padding, include_original=False)
     bins = to_distance(spacing, near, far)
     field = exported.fields[exported.header["occupancy"]["field"]]
-    density, features = _frustums(field, origins, directions, radii, bins)
+    density, features = _frustums(field, origins, directions, radii, bins, std_scale)
     weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
     dirs = directions[:, None].expand(*density.shape, 3).reshape(-1, 3)
     rgb = field.color_of(dirs, features).view(*density.shape, 3)
