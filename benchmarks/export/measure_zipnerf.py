@@ -15,11 +15,13 @@ outputs/export-zipnerf/, the page's frames beside this script.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +91,38 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return round(float(-10 * np.log10(np.mean((np.asarray(a) - np.asarray(b)) ** 2))), 3)
 
 
+@contextlib.contextmanager
+def served_page(exports: list[Path]) -> Iterator[tuple[Browser, str]]:
+    """The page serving ``exports`` (A and B), opened with ``?still`` in headless Chromium, ready."""
+    server = make_server(exports, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with Browser(1100, 640) as browser:
+            browser.open(url + "?still")
+            while not browser.evaluate("typeof window.eugen === 'object' && window.eugen.ready !== null"):
+                time.sleep(0.3)
+            assert page_call(browser, "window.eugen.ready") == "ready"
+            yield browser, url
+    finally:
+        server.shutdown()
+
+
+def page_frame(
+    browser: Browser, field: int, export_path: Path, size: int
+) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Test camera CAMERA of field ``field`` by the page at ``size``: its time and PSNRs, the page's picture and
+    the reference renderer's (same sampling)."""
+    options = {"field": field, "camera": CAMERA, "width": size, "height": size, "samples": MARCH.samples}
+    out = page_call(browser, f"window.eugen.renderTest({json.dumps(options)})")
+    page = page_pixels(out)
+    reference = render_view(load_export(export_path, device="cpu"), CAMERA, MARCH, size, size).numpy()
+    entry = {"frame_ms": round(out["ms"], 1), "page_vs_reference_db": psnr(page, reference)}
+    if size == PAGE_SIZE:
+        entry["page_vs_truth_db"] = psnr(page, truth(size))
+    return entry, page, reference
+
+
 def screenshot(browser: Browser, url: str) -> None:
     """The page as a person sees it, both fields side by side at test camera 0, once both frames are drawn."""
     browser.open(url)
@@ -153,40 +187,29 @@ def main() -> None:
         "early_termination": True,
     }
     frames = browser_results.setdefault("frames", {})
-    server = make_server([exports["eugen"], exports["dense"]], 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with Browser(1100, 640) as browser:
-        browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
-        while not browser.evaluate("typeof window.eugen === 'object' && window.eugen.ready !== null"):
-            time.sleep(0.3)
-        assert page_call(browser, "window.eugen.ready") == "ready"
+    with served_page([exports["eugen"], exports["dense"]]) as (browser, url):
         for repeat in range(2):
             for field, name in enumerate(("eugen", "dense")):
                 key = f"{name}_{PAGE_SIZE}_{repeat}"
-                if key in frames:
-                    continue
-                options = {"field": field, "camera": CAMERA, "width": PAGE_SIZE, "height": PAGE_SIZE}
-                options["samples"] = MARCH.samples
-                out = page_call(browser, f"window.eugen.renderTest({json.dumps(options)})")
-                page = page_pixels(out)
-                reference = render_view(
-                    load_export(exports[name], device="cpu"), CAMERA, MARCH, PAGE_SIZE, PAGE_SIZE
-                )
-                frames[key] = {
-                    "frame_ms": round(out["ms"], 1),
-                    "page_vs_reference_db": psnr(page, reference.numpy()),
-                    "page_vs_truth_db": psnr(page, truth(PAGE_SIZE)),
-                }
-                if repeat == 0:
-                    save_row([truth(PAGE_SIZE), page, reference.numpy()], HERE / f"page_zipnerf_{name}.png")
+                if key not in frames:
+                    frames[key], page, reference = page_frame(browser, field, exports[name], PAGE_SIZE)
+                    if repeat == 0:
+                        save_row([truth(PAGE_SIZE), page, reference], HERE / f"page_zipnerf_{name}.png")
+                    print(key, frames[key], flush=True)
+                    save(results)
+        if not SCREENSHOT.is_file():
+            screenshot(browser, f"{url}?resolution={PAGE_SIZE}&samples={MARCH.samples}")
+    # the float16 export in the page (RGBA16F textures), then a 200 x 200 frame of the EUGen field
+    half = ROOT / "exports" / "eugen-zipnerf-f16"
+    with served_page([half, exports["eugen"]]) as (browser, _):
+        for key, field, path, size in (
+            ("eugen_float16_64", 0, half, PAGE_SIZE),
+            ("eugen_200", 1, exports["eugen"], 200),
+        ):
+            if key not in frames:
+                frames[key] = page_frame(browser, field, path, size)[0]
                 print(key, frames[key], flush=True)
                 save(results)
-        if not SCREENSHOT.is_file():
-            address = (
-                f"http://127.0.0.1:{server.server_address[1]}/?resolution={PAGE_SIZE}&samples={MARCH.samples}"
-            )
-            screenshot(browser, address)
-    server.shutdown()
     best = {
         name: min(frames[f"{name}_{PAGE_SIZE}_{r}"]["frame_ms"] for r in range(2))
         for name in ("eugen", "dense")
