@@ -37,7 +37,7 @@ from nerfstudio.engine.trainer import TrainerConfig
 from eugen_nerf.bench.merge import write_report
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
 from eugen_nerf.bench.suites import command_line
-from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process
+from eugen_nerf.bench.training import PlateauRule, cached_for_checkpoint, train_in_process, train_to_plateau
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.runs import load_run
@@ -247,6 +247,18 @@ def timestamp(label: str, seed: int = 0) -> str:
         .replace("'", "")
     )
     return name if seed == 0 else f"{name}_seed{seed}"
+
+
+def time_to_dense_final(curves: dict[str, list[dict]], labels: dict[str, str]) -> dict[str, object]:
+    """Training seconds each variant (first seed) took to reach the dense twin's final validation PSNR, on
+    the same evaluation schedule (``None``: it never did)."""
+    dense = curves[labels["dense"]]
+    target = dense[-1]["psnr"]
+    seconds = {
+        label: next((h["train_seconds"] for h in curve if h["psnr"] >= target), None)
+        for label, curve in curves.items()
+    }
+    return {"dense_final_validation_psnr": target, "seconds": seconds}
 
 
 def quality(config_path: Path) -> dict[str, float]:
@@ -477,7 +489,7 @@ class BenchMethods:
     scene: Path = Path("scenes/bunny64")
     """the scene every run trains on and is evaluated on."""
     steps: int = 100
-    """training steps of every run"""
+    """training steps of every run (with --plateau: the most the dense twin trains)."""
     families: list[Literal["nerf", "nerfacto", "zipnerf"]] = field(
         default_factory=lambda: ["nerf", "nerfacto"]
     )
@@ -504,6 +516,16 @@ class BenchMethods:
     """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
     first three, and the last three with --baselines); rows of an earlier run of the same steps and scene in
     ``--out`` that this run does not measure are kept, and the goals judged over all rows"""
+    plateau: bool = False
+    """train the dense twin (first seed) until it plateaus, at most --steps (< --min-gain dB validation PSNR
+    gained over the last 20% of its steps, scored every --eval-every steps), then every other run for the
+    steps it took, each scored on the same schedule (time to the dense twin's final PSNR); resumable"""
+    eval_every: int = 500
+    """with --plateau: steps between validation scores (and checkpoints)."""
+    min_steps: int = 2000
+    """with --plateau: the fewest steps the dense twin trains."""
+    min_gain: float = 0.1
+    """with --plateau: the validation PSNR gain (dB) over the last 20% of the steps below which it stops."""
 
 
 def main() -> None:
@@ -548,6 +570,16 @@ def main() -> None:
         configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
         rows: dict[str, dict[str, object]] = {}
         labels: dict[str, str] = {}
+        steps, dense_run = args.steps, None
+        if args.plateau:  # the dense twin sets the steps every run trains
+            rule = PlateauRule(args.eval_every, 0.2, args.min_gain, args.min_steps, args.steps)
+            label, config = configs["dense"]
+            dense_run = train_to_plateau(
+                with_seed(config, args.seeds[0]), args.scene, args.output_dir, rule, timestamp(label), label
+            )
+            steps = dense_run[1]["history"][-1]["step"]
+            report["plateau"] = {"rule": dense_run[1]["rule"], "finished": dense_run[1]["finished"]}
+        curves: dict[str, list[dict]] = {}
         for kind in wanted:
             label, config = configs[kind]
             per_seed = []
@@ -557,14 +589,31 @@ def main() -> None:
                 else args.baseline_seeds
             )
             for seed in seeds:
-                config_path, sec_per_iter = train_in_process(
-                    with_seed(config, seed),
-                    args.scene,
-                    args.steps,
-                    args.output_dir,
-                    timestamp(label, seed),
-                    reuse=not args.retrain,
-                )
+                if dense_run is not None and kind == "dense" and seed == seeds[0]:
+                    config_path, record = dense_run
+                elif args.plateau:
+                    fixed = PlateauRule(args.eval_every, 0.2, args.min_gain, steps, steps)
+                    config_path, record = train_to_plateau(
+                        with_seed(config, seed),
+                        args.scene,
+                        args.output_dir,
+                        fixed,
+                        timestamp(label, seed),
+                        label,
+                    )
+                else:
+                    config_path, sec_per_iter = train_in_process(
+                        with_seed(config, seed),
+                        args.scene,
+                        steps,
+                        args.output_dir,
+                        timestamp(label, seed),
+                        reuse=not args.retrain,
+                    )
+                if args.plateau:
+                    sec_per_iter = record["history"][-1]["train_seconds"] / steps
+                    if seed == seeds[0]:
+                        curves[label] = record["history"]
                 if seed == seeds[0]:
                     first = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
                     scores = {key: first.get(key) for key in ("psnr", "ssim", "lpips")}
@@ -573,6 +622,8 @@ def main() -> None:
                 per_seed.append({"seed": seed, "config": str(config_path), **scores})
                 print(f"[bench_methods] {label} seed {seed}: PSNR {scores['psnr']:.2f}", flush=True)
             rows[label] = {"kind": kind, "measured_by": report["command"], **over_seeds(first, per_seed)}
+            if label in curves:
+                rows[label]["validation_curve"] = curves[label]
             labels[kind] = label
             print(json.dumps({label: rows[label]}, indent=1), flush=True)
         # read now, not at the start: another run writing this report meanwhile keeps its rows
@@ -580,17 +631,18 @@ def main() -> None:
             earlier_families(args.out).get(family),
             rows,
             labels,
-            args.steps,
+            steps,
             str(args.scene),
             kind_by_label(configs),
         )
         report["families"][family] = {
             "command": report["command"],
             "scene": str(args.scene),
-            "steps": args.steps,
+            "steps": steps,
             "seeds": args.seeds,
             "runs": rows,
             "goals": goals(rows, labels),
+            **({"training_to_dense_final": time_to_dense_final(curves, labels)} if curves else {}),
         }
         if kept:
             report["families"][family]["rows_kept_from_earlier_runs"] = kept
