@@ -219,9 +219,11 @@ print('rendered', tuple(image.shape))
 """
 
 
-def test_reference_renderer_needs_no_nerfstudio(exports):
+def render_with_nerfstudio_blocked(export: Path, more: str = "") -> None:
+    """Load and render ``export`` in a fresh interpreter where importing nerfstudio (and the training stack's
+    other packages) fails; ``more``: further lines of that script."""
     done = subprocess.run(
-        [sys.executable, "-c", BLOCKED, str(exports["eugen-nerf"])],
+        [sys.executable, "-c", BLOCKED + more, str(export)],
         check=False,
         capture_output=True,
         text=True,
@@ -230,6 +232,10 @@ def test_reference_renderer_needs_no_nerfstudio(exports):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "rendered (10, 12, 3)" in done.stdout
+
+
+def test_reference_renderer_needs_no_nerfstudio(exports):
+    render_with_nerfstudio_blocked(exports["eugen-nerf"])
 
 
 def test_unsupported_runs_are_refused(runs):

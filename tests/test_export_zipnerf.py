@@ -6,8 +6,6 @@ grid and MLP, float16 stays close, and what the file cannot describe is refused 
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -194,15 +192,7 @@ def test_what_the_file_cannot_describe_is_refused(tiny):
 
 def test_reference_renderer_reads_zipnerf_with_nerfstudio_blocked(tiny):
     """The hash grid, multisamples and proposal sampling need torch alone."""
-    from test_export import BLOCKED
+    from test_export import render_with_nerfstudio_blocked
 
-    script = BLOCKED + "render_view(field, 1, Sampling(kind='nerfstudio'), width=6, height=5)\n"
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tiny["eugen-zipnerf"][1])],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "rendered (10, 12, 3)" in done.stdout
+    more = "render_view(field, 1, Sampling(kind='nerfstudio'), width=6, height=5)\n"
+    render_with_nerfstudio_blocked(tiny["eugen-zipnerf"][1], more)
