@@ -161,6 +161,14 @@ def main() -> None:
         if f"{name}_march_vs_nerfstudio_db" not in results:
             results[f"{name}_march_vs_nerfstudio_db"] = psnr(march.numpy(), nerfstudio.numpy())
             save(results)
+        if (
+            "march_skipping_vs_plain_db" not in results[name]
+        ):  # occupancy skipping and early termination, both off
+            plain = render_view(
+                exported, CAMERA, Sampling(samples=MARCH.samples, occupancy=False, early_termination=False)
+            )
+            results[name]["march_skipping_vs_plain_db"] = psnr(march.numpy(), plain.numpy())
+            save(results)
         if "float16_vs_float32_db" not in results[name]:
             halved = load_export(half, device="cpu")
             results[name]["float16_vs_float32_db"] = {
