@@ -24,8 +24,8 @@ from eugen_nerf.eval.evaluate import EvalSettings, evaluate_configs
 from eugen_nerf.eval.lpips_weights import LPIPSWeightsError, setup_lpips_weights, weights_path
 from eugen_nerf.eval.report import build_report, plot, print_table, write_json
 from eugen_nerf.eval.runs import EvalInputError
-from eugen_nerf.inputs.errors import one_line_errors
 from eugen_nerf.inputs.images import read_image_float
+from eugen_nerf.inputs.options import run_command
 
 CONSOLE = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes: keep the table whole
 
@@ -129,13 +129,7 @@ SUBCOMMANDS = ("runs", "lpips", "setup-lpips")
 
 def entrypoint(args: list[str] | None = None) -> None:
     """Console entry point; ``eugen-eval --load-config ...`` runs the ``runs`` subcommand."""
-    args = sys.argv[1:] if args is None else list(args)
-    if args and args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help"):
-        args = ["runs", *args]
-    tyro.extras.set_accent_color("bright_yellow")
-    command = tyro.cli(Commands, args=args, description=__doc__)
-    with one_line_errors("eugen-eval", code=1, also=(LPIPSWeightsError,)):
-        command.main()
+    run_command("eugen-eval", Commands, __doc__, args, "runs", SUBCOMMANDS, code=1, also=(LPIPSWeightsError,))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Exit status: 0 done, 2 bad input (nothing written), 130 Ctrl-C.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -20,7 +19,8 @@ import tyro
 from rich.console import Console
 
 from eugen_nerf.export import format as fmt
-from eugen_nerf.inputs.errors import InputError, one_line_errors
+from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.options import run_command
 from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
 
 CONSOLE = Console()
@@ -112,13 +112,7 @@ SUBCOMMANDS = ("export", "serve")
 
 def entrypoint(args: list[str] | None = None) -> None:
     """Console entry point; ``eugen-export RUN --output DIR`` runs the ``export`` subcommand."""
-    args = sys.argv[1:] if args is None else list(args)
-    if args and args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help"):
-        args = ["export", *args]
-    tyro.extras.set_accent_color("bright_yellow")
-    command = tyro.cli(Commands, args=args, description=__doc__)
-    with one_line_errors("eugen-export", also=(fmt.ExportFormatError,)):
-        command.main()
+    run_command("eugen-export", Commands, __doc__, args, "export", SUBCOMMANDS, also=(fmt.ExportFormatError,))
 
 
 if __name__ == "__main__":

@@ -80,3 +80,32 @@ def check_options(options: Any, rules: dict[str, Rule] | None = None, prefix: st
                 rule(name, value)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             check_options(value, rules, prefix=f"{name}.")
+
+
+def run_command(
+    prog: str,
+    commands: Any,
+    description: str | None,
+    args: list[str] | None = None,
+    default: str | None = None,
+    subcommands: tuple[str, ...] = (),
+    code: int = 2,
+    also: tuple[type[BaseException], ...] = (),
+) -> None:
+    """A console entry point: parse ``args`` (default ``sys.argv[1:]``) into ``commands`` with tyro and run the
+    parsed command's ``main()``, every expected error as one line (:func:`one_line_errors`). With ``default``,
+    arguments that do not start with one of ``subcommands`` (or ``--help``) run that subcommand, so
+    ``eugen-export RUN`` means ``eugen-export export RUN``."""
+    import sys
+
+    import tyro
+
+    from eugen_nerf.inputs.errors import one_line_errors
+
+    args = sys.argv[1:] if args is None else list(args)
+    if default is not None and args and args[0] not in subcommands and args[0] not in ("-h", "--help"):
+        args = [default, *args]
+    tyro.extras.set_accent_color("bright_yellow")
+    command = tyro.cli(commands, args=args, description=description)
+    with one_line_errors(prog, code=code, also=also):
+        command.main()
