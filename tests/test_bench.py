@@ -16,7 +16,7 @@ import pytest
 import yaml
 from _scripts import run_main
 
-from eugen_nerf.bench.index import COMMAND_FILE, render_index
+from eugen_nerf.bench.index import COMMAND_FILE, DEFAULT_PLACES, measured_now, render_index
 from eugen_nerf.bench.protocol import PROTOCOLS, Places, load_protocol
 from eugen_nerf.bench.tables import DOCUMENTS, Tables, documents
 from eugen_nerf.inputs.errors import InputError
@@ -587,3 +587,18 @@ def test_zipnerf_suite_goal_bounds_eugens_loss_not_its_lead():
         goals = twin_goals({"1/1": {"mean_db": gap}}, speeds)
         assert goals["eugen_within_0.1_db_of_dense"] is met, gap
     assert goals["eugen_render_speedup_ge_1.25"] is True and goals["eugen_field_speedup_ge_1.25"] is False
+
+
+def test_the_index_says_which_results_an_earlier_setting_made(tmp_path: Path):
+    suite = CPU.suites["layers"]
+    folder = tmp_path / "layers"
+    folder.mkdir()
+    current = "python " + " ".join(suite.command(DEFAULT_PLACES))
+    (folder / COMMAND_FILE).write_text(f"eugen-bench layers\n{current}\n# machine: test\n")
+    assert measured_now(suite, folder / COMMAND_FILE)
+    assert "earlier setting" not in render_index(CPU, tmp_path)
+    (folder / COMMAND_FILE).write_text(
+        "eugen-bench layers\npython -m eugen_nerf.bench.suites.layers --points 8\n"
+    )
+    assert not measured_now(suite, folder / COMMAND_FILE)
+    assert "**Measured with an earlier setting of the suite**" in render_index(CPU, tmp_path)

@@ -14,7 +14,7 @@ import shlex
 import time
 from pathlib import Path
 
-from eugen_nerf.bench.protocol import Protocol, Suite
+from eugen_nerf.bench.protocol import Places, Protocol, Suite
 
 COMMAND_FILE = "command.txt"
 INDEX = "README.md"
@@ -64,8 +64,20 @@ def write_command(folder: Path, suite: str, argv: list[str], rerun: str, load_at
     return path
 
 
+DEFAULT_PLACES = Places(Path("benchmarks"), Path("outputs/bench"), Path("scenes"), Path("teachers"))
+"""Where ``eugen-bench`` reads and writes by default: the commands the published results are compared with."""
+
+
+def measured_now(suite: Suite, command_file: Path) -> bool:
+    """Whether ``command_file`` records the command the protocol runs today for ``suite`` (with the default
+    places): results of an earlier setting are published as such until the suite runs again."""
+    recorded = command_file.read_text().splitlines()
+    return len(recorded) > 1 and recorded[1].strip() == "python " + shlex.join(suite.command(DEFAULT_PLACES))
+
+
 def render_index(protocol: Protocol, output_dir: Path) -> str:
-    """The index page over the suite folders present in ``output_dir`` (protocol order, then any other)."""
+    """The index page over the suite folders present in ``output_dir`` (protocol order, then any other); a
+    folder whose results an earlier setting of its suite made says so."""
     folders = sorted(p.name for p in output_dir.iterdir() if p.is_dir() and (p / COMMAND_FILE).is_file())
     known = [name for name in protocol.suites if name in folders]
     lines = [
@@ -85,6 +97,14 @@ def render_index(protocol: Protocol, output_dir: Path) -> str:
             if suite.setting:
                 lines += [f"Setting: {suite.setting}.", ""]
         command = (folder / COMMAND_FILE).read_text().strip()
+        if suite is not None and not measured_now(suite, folder / COMMAND_FILE):
+            lines += [
+                (
+                    f"**Measured with an earlier setting of the suite** (the command below); `eugen-bench {name}` "
+                    "measures the setting above and replaces these files."
+                ),
+                "",
+            ]
         lines += ["```", command, "```", ""]
         files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != COMMAND_FILE)
         lines += ["Files: " + ", ".join(f"[`{f}`]({name}/{f})" for f in files), ""]
