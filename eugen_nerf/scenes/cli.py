@@ -85,8 +85,9 @@ class RGBDRoom(RoomConfig):
 
 @dataclass
 class Colmap(ColmapConfig):
-    """Photographs to a posed dataset with `ns-process-data images` (COLMAP on the CPU, offline matching); one
-    line if too few frames were registered; pose errors against a rendered capture's true poses."""
+    """Photographs to a posed dataset with `ns-process-data images` (COLMAP on the CPU, offline matching,
+    the focal length from the photographs' EXIF); one line if too few frames were registered; pose errors
+    against a rendered capture's true poses."""
 
     def main(self) -> None:
         CONSOLE.print(summary_line(run_colmap(self)), soft_wrap=True)
