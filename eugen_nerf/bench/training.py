@@ -75,6 +75,23 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def benchmark_run(
+    config: TrainerConfig, scene: Path, output_dir: Path, timestamp: str, steps: int
+) -> TrainerConfig:
+    """A copy of ``config`` that trains on ``scene`` for ``steps`` into ``output_dir/<scene>/<method>/<timestamp>``,
+    logging to TensorBoard and never evaluating during training (the suites score the checkpoints)."""
+    config = copy.deepcopy(config)
+    config.data = None
+    config.pipeline.datamanager.data = scene
+    config.output_dir = output_dir
+    config.experiment_name = scene.name
+    config.timestamp = timestamp
+    config.max_num_iterations = steps
+    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
+    config.vis = "tensorboard"
+    return config
+
+
 def train_in_process(
     config: TrainerConfig,
     scene: Path,
@@ -89,16 +106,8 @@ def train_in_process(
     ``output_dir`` for the same steps, seed and model configuration whose final checkpoint exists is returned
     as it is (a changed default, say the EUGen layers of a method, trains afresh).
     """
-    config = copy.deepcopy(config)
-    config.data = None
-    config.pipeline.datamanager.data = scene
-    config.output_dir = output_dir
-    config.experiment_name = scene.name
-    config.timestamp = timestamp
-    config.max_num_iterations = steps
+    config = benchmark_run(config, scene, output_dir, timestamp, steps)
     config.steps_per_save = steps
-    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
-    config.vis = "tensorboard"
     path = config.get_base_dir() / "config.yml"
     record = path.parent / RECORD
     if reuse and record.is_file():
@@ -222,16 +231,8 @@ def train_to_plateau(
     from eugen_nerf.eval.evaluate import score_test_views
 
     rule.check()
-    config = copy.deepcopy(config)
-    config.data = None
-    config.pipeline.datamanager.data = scene
-    config.output_dir = output_dir
-    config.experiment_name = scene.name
-    config.timestamp = timestamp
-    config.max_num_iterations = rule.max_steps  # as recorded; each chunk trains rule.eval_every of them
+    config = benchmark_run(config, scene, output_dir, timestamp, rule.max_steps)  # chunks of rule.eval_every
     config.save_only_latest_checkpoint = True
-    config.steps_per_eval_batch = config.steps_per_eval_image = config.steps_per_eval_all_images = 10**9
-    config.vis = "tensorboard"
     path = config.get_base_dir() / "config.yml"
     record_path = path.parent / PLATEAU_RECORD
     rule_key = {k: v for k, v in dataclasses.asdict(rule).items() if k != "max_steps"}
