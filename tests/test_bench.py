@@ -264,6 +264,8 @@ def test_distill_suite_summary_judges_the_closed_form_and_a_fine_tune():
 @pytest.mark.timeout(1800)  # a NeRF suite's quick mode trains and evaluates runs: minutes on busy cores
 @pytest.mark.parametrize("suite", list(CPU.suites))
 def test_every_suite_has_a_quick_mode_that_runs(suite, tmp_path):
+    if suite == "capture" and shutil.which("colmap") is None:
+        pytest.skip("the capture suite runs COLMAP: install it with bash scripts/setup.sh --scenes")
     result = run_bench(suite, "--quick", "--quick-dir", str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     folder = tmp_path / suite
