@@ -225,8 +225,8 @@ def train_to_plateau(
     beside the run's ``config.yml`` (steps, PSNR, cumulative training seconds). Run again, the same call
     continues from the newest checkpoint, so a run longer than a working session survives being stopped at
     any point (at most one chunk is trained again). A run directory holding another configuration, seed or
-    rule is refused rather than overwritten; a run of the same configuration that ``ns-train`` started there is
-    continued from its newest checkpoint. Returns the run's ``config.yml`` and the record.
+    rule is refused rather than overwritten (other min/max steps continue it); a run of the same configuration
+    that ``ns-train`` started there is continued from its newest checkpoint. Returns the run's ``config.yml`` and the record.
     """
     from eugen_nerf.eval.evaluate import score_test_views
 
@@ -235,10 +235,11 @@ def train_to_plateau(
     config.save_only_latest_checkpoint = True
     path = config.get_base_dir() / "config.yml"
     record_path = path.parent / PLATEAU_RECORD
-    rule_key = {k: v for k, v in dataclasses.asdict(rule).items() if k != "max_steps"}
+    # the steps are not part of a run's identity: a larger cap or minimum continues it on the same schedule
+    rule_key = {k: v for k, v in dataclasses.asdict(rule).items() if k not in ("min_steps", "max_steps")}
     if record_path.is_file():
         record = json.loads(record_path.read_text())
-        saved_rule = {k: v for k, v in record.get("rule", {}).items() if k != "max_steps"}
+        saved_rule = {k: v for k, v in record.get("rule", {}).items() if k not in ("min_steps", "max_steps")}
         if (
             record.get("seed") != config.machine.seed
             or saved_rule != rule_key
@@ -257,7 +258,7 @@ def train_to_plateau(
         record = {"seed": config.machine.seed, "history": []}
     else:
         record = {"seed": config.machine.seed, "history": []}
-    record["rule"] = dataclasses.asdict(rule)  # a larger max_steps continues a run that stopped at the cap
+    record["rule"] = dataclasses.asdict(rule)
     while True:
         done = last_checkpoint_steps(path.parent)
         history = [h for h in record["history"] if h["step"] <= done]

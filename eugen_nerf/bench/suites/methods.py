@@ -249,10 +249,9 @@ def timestamp(label: str, seed: int = 0) -> str:
     return name if seed == 0 else f"{name}_seed{seed}"
 
 
-def time_to_dense_final(curves: dict[str, list[dict]], labels: dict[str, str]) -> dict[str, object]:
-    """Training seconds each variant (first seed) took to reach the dense twin's final validation PSNR, on
-    the same evaluation schedule (``None``: it never did)."""
-    dense = curves[labels["dense"]]
+def time_to_dense_final(curves: dict[str, list[dict]], dense: list[dict]) -> dict[str, object]:
+    """Training seconds each variant (first seed) took to reach the final validation PSNR of the dense twin
+    (``dense``: its validation curve), on the same evaluation schedule (``None``: it never did)."""
     target = dense[-1]["psnr"]
     seconds = {
         label: next((h["train_seconds"] for h in curve if h["psnr"] >= target), None)
@@ -642,7 +641,11 @@ def main() -> None:
             "seeds": args.seeds,
             "runs": rows,
             "goals": goals(rows, labels),
-            **({"training_to_dense_final": time_to_dense_final(curves, labels)} if curves else {}),
+            **(
+                {"training_to_dense_final": time_to_dense_final(curves, dense_run[1]["history"])}
+                if dense_run is not None
+                else {}
+            ),
         }
         if kept:
             report["families"][family]["rows_kept_from_earlier_runs"] = kept
