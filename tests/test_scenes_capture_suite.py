@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eugen_nerf.bench.suites.capture import datasets, split
+from eugen_nerf.bench.suites.capture import colmap_dataset, colmap_tag, datasets, split
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.scenes.alignment import Similarity
 from eugen_nerf.scenes.photographs import Handheld, handheld_poses
 
@@ -79,3 +80,16 @@ def test_both_datasets_hold_the_registered_photographs_with_the_same_split(tmp_p
         blender_poses[3]["transform_matrix"], truth[4]
     )  # frame 4 is the 4th registered
     assert outputs["colmap"]["test"].cameras.distortion_params[0, 0] == pytest.approx(0.01)
+
+
+def test_a_colmap_dataset_made_with_other_settings_is_refused_not_scored(tmp_path: Path) -> None:
+    colmap = tmp_path / "colmap"
+    colmap.mkdir()
+    (colmap / "transforms.json").write_text("{}")
+    saved = {"matching_method": "sequential", "camera_type": "perspective", "refine_intrinsics": True}
+    (colmap / "registration.json").write_text(json.dumps({**saved, "num_registered": 7}))
+    assert colmap_dataset(tmp_path, colmap, "sequential", "perspective", True)["num_registered"] == 7
+    with pytest.raises(InputError, match="camera_type"):
+        colmap_dataset(tmp_path, colmap, "sequential", "pinhole", False)
+    assert colmap_tag("pinhole", False) == "colmap-pinhole"
+    assert colmap_tag("perspective", True) == "colmap-perspective-refined"

@@ -260,6 +260,8 @@ def run_colmap(config: ColmapConfig) -> dict[str, Any]:
     report = registration_report(registration, reference)
     report["ns_process_data"] = shlex.join(["ns-process-data", *command[3:]])
     report["matching_method"] = config.matching_method
+    report["camera_type"] = config.camera_type
+    report["refine_intrinsics"] = config.refine_intrinsics
     report["reference"] = str(reference_path) if reference_path else None
     (config.output / "registration.json").write_text(json.dumps(report, indent=2) + "\n")
     check_registered(registration, config.output, config.min_registered)

@@ -37,7 +37,8 @@ from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.suites.methods import small_zipnerf  # the CPU preset
 from eugen_nerf.bench.training import cached_for_checkpoint, train_in_process
-from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.inputs.errors import InputError, usage_error
+from eugen_nerf.scenes.colmap import CameraType
 
 GOAL_GAP_DB = 1.0
 POSES = ("blender", "colmap")
@@ -83,18 +84,47 @@ def pose_dataset(
     return folder
 
 
-def colmap_dataset(capture: Path, colmap: Path, matching_method: str) -> dict[str, Any]:
-    """``eugen-scenes colmap`` on the capture's photographs into ``colmap`` (reused when already there)."""
+def colmap_tag(camera_type: str, refine_intrinsics: bool) -> str:
+    """The name of a COLMAP setting's dataset and run folders (``colmap-pinhole``, ``colmap-perspective-refined``)."""
+    return f"colmap-{camera_type}" + ("-refined" if refine_intrinsics else "")
+
+
+def colmap_dataset(
+    capture: Path, colmap: Path, matching_method: str, camera_type: str, refine_intrinsics: bool
+) -> dict[str, Any]:
+    """``eugen-scenes colmap`` on the capture's photographs into ``colmap`` (reused when already there with
+    the same settings; a folder made with other settings is refused rather than silently scored)."""
     from eugen_nerf.scenes.colmap import ColmapConfig, run_colmap
 
     record = colmap / "registration.json"
     if record.is_file() and (colmap / "transforms.json").is_file():
-        return json.loads(record.read_text())
+        saved = json.loads(record.read_text())
+        wanted = {
+            "matching_method": matching_method,
+            "camera_type": camera_type,
+            "refine_intrinsics": refine_intrinsics,
+        }
+        found = {key: saved.get(key) for key in wanted}
+        if found != wanted:
+            raise InputError(
+                f"--colmap {colmap}: made with {found}, not {wanted}; pass another --colmap folder (or remove it)"
+            )
+        return saved
     print(f"[capture] COLMAP on {capture / 'images'} -> {colmap}", flush=True)
-    return run_colmap(ColmapConfig(capture / "images", colmap, matching_method=matching_method))
+    return run_colmap(
+        ColmapConfig(
+            capture / "images",
+            colmap,
+            matching_method=matching_method,
+            camera_type=camera_type,
+            refine_intrinsics=refine_intrinsics,
+        )
+    )
 
 
-def datasets(capture: Path, colmap: Path, work: Path, test_every: int) -> tuple[dict[str, Path], dict]:
+def datasets(
+    capture: Path, colmap: Path, work: Path, test_every: int, tag: str = "colmap"
+) -> tuple[dict[str, Path], dict]:
     """The two datasets (Blender's poses, COLMAP's) over the registered frames, same images and split."""
     from eugen_nerf.scenes.colmap import list_photographs, read_registration, reference_poses
 
@@ -120,7 +150,7 @@ def datasets(capture: Path, colmap: Path, work: Path, test_every: int) -> tuple[
             test,
         ),
         "colmap": pose_dataset(
-            work / "data" / "colmap",
+            work / "data" / tag,
             capture / "images",
             registration.registered,
             colmap_intrinsics,
@@ -197,6 +227,13 @@ class BenchCapture:
     when missing)."""
     matching_method: str = "sequential"
     """COLMAP's matching when the COLMAP dataset is made here."""
+    camera_type: CameraType = "pinhole"
+    """ns-process-data's camera model when the COLMAP dataset is made here. The capture's photographs come
+    from a pinhole lens without distortion, so the default fits focal lengths only; ``perspective`` (OPENCV,
+    nerfstudio's default) also fits distortion, which trades against the focal length on small photographs."""
+    refine_intrinsics: bool = False
+    """run ns-process-data's last bundle adjustment, which also moves the principal point (a centred
+    principal point is what the capture's camera has; moving it tilts every camera to compensate)."""
     steps: int = 1500
     """training steps of each run."""
     rays: int = 256
@@ -240,9 +277,15 @@ def main() -> None:
         usage_error(name, f"--capture {args.capture}: not a photo capture (no reference/transforms.json)")
     if not args.poses or set(args.poses) - set(POSES):
         usage_error(name, f"--poses {args.poses}: choose among {list(POSES)}")
-    colmap = args.colmap or args.work_dir / "colmap"
-    registration = colmap_dataset(args.capture, colmap, args.matching_method)
-    data, listing = datasets(args.capture, colmap, args.work_dir, args.test_every)
+    tag = colmap_tag(args.camera_type, args.refine_intrinsics)
+    colmap = args.colmap or args.work_dir / tag
+    try:
+        registration = colmap_dataset(
+            args.capture, colmap, args.matching_method, args.camera_type, args.refine_intrinsics
+        )
+    except InputError as error:
+        usage_error(name, str(error))
+    data, listing = datasets(args.capture, colmap, args.work_dir, args.test_every, tag)
     runs: dict[str, dict[str, Any]] = {}
     renders: dict[str, Path] = {}
     for poses in args.poses:
@@ -251,7 +294,7 @@ def main() -> None:
             config(args.seed, args.rays),
             data[poses],
             args.steps,
-            args.work_dir / "runs" / poses,
+            args.work_dir / "runs" / (tag if poses == "colmap" else poses),
             reuse=not args.retrain,
         )
         renders[poses] = path.parent / "test_views"
@@ -301,6 +344,8 @@ def main() -> None:
                 "registered_fraction",
                 "pose_errors",
                 "ns_process_data",
+                "camera_type",
+                "refine_intrinsics",
             )
         },
         "intrinsics": listing["intrinsics"],
