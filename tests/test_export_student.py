@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 from test_export import psnr
-from test_web_viewer import page_render, wait_ready
+from test_web_viewer import page_render
 
+from eugen_nerf.bench.browser import wait_ready
 from eugen_nerf.export import format as fmt
 from eugen_nerf.export.field import load_export
 from eugen_nerf.export.render import Sampling, render_view
@@ -64,8 +65,7 @@ def test_reference_equals_nerfstudio_on_every_test_view(exported):
 def test_page_renders_the_student_as_the_reference(exported):
     import threading
 
-    from _browser import Browser
-
+    from eugen_nerf.bench.browser import Browser
     from eugen_nerf.export.serve import make_server
 
     _, export_path = exported["student"]

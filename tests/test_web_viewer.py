@@ -5,8 +5,6 @@ lacks what it needs. Chromium missing is a failure with the setup command, not a
 
 from __future__ import annotations
 
-import base64
-import json
 import shutil
 import subprocess
 import sys
@@ -16,7 +14,6 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import _browser
 import numpy as np
 import pytest
 import torch
@@ -25,6 +22,8 @@ from PIL import Image
 from test_export import export_run, psnr, train_tiny_runs
 from test_viewer_browser import free_port, wait_for_port
 
+from eugen_nerf.bench import browser as browser_driver
+from eugen_nerf.bench.browser import wait_ready
 from eugen_nerf.export import format as fmt
 from eugen_nerf.export.field import load_export
 from eugen_nerf.export.render import Sampling, render_view
@@ -34,29 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 SIZE, SAMPLES = 16, 64
 
 
-def page_call(browser: Browser, expression: str, timeout: float = 300.0):
-    """The value of ``expression`` in the page, promises awaited (``Browser.call`` waits 60 s at most)."""
-    result = browser.call(
-        "Runtime.evaluate", timeout, expression=expression, awaitPromise=True, returnByValue=True
-    )
-    assert "exceptionDetails" not in result, result["exceptionDetails"]
-    return result["result"].get("value")
-
-
-def wait_ready(browser: Browser, timeout: float = 120.0) -> str:
-    """Wait for the page's script to load, then for its field(s): ``ready`` or ``error: ...``."""
-    deadline = time.monotonic() + timeout
-    while not browser.evaluate("typeof window.eugen === 'object' && window.eugen.ready !== null"):
-        assert time.monotonic() < deadline, "the page's script never ran"
-        time.sleep(0.3)
-    return page_call(browser, "window.eugen.ready")
-
-
 def page_render(browser: Browser, **options) -> tuple[torch.Tensor, float]:
-    """A test camera rendered by the page at once: RGB in [0, 1] and the frame's milliseconds."""
-    out = page_call(browser, f"window.eugen.renderTest({json.dumps(options)})")
-    pixels = np.frombuffer(base64.b64decode(out["rgb"]), np.uint8).reshape(out["height"], out["width"], 3)
-    return torch.from_numpy(pixels / 255.0).float(), out["ms"]
+    """A test camera rendered by the page at once: RGB in [0, 1] as a float tensor and the frame's milliseconds."""
+    pixels, ms = browser_driver.page_render(browser, **options)
+    return torch.from_numpy(pixels).float(), ms
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +192,9 @@ def test_page_names_what_is_wrong(page_copy):
 @pytest.mark.usefixtures("chromium")
 def test_page_without_webgl2_says_so(page_copy, monkeypatch):
     _, url = page_copy
-    monkeypatch.setattr(_browser, "FLAGS", (*_browser.FLAGS, "--disable-webgl", "--disable-3d-apis"))
+    monkeypatch.setattr(
+        browser_driver, "FLAGS", (*browser_driver.FLAGS, "--disable-webgl", "--disable-3d-apis")
+    )
     with Browser(900, 600) as browser:
         message = message_of(browser, url + "?field=good.eugen")
     assert "no WebGL2" in message, message
