@@ -1,0 +1,174 @@
+"""The export suite (``eugen-bench export``): bad values are one line before anything is written, its reports
+are continued by a rerun and keep the keys the README's table reads, and (slow) its quick mode measures the
+page in headless Chromium end to end."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _browser import chromium  # noqa: F401 (a fixture, used by name)
+from _scripts import run_command, run_main
+
+from eugen_nerf.bench.protocol import PROTOCOLS, Places, load_protocol
+from eugen_nerf.bench.suites.export import (
+    BenchExport,
+    Results,
+    add_frame,
+    check,
+    finite_ms,
+    frame_plan,
+    frame_time_ratio,
+    frames_done,
+    psnr,
+    summarise_views,
+)
+from eugen_nerf.bench.tables import Tables
+from eugen_nerf.inputs.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+TEACHER = ROOT / "teachers" / "bunny64" / "dense-nerf" / "shipped"
+
+
+def args(tmp_path: Path, **changes) -> BenchExport:
+    values = dict(teacher=TEACHER, work_dir=tmp_path / "w", output=tmp_path / "o", parts=("reference",))
+    return BenchExport(**{**values, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"samples": 0}, "--samples must be at least 1, got 0"),
+        ({"repeats": 0}, "--repeats must be at least 1"),
+        ({"size": -2}, "--size must be at least 1"),
+        ({"camera": -1}, "must not be negative"),
+        ({"views": 0}, "--views must be at least 1"),
+        ({"parts": ("reference", "reference")}, "at most once"),
+        ({"teacher": Path("/no/such/run")}, "--teacher /no/such/run: no config.yml there"),
+        ({"student": Path("/no/such/run")}, "leave --student out to distil one"),
+        ({"parts": ("zipnerf",), "zipnerf_scene": Path("/no/scene")}, "make it with: eugen-scenes render"),
+    ],
+)
+def test_values_the_suite_cannot_use_are_one_clear_error(tmp_path, changes, message):
+    with pytest.raises(InputError, match=message.replace("-", r"\-").replace(".", r"\.")):
+        check(args(tmp_path, **changes))
+
+
+def test_bad_input_on_the_command_line_is_one_line_and_writes_nothing(tmp_path):
+    ran = run_main(
+        "eugen_nerf.bench.suites.export",
+        *("--teacher", tmp_path / "none", "--work-dir", tmp_path / "w", "--output", tmp_path / "o"),
+    )
+    assert ran.returncode == 2
+    expected = f"--teacher {tmp_path / 'none'}: no config.yml there; give a trained NeRF run's folder"
+    assert ran.stdout.strip().splitlines() == [f"eugen-bench export: error: {expected}"]
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_report_is_rewritten_whole_and_read_back_by_a_rerun(tmp_path):
+    path = tmp_path / "out" / "browser.json"
+    results = Results(path)
+    assert results.data == {}
+    results.data["student_64"] = {"frame_ms": 10.0}
+    results.save()
+    assert json.loads(path.read_text()) == {"student_64": {"frame_ms": 10.0}}
+    assert [p.name for p in path.parent.iterdir()] == ["browser.json"]  # no partial file left behind
+    again = Results(path)
+    assert again.data == {"student_64": {"frame_ms": 10.0}}
+    again.data["teacher_64"] = {"frame_ms": 25.0}
+    again.save()
+    assert set(Results(path).data) == {"student_64", "teacher_64"}
+
+
+def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():
+    plan = frame_plan(64, 200, 2)
+    assert [(name, size, repeat) for name, size, _, repeat in plan] == [
+        ("student", 64, 0),
+        ("teacher", 64, 0),
+        ("student", 64, 1),
+        ("teacher", 64, 1),
+        ("student", 200, 0),
+    ]
+    assert {frame[2] for frame in plan} == {"page_student.png", "page_teacher.png", "page_student_large.png"}
+    assert len(frame_plan(16, 0, 1)) == 2
+    results: dict = {}
+    add_frame(results, "student_64", {"frame_ms": 120.0, "page_vs_reference_db": 65.0})
+    assert frame_time_ratio(results, 64) is None
+    add_frame(results, "teacher_64", {"frame_ms": 184.0, "page_vs_reference_db": 65.0})
+    add_frame(results, "student_64", {"frame_ms": 100.0, "page_vs_reference_db": 65.0})
+    assert results["student_64"] == {
+        "frame_ms": 100.0,
+        "frame_ms_each": [120.0, 100.0],
+        "page_vs_reference_db": 65.0,
+    }
+    assert frames_done(results, "student_64") == 2 and frames_done(results, "teacher_64") == 1
+    assert frames_done(results, "student_200") == 0
+    assert frames_done({"student_200": {"frame_ms": 5.0}}, "student_200") == 1  # a report of single frames
+    assert frame_time_ratio(results, 64) == 1.84
+    assert frame_time_ratio(results, 16) is None
+
+
+def test_a_frame_time_that_is_not_positive_and_finite_is_refused():
+    assert finite_ms(12.345, "f") == 12.3
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(RuntimeError, match="frame time"):
+            finite_ms(bad, "f")
+
+
+def test_psnr_and_the_view_summary():
+    a = np.zeros((4, 4, 3))
+    assert psnr(a, a + 0.1) == pytest.approx(20.0, abs=1e-3)
+    assert psnr(a, a) == 200.0
+    entry = {
+        "views": [
+            {"reference_vs_nerfstudio_db": 120.0, "nerfstudio_vs_truth_db": 27.0, "march_vs_truth_db": 28.0},
+            {"reference_vs_nerfstudio_db": 110.0, "nerfstudio_vs_truth_db": 28.0, "march_vs_truth_db": 29.0},
+        ]
+    }
+    summarise_views(entry)
+    assert entry["min_reference_vs_nerfstudio_db"] == 110.0
+    assert entry["mean_nerfstudio_vs_truth_db"] == 27.5 and entry["mean_march_vs_truth_db"] == 28.5
+
+
+def test_the_published_report_keeps_the_keys_the_readme_table_reads():
+    tables = Tables(PROTOCOLS / "tables.yaml", ROOT)
+    rows = tables.tables["headline"]["rows"]
+    cells = [cell for row in rows for cell in row if isinstance(cell, dict)]
+    cell = next(c for c in cells if c["file"] == "benchmarks/export/browser.json")
+    report = json.loads((ROOT / cell["file"]).read_text())
+    for key in cell["key"]:
+        value = report
+        for part in key.split("."):
+            value = value[part]
+        assert isinstance(value, float), key
+    assert report["teacher_over_student_frame_time"] == frame_time_ratio(report, 64)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)  # a small distillation, two tiny Zip-NeRF trainings, frames through SwiftShader
+@pytest.mark.usefixtures("chromium")
+def test_quick_mode_measures_the_page_against_the_reference(tmp_path):
+    suite = load_protocol(PROTOCOLS / "cpu.yaml").suites["export"]
+    places = Places(tmp_path / "out", tmp_path / "work", ROOT / "scenes", ROOT / "teachers")
+    done = run_command([sys.executable, *suite.command(places, quick=True)], cwd=ROOT, timeout=2400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = tmp_path / "out" / "export"
+    reference = json.loads((out / "reference.json").read_text())
+    for name in ("teacher", "student"):
+        assert len(reference[name]["views"]) == 1
+        assert reference[name]["min_reference_vs_nerfstudio_db"] >= 40, reference[name]
+    browser = json.loads((out / "browser.json").read_text())
+    for key in ("student_16", "teacher_16", "student_24"):
+        assert browser[key]["frame_ms"] > 0 and browser[key]["page_vs_reference_db"] >= 30, browser[key]
+    assert set(suite.outputs) == {p.name for p in out.iterdir()}
+    assert browser["teacher_over_student_frame_time"] > 0
+    zipnerf = json.loads((out / "zipnerf.json").read_text())
+    frames = zipnerf["browser"]["frames"]
+    for key in ("eugen_16_0", "dense_16_0", "eugen_float16_16", "eugen_24"):
+        assert frames[key]["page_vs_reference_db"] >= 30, (key, frames[key])
+    for name in ("dense", "eugen"):
+        assert zipnerf[name]["min_reference_vs_nerfstudio_db"] >= 40, zipnerf[name]
+        assert (out / f"page_zipnerf_{name}.png").is_file()
