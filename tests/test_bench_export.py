@@ -106,7 +106,10 @@ def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():
     }
     assert frames_done(results, "student_64") == 2 and frames_done(results, "teacher_64") == 1
     assert frames_done(results, "student_200") == 0
-    assert frames_done({"student_200": {"frame_ms": 5.0}}, "student_200") == 1  # a report of single frames
+    single = {"student_200": {"frame_ms": 5.0}}  # a report of single frames, continued
+    assert frames_done(single, "student_200") == 1
+    add_frame(single, "student_200", {"frame_ms": 4.0})
+    assert single["student_200"] == {"frame_ms": 4.0, "frame_ms_each": [5.0, 4.0]}
     assert frame_time_ratio(results, 64) == 1.84
     assert frame_time_ratio(results, 16) is None
 

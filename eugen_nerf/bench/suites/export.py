@@ -314,7 +314,9 @@ def frame_plan(size: int, large_size: int, repeats: int) -> list[tuple[str, int,
 
 def add_frame(results: dict, key: str, entry: dict) -> dict:
     """Record one frame of ``key``: its PSNRs, each frame time and the fastest (``frame_ms``)."""
-    times = [*results.get(key, {}).get("frame_ms_each", []), entry.pop("frame_ms")]
+    before = results.get(key)
+    times = [] if before is None else before.get("frame_ms_each", [before["frame_ms"]])
+    times = [*times, entry.pop("frame_ms")]
     results[key] = {"frame_ms": min(times), "frame_ms_each": times, **entry}
     return results[key]
 

@@ -39,7 +39,8 @@ METHODS = {"dense": "dense-zipnerf", "eugen": "eugen-zipnerf"}
 def trained_pair(scene: Path, steps: int, root: Path) -> dict[str, Path]:
     """The dense-zipnerf and eugen-zipnerf runs' config.yml at eugen-bench's CPU preset for Zip-NeRF (torch
     grid: the exporter reads its table), trained on ``scene`` for ``steps`` under ``root`` (a finished run for
-    the same steps, seed and model is reused)."""
+    the same steps, seed, model and scene is reused; the scene is named by its absolute path, so a run is
+    reused from any working directory)."""
     from eugen_nerf.bench.suites.methods import small_zipnerf
     from eugen_nerf.bench.training import train_in_process
     from eugen_nerf.methods.zipnerf import dense_zipnerf, eugen_zipnerf
@@ -84,7 +85,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
     from eugen_nerf.export.render import Sampling, render_view
 
     root = args.work_dir / "zipnerf"
-    runs = trained_pair(args.zipnerf_scene, args.zipnerf_steps, root)
+    runs = trained_pair(args.zipnerf_scene.resolve(), args.zipnerf_steps, root)
     results = Results(args.output / "zipnerf.json")
     data = results.data
     data["command"] = command_line()
