@@ -604,3 +604,40 @@ def test_the_index_says_which_results_an_earlier_setting_made(tmp_path: Path):
     )
     assert not measured_now(suite, folder / COMMAND_FILE)
     assert "**Measured with an earlier setting of the suite**" in render_index(CPU, tmp_path)
+
+
+def test_distill_suite_variants_define_themselves_and_finished_students_are_reused(monkeypatch, tmp_path):
+    from eugen_nerf.bench.suites import distill as suite
+
+    given = {"refine_steps": 2, "finetune_steps": 5}
+    assert (
+        suite.variant_overrides("closed-form", given)["refine_steps"] == 0
+    )  # the variant's own setting wins
+    assert (
+        suite.variant_overrides("finetuned", given)["finetune_steps"] == 5
+    )  # a given fine-tune length stays
+    assert "refine_steps" not in suite.variant_overrides(
+        "lowrank", given
+    )  # a low-rank layer has no G to refine
+    options = suite.variant_options(tmp_path / "teacher", "snnk", {}, tmp_path / "student")
+    assert options.eugen.layer_type == "snnk" and options.overwrite
+    assert suite.variant_options(tmp_path / "t", "default", {}, tmp_path / "s").eugen == suite.distill_spec()
+
+    calls = []
+
+    def fake_distill(options):
+        calls.append(options)
+        options.output_dir.mkdir(parents=True, exist_ok=True)
+        (options.output_dir / "config.yml").write_text("")
+        report = {"teacher": {"psnr": 30.0}, "student": {"psnr": 29.9}, "finetune_losses": [1.0]}
+        return type("Result", (), {"report": report})()
+
+    monkeypatch.setattr(suite, "distill", fake_distill)
+    teacher = tmp_path / "teachers" / "shiny128" / "dense-nerf" / "paper"
+    teacher.mkdir(parents=True)
+    first = suite.distilled(teacher, "snnk", {}, tmp_path / "work")
+    assert calls[0].output_dir == tmp_path / "work" / "shiny128-paper" / "snnk"
+    assert "finetune_losses" not in first
+    assert suite.distilled(teacher, "snnk", {}, tmp_path / "work") == first and len(calls) == 1  # reused
+    suite.distilled(teacher, "snnk", {"refine_steps": 9}, tmp_path / "work")  # other options: distilled again
+    assert len(calls) == 2

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import copy
 import json
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tyro
@@ -35,7 +34,7 @@ import tyro
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.training import PlateauRule, train_to_plateau
-from eugen_nerf.distill.options import DistillOptions
+from eugen_nerf.distill.options import DistillOptions, distill_spec
 from eugen_nerf.distill.run import distill
 from eugen_nerf.inputs.errors import usage_error
 
@@ -46,6 +45,20 @@ GOALS = {
     "fps_ratio": 1.5,
 }
 
+
+FINETUNE_STEPS = 300
+"""Fine-tuning steps of the ``finetuned`` variant (the command docs/distillation.md shows)."""
+
+VARIANTS: dict[str, dict] = {
+    "default": {},
+    "closed-form": {"refine_steps": 0},
+    "finetuned": {"finetune_steps": FINETUNE_STEPS},
+    "lowrank": {"layer_type": "lowrank"},
+    "snnk": {"layer_type": "snnk"},
+}
+"""Students distilled from the same teacher: eugen-distill's defaults (closed form, then per-layer refinement),
+the closed form alone, the defaults then fine-tuned, and the reviewers' low-rank and SNNK layers fitted the
+same way (same layers, capture and parameter budget)."""
 
 TEACHER_RULE = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=3000, max_steps=12000)
 """When the teacher counts as trained: < 0.1 dB validation PSNR gained over the last 20% of its steps."""
@@ -105,6 +118,13 @@ class BenchDistill:
     """eugen-distill --finetune-steps (default: eugen-distill's, no fine-tune)."""
     fps_repeats: int | None = None
     """eugen-distill --fps-repeats (default: eugen-distill's)."""
+    variants: list[str] = field(default_factory=lambda: ["default"])
+    """the students distilled, each scored and timed against the teacher: default (eugen-distill's defaults),
+    closed-form (no refinement), finetuned (the defaults, then 300 fine-tuning steps), lowrank, snnk (the
+    reviewers' layers fitted the same way). The first is the report's headline."""
+    work_dir: Path = Path("outputs/bench/distill")
+    """where the students are kept (<work-dir>/<teacher's scene>/<variant>); a finished student distilled
+    with the same options is reused, so an interrupted suite resumes."""
 
 
 OVERRIDES = ("image_fraction", "resolution_scale", "refine_steps", "finetune_steps", "fps_repeats")
@@ -132,13 +152,15 @@ def summarise(report: dict) -> dict:
     return {"measured": measured, "goals": GOALS, "met": met}
 
 
-def plot(report: dict, summary: dict, path: Path) -> None:
+def plot(report: dict, summary: dict, path: Path, variants: dict | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    others = {k: v for k, v in (variants or {}).items()}
+    fig, axes = plt.subplots(1, 3 if len(others) > 1 else 2, figsize=(15 if len(others) > 1 else 10, 3.8))
+    left, right = axes[0], axes[1]
     stages = {k: v for k, v in report["seconds"].items() if k != "evaluate"}
     left.barh(list(stages), list(stages.values()), color="tab:blue")
     left.axvline(
@@ -167,9 +189,82 @@ def plot(report: dict, summary: dict, path: Path) -> None:
     right.set_ylabel("student / teacher")
     right.set_title("student vs teacher (test split)")
     right.legend(fontsize=8)
+    if len(others) > 1:
+        students = axes[2]
+        ratios = [
+            v["psnr_ratio_finetuned" if "psnr_ratio_finetuned" in v else "psnr_ratio_closed_form"]
+            for v in others.values()
+        ]
+        bars = students.bar(list(others), ratios, color="tab:blue")
+        students.bar_label(
+            bars,
+            labels=[f"{r:.3f}\n{v['fps_ratio']:.2f}x FPS" for r, v in zip(ratios, others.values())],
+            fontsize=8,
+        )
+        students.axhline(GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="99% goal")
+        students.set_ylim(min(ratios) * 0.95, 1.04)
+        students.set_ylabel("student PSNR / teacher PSNR")
+        students.set_title("students of one teacher (render FPS ratio below each)")
+        students.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def variant_overrides(name: str, given: dict) -> dict:
+    """eugen-distill options of the student ``name``: what defines the variant wins over ``given`` (the
+    closed form stays unrefined; a low-rank layer has nothing to refine), except a given fine-tune length."""
+    overrides = {**given, **VARIANTS[name]}
+    if name == "finetuned" and "finetune_steps" in given:
+        overrides["finetune_steps"] = given["finetune_steps"]
+    if overrides.get("layer_type") == "lowrank":
+        overrides.pop("refine_steps", None)
+    return overrides
+
+
+def variant_options(teacher: Path, name: str, given: dict, output_dir: Path) -> DistillOptions:
+    """eugen-distill's options for the student ``name`` of :data:`VARIANTS` (``given`` overrides on top)."""
+
+    overrides = variant_overrides(name, given)
+    layer_type = overrides.pop("layer_type", None)
+    spec = distill_spec() if layer_type is None else replace(distill_spec(), layer_type=layer_type)
+    return DistillOptions(teacher=teacher, output_dir=output_dir, overwrite=True, eugen=spec, **overrides)
+
+
+def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir: Path | None = None) -> dict:
+    """The distillation report of the student ``name``: reused from its folder when a finished student there
+    was made from the same teacher with the same options, distilled (and recorded) otherwise."""
+    run_dir = teacher if teacher.is_dir() else teacher.parent  # .../<scene>/<method>/<timestamp>
+    folder = student_dir or work_dir / f"{run_dir.parent.parent.name}-{run_dir.name}" / name
+    record = folder / "bench_distill.json"
+    identity = {"teacher": str(teacher), "variant": name, "options": variant_overrides(name, given)}
+    if record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("identity") == identity and (folder / "config.yml").is_file():
+            print(f"[distill] reusing the {name} student in {folder}", flush=True)
+            return saved["report"]
+    record.unlink(missing_ok=True)
+    print(f"[distill] {name} student -> {folder}", flush=True)
+    report = distill(variant_options(teacher, name, given, folder)).report
+    report = {k: v for k, v in report.items() if k != "finetune_losses"}
+    record.write_text(json.dumps({"identity": identity, "report": report}, indent=2, default=str) + "\n")
+    return report
+
+
+def variant_summary(name: str, report: dict) -> dict:
+    """One student's figures: test-split scores of teacher and student (and of the student before its
+    fine-tune), the PSNR ratios and the render-FPS ratio timed side by side, parameters."""
+    scores = ("psnr", "ssim", "lpips", "parameters", "fps")
+    out = {
+        "overrides": VARIANTS[name],
+        **summarise(report)["measured"],
+        "teacher": {k: report["teacher"].get(k) for k in scores},
+        "student": {k: report["student"].get(k) for k in scores},
+    }
+    if "student_closed_form" in report:
+        out["student_before_finetune"] = {k: report["student_closed_form"].get(k) for k in scores[:3]}
+        out["finetune_kept_step"] = report.get("finetune_kept_step")
+    return out
 
 
 def main() -> None:
@@ -184,14 +279,15 @@ def main() -> None:
         if args.teacher_only:
             print(f"teacher trained to plateau: {args.teacher} ({training['history'][-1]['step']} steps)")
             return
-    with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
-        options = DistillOptions(
-            teacher=args.teacher,
-            output_dir=args.student_dir or Path(tmp) / "student",
-            overwrite=args.student_dir is not None,
-            **given,
-        )
-        report = distill(options).report
+    unknown = [name for name in args.variants if name not in VARIANTS]
+    if unknown or not args.variants:
+        usage_error("eugen-bench distill", f"--variants {args.variants}: choose among {list(VARIANTS)}")
+    reports = {}
+    for number, name in enumerate(args.variants):
+        student_dir = args.student_dir if number == 0 and args.student_dir else None
+        reports[name] = distilled(args.teacher, name, given, args.work_dir, student_dir)
+    headline = args.variants[0]
+    report = reports[headline]
     summary = summarise(report)
     result = {
         "command": command_line(),
@@ -199,12 +295,14 @@ def main() -> None:
         "teacher": str(args.teacher),
         "teacher_training": training,
         "options_given": given,
+        "headline_variant": headline,
         **summary,
         "report": {k: v for k, v in report.items() if k != "finetune_losses"},
+        "variants": {name: variant_summary(name, reports[name]) for name in args.variants},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    plot(report, summary, args.output.with_suffix(".png"))
+    plot(report, summary, args.output.with_suffix(".png"), result["variants"])
     for key, value in summary["measured"].items():
         goal = f"  goal {'<=' if key.endswith('seconds') else '>='} {GOALS[key]}" if key in GOALS else ""
         print(f"{key:>24}: {value:8.4f}{goal}")
