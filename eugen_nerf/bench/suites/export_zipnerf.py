@@ -142,9 +142,11 @@ def measure_zipnerf(args: BenchExport) -> Results:
                 if truth.shape[:2] == picture.shape[:2]:
                     entry["page_vs_truth_db"] = psnr(picture, truth)
                     if repeat == 0:
-                        save_picture([truth, picture, reference], args.output / f"page_zipnerf_{name}.png")
+                        save_picture(
+                            [truth, picture, reference], args.output / f"page_zipnerf_{name}.png", scale=4
+                        )
                 elif repeat == 0:
-                    save_picture([picture, reference], args.output / f"page_zipnerf_{name}.png")
+                    save_picture([picture, reference], args.output / f"page_zipnerf_{name}.png", scale=4)
                 frames[key] = entry
                 print(f"page: zipnerf {key} {entry}", flush=True)
                 results.save()
@@ -158,7 +160,10 @@ def measure_zipnerf(args: BenchExport) -> Results:
         with served_page([halves["eugen"], exports["eugen"]]) as (browser, _):
             for key, field_index, path, frame_size in extra:
                 if key not in frames:
-                    frames[key] = page_frame(browser, field_index, path, camera, frame_size, samples)[0]
+                    entry, picture, _ = page_frame(browser, field_index, path, camera, frame_size, samples)
+                    if truth.shape[:2] == picture.shape[:2]:
+                        entry["page_vs_truth_db"] = psnr(picture, truth)
+                    frames[key] = entry
                     print(f"page: zipnerf {key} {frames[key]}", flush=True)
                     results.save()
     best = {
