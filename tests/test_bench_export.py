@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _browser import chromium  # noqa: F401 (a fixture, used by name)
 from _scripts import run_command, run_main
+from PIL import Image
 
 from eugen_nerf.bench.protocol import PROTOCOLS, Places, load_protocol
 from eugen_nerf.bench.suites.export import (
@@ -167,6 +168,9 @@ def test_quick_mode_measures_the_page_against_the_reference(tmp_path):
     for key in ("student_16", "teacher_16", "student_24"):
         assert browser[key]["frame_ms"] > 0 and browser[key]["page_vs_reference_db"] >= 30, browser[key]
     assert set(suite.outputs) == {p.name for p in out.iterdir()}
+    for picture in ("page_student.png", "page_teacher.png", "page_student_large.png"):
+        pixels = np.asarray(Image.open(out / picture).convert("RGB"), dtype=np.float64) / 255
+        assert (pixels.min(axis=-1) < 0.8).mean() > 0.02, f"{picture} shows no object"
     assert browser["teacher_over_student_frame_time"] > 0
     zipnerf = json.loads((out / "zipnerf.json").read_text())
     frames = zipnerf["browser"]["frames"]
