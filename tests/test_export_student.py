@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 TEACHER = REPO / "teachers" / "bunny64" / "dense-nerf" / "paper"
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.slow
+# the fixture distils the paper-sized teacher and exports both: minutes on busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def run(args: list[str]) -> None:
