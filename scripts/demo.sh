@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # `make demo`: the promise of EUGen layers in one table and one picture, on a 2-core CPU in minutes.
 #
-# 1. eugen-distill turns the shipped dense NeRF teacher (the paper's 8x256 NeRF, trained on scenes/bunny64)
-#    into an EUGen student with its defaults: one ridge solve per layer, then a short refinement of each
-#    layer on its own captured inputs and outputs. No gradient flows through the field.
+# 1. eugen-distill turns the shipped dense NeRF teacher (the paper's 8x256 NeRF, trained on scenes/shiny128:
+#    glossy, metallic and textured objects rendered by Blender) into an EUGen student with its defaults: one
+#    ridge solve per layer, then a short refinement of each layer on its own captured inputs and outputs. No
+#    gradient flows through the field.
 # 2. eugen-eval scores both on the same test views (PSNR / SSIM / LPIPS), times their renders side by side,
 #    counts parameters, measures each one's render memory in a fresh process, and writes a picture:
 #    teacher | student | ground truth | difference.
 # Everything lands in outputs/demo/. A second run reuses the student (delete outputs/demo to start over).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TEACHER=${TEACHER:-teachers/bunny64/dense-nerf/paper}
+TEACHER=${TEACHER:-teachers/shiny128/dense-nerf/paper}
 VIEWS=${DEMO_VIEWS:-3}
 OUT=${DEMO_OUT:-outputs/demo}
 DISTILL_ARGS=${DEMO_DISTILL_ARGS:-}  # extra eugen-distill flags (the tests make a tiny student)
@@ -31,4 +32,4 @@ echo "[demo] comparing teacher and student on $VIEWS test views"
   --max-views "$VIEWS" --repeats 2 --field-points 16384 --output "$OUT/report.json" \
   --side-by-side "$OUT/side_by_side.png"
 echo "[demo] the picture: $OUT/side_by_side.png (teacher | student | ground truth | difference x4)"
-echo "[demo] next: train your own, e.g. .venv/bin/ns-train eugen-nerf --data scenes/bunny64 (see README.md)"
+echo "[demo] next: train your own, e.g. .venv/bin/ns-train eugen-nerf --data scenes/shiny128 (see README.md)"
