@@ -204,7 +204,7 @@ def plot(report: dict, summary: dict, path: Path, variants: dict | None = None) 
         students.axhline(GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="99% goal")
         students.set_ylim(min(ratios) * 0.95, 1.04)
         students.set_ylabel("student PSNR / teacher PSNR")
-        students.set_title("students of one teacher (render FPS ratio below each)")
+        students.set_title("students of one teacher (label: PSNR, FPS ratio)")
         students.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -282,10 +282,21 @@ def main() -> None:
     unknown = [name for name in args.variants if name not in VARIANTS]
     if unknown or not args.variants:
         usage_error("eugen-bench distill", f"--variants {args.variants}: choose among {list(VARIANTS)}")
-    reports = {}
+    reports: dict[str, dict] = {}
     for number, name in enumerate(args.variants):
         student_dir = args.student_dir if number == 0 and args.student_dir else None
         reports[name] = distilled(args.teacher, name, given, args.work_dir, student_dir)
+        write_result(args, given, training, reports)  # after every student: an interrupted suite keeps them
+    summary = summarise(reports[args.variants[0]])
+    for key, value in summary["measured"].items():
+        goal = f"  goal {'<=' if key.endswith('seconds') else '>='} {GOALS[key]}" if key in GOALS else ""
+        print(f"{key:>24}: {value:8.4f}{goal}")
+    print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
+
+
+def write_result(args: BenchDistill, given: dict, training: dict | None, reports: dict[str, dict]) -> None:
+    """The suite's JSON and plot from the students distilled so far (the first variant is the headline);
+    ``complete`` says whether every requested variant is in."""
     headline = args.variants[0]
     report = reports[headline]
     summary = summarise(report)
@@ -296,17 +307,14 @@ def main() -> None:
         "teacher_training": training,
         "options_given": given,
         "headline_variant": headline,
+        "complete": list(reports) == list(args.variants),
         **summary,
         "report": {k: v for k, v in report.items() if k != "finetune_losses"},
-        "variants": {name: variant_summary(name, reports[name]) for name in args.variants},
+        "variants": {name: variant_summary(name, reports[name]) for name in reports},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
     plot(report, summary, args.output.with_suffix(".png"), result["variants"])
-    for key, value in summary["measured"].items():
-        goal = f"  goal {'<=' if key.endswith('seconds') else '>='} {GOALS[key]}" if key in GOALS else ""
-        print(f"{key:>24}: {value:8.4f}{goal}")
-    print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
 
 
 if __name__ == "__main__":
