@@ -24,7 +24,7 @@ from eugen_nerf.inputs.errors import InputError
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = PROTOCOLS / "tables.yaml"
 CPU = load_protocol(PROTOCOLS / "cpu.yaml")
-OTHER_HELPERS = {"scenes", "scenes_capture", "export"}
+OTHER_HELPERS = {"scenes", "scenes_capture"}
 """Folders of benchmarks/ that other commands fill (scene checks, exports): not suite results."""
 
 
