@@ -36,7 +36,7 @@ else
 fi
 echo "[demo] comparing teacher and student on $VIEWS test views"
 "$BIN/eugen-eval" --load-config "$TEACHER/config.yml" "$STUDENT/config.yml" --names "dense teacher" "EUGen student" \
-  --max-views "$VIEWS" --repeats 2 --field-points 16384 --output "$OUT/report.json" \
+  --max-views "$VIEWS" --repeats 1 --field-points 16384 --output "$OUT/report.json" \
   --side-by-side "$OUT/side_by_side.png"
 echo "[demo] the picture: $OUT/side_by_side.png (teacher | student | ground truth | difference x4)"
 echo "[demo] next: train your own, e.g. .venv/bin/ns-train eugen-nerf --data scenes/shiny128 (see README.md)"

@@ -52,3 +52,24 @@ def test_demo_runs_end_to_end_on_the_small_teacher(tmp_path):
     picture = iio.imread(tmp_path / "demo" / "side_by_side.png")
     assert picture.shape[0] >= 384 and picture.shape[1] == 4 * picture.shape[0]
     assert f"{tmp_path / 'demo' / 'side_by_side.png'}" in done.stdout
+
+
+def test_the_shipped_student_was_distilled_from_the_demo_teacher_with_the_defaults():
+    """The demo compares the default teacher with the student shipped beside it: that student must be the
+    teacher's, made by eugen-distill's defaults (no option given), and hold EUGen layers."""
+    import torch
+
+    from eugen_nerf.distill.options import DistillOptions
+
+    teacher = ROOT / "teachers" / "shiny128" / "dense-nerf" / "paper"
+    student = ROOT / "teachers" / "shiny128" / "dense-nerf" / "paper-student"
+    assert f"TEACHER=${{TEACHER:-{teacher.relative_to(ROOT)}}}" in DEMO.read_text()
+    report = json.loads((student / "distill_report.json").read_text())
+    assert report["teacher_run"] == str((teacher / "config.yml").relative_to(ROOT))
+    defaults = DistillOptions(teacher=teacher, output_dir=student)  # validated and completed on creation
+    assert {k: report["options"][k] for k in defaults.capture_fingerprint()} == json.loads(
+        json.dumps(defaults.capture_fingerprint())
+    )
+    (checkpoint,) = (student / "nerfstudio_models").glob("step-*.ckpt")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["pipeline"]
+    assert any(key.endswith(".projections") for key in state), "the student holds no EUGen layer"
