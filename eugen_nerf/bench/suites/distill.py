@@ -158,7 +158,7 @@ def plot(report: dict, summary: dict, path: Path, variants: dict | None = None) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    others = {k: v for k, v in (variants or {}).items()}
+    others = variants or {}
     fig, axes = plt.subplots(1, 3 if len(others) > 1 else 2, figsize=(15 if len(others) > 1 else 10, 3.8))
     left, right = axes[0], axes[1]
     stages = {k: v for k, v in report["seconds"].items() if k != "evaluate"}
