@@ -434,6 +434,23 @@ def test_view_dependence_is_small_on_a_lambertian_scene_and_grows_with_view_depe
     assert colour_spread(shifted, stride=4)["mean_spread"] > lambertian["mean_spread"] + 0.05
 
 
+def test_measure_without_view_dependence_reads_every_generated_kind(tmp_path) -> None:
+    """Object, unbounded, photo capture and RGB-D room: each record gives its size, frames and noise floor."""
+    from eugen_nerf.scenes.blender.measure import measure_scene
+
+    expected = {
+        "shiny128": ("object", {"resolution": 128}),
+        "garden128": ("unbounded", {"resolution": 128}),
+        "garden_photos": ("photo-capture", {"width": 224, "height": 168, "frames": 100}),
+        "room_rgbd": ("rgbd-room", {"width": 160, "height": 120, "frames": 100}),
+    }
+    for name, (kind, size) in expected.items():
+        result = measure_scene(SHIPPED_SCENES_DIR / name, tmp_path, view_dependence=False)
+        assert result["kind"] == kind and "view_dependence" not in result
+        assert {k: result[k] for k in size} == size
+        assert len(result["content_sha256"]) == 64 and result["noise_floor"]["psnr"] >= 35.0
+
+
 def test_our_default_dataparser_reads_a_nerf_synthetic_folder_as_blender_data_does() -> None:
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 

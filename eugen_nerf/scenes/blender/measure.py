@@ -18,8 +18,9 @@ import imageio.v3 as iio
 import numpy as np
 import tyro
 
-from eugen_nerf.scenes.blender.generate import read_scene_json, rerender
+from eugen_nerf.scenes.blender.generate import rerender
 from eugen_nerf.scenes.depth import read_depth
+from eugen_nerf.scenes.photo_capture import check_photo_capture
 from eugen_nerf.scenes.validate import SPLITS, clean, validate_any
 from eugen_nerf.scenes.view_dependence import View, colour_spread
 
@@ -98,23 +99,52 @@ def content_hash(root: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def measure_scene(root: Path, cache: Path, quiet: bool = True) -> dict[str, Any]:
-    validate_any(root)
-    record = read_scene_json(root)
+def generated_record(root: Path) -> dict[str, Any] | None:
+    """What the scene.json of a scene made by ``eugen-scenes`` (Blender objects and garden, photo capture,
+    RGB-D room) says about it: kind, size, frames, Blender, samples and what generation measured."""
+    try:
+        record = json.loads((root / "scene.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or "measured" not in record or "kind" not in record:
+        return None
+    render = record.get("render", {})
+    if "resolution" in record:
+        size = {"resolution": record["resolution"], "views": record["views"]}
+    else:
+        if "width" not in record and (root / "transforms.json").is_file():  # the RGB-D room keeps it there
+            meta = json.loads((root / "transforms.json").read_text())
+            record = {**record, "width": meta.get("w"), "height": meta.get("h")}
+        size = {
+            "width": record.get("width", render.get("width")),
+            "height": record.get("height", render.get("height")),
+            "frames": record.get("frames", record.get("walk", {}).get("num_frames")),
+        }
+    return {
+        "kind": record["kind"],
+        **size,
+        "blender": record.get("blender"),
+        "samples": render.get("samples"),
+        **record["measured"],
+    }
+
+
+def measure_scene(
+    root: Path, cache: Path, quiet: bool = True, view_dependence: bool = True
+) -> dict[str, Any]:
+    """``root``'s content hash and generation record; with ``view_dependence``, also the spread of a surface
+    point's colour across views (object scenes and scenes with depth and masks)."""
+    check_photo_capture(root) or validate_any(root)
     sha, size = content_hash(root)
     result: dict[str, Any] = {"scene": str(root), "content_sha256": sha, "bytes": size}
+    record = generated_record(root)
     if record is not None:
-        result.update(
-            kind=record["kind"],
-            resolution=record["resolution"],
-            views=record["views"],
-            blender=record["blender"],
-            samples=record["render"]["samples"],
-            **record["measured"],
-        )
-        if record["kind"] != "object":
+        result.update(record)
+        if record["kind"] != "object" or not view_dependence:
             return result
         views = views_of_blender_scene(root, cache / root.name, quiet)
+    elif not view_dependence:
+        return result
     else:
         views = views_of_nerfstudio_scene(root)
     result["view_dependence"] = {
@@ -134,9 +164,15 @@ class Measure:
     """JSON file to write."""
     cache: Path = Path(".cache/scene-depth")
     """Where rendered depth maps of Blender object scenes are kept between runs."""
+    view_dependence: bool = True
+    """Measure view dependence (renders each object view's depth once); off, only what scene.json recorded
+    and the content hash (any scene eugen-scenes generates, at any size)."""
 
     def main(self) -> None:
-        results = [measure_scene(Path(root), self.cache) for root in self.scenes]
+        results = [
+            measure_scene(Path(root), self.cache, view_dependence=self.view_dependence)
+            for root in self.scenes
+        ]
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.output.write_text(json.dumps({"scenes": results}, indent=2) + "\n")
         for result in results:
