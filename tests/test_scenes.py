@@ -184,3 +184,36 @@ def test_shipped_scene_regenerates_byte_for_byte(tmp_path: Path) -> None:
         new, old = (iio.imread(tree[name]).astype(int) for tree in (fresh, expected))
         assert new.shape == old.shape and np.abs(new - old).max() <= 1, name
         assert (new != old).mean() <= 1e-3, name
+
+
+def test_contact_sheet_puts_several_scenes_of_different_sizes_on_one_sheet(tmp_path: Path) -> None:
+    from eugen_nerf.scenes.contact_sheet import contact_sheet, scene_images
+
+    scenes = [SHIPPED_SCENES_DIR / n for n in ("shiny128", "garden_photos", "room_rgbd")]
+    assert len(scene_images(scenes[1])) == 100  # a photo capture: its images/, no transforms
+    sheet = iio.imread(contact_sheet(scenes, tmp_path / "sheet.png", count=2, columns=3, gap=2, size=64))
+    assert sheet.shape == (
+        2 * 64 + 2,
+        3 * 64 + 2 * 2,
+        3,
+    )  # 6 views in 64 x 64 cells (landscape views centred)
+    assert sheet[:64, 66:130].std() > 0.05  # the second cell holds a picture, not white
+    assert (sheet[65, :] == 255).all()  # the gap between the rows stays white
+
+
+def test_contact_sheet_refuses_a_size_out_of_range(tmp_path: Path, monkeypatch, capsys) -> None:
+    output = tmp_path / "x.png"
+    argv = [
+        "eugen-scenes",
+        "sheet",
+        str(SHIPPED_SCENES_DIR / "shiny128"),
+        "--output",
+        str(output),
+        "--size",
+        "2",
+    ]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit):
+        entrypoint()
+    captured = capsys.readouterr()
+    assert "--size must be 8 to 4096" in captured.out + captured.err and not output.exists()

@@ -16,7 +16,7 @@ import tyro
 from rich.console import Console
 from rich.table import Table
 
-from eugen_nerf.inputs.errors import one_line_errors
+from eugen_nerf.inputs.errors import InputError, one_line_errors
 from eugen_nerf.scenes.appearance import PHOTOS
 from eugen_nerf.scenes.blender.check import check_blender_scene
 from eugen_nerf.scenes.blender.generate import BlenderSceneConfig, generate_blender_scene
@@ -95,19 +95,29 @@ class Colmap(ColmapConfig):
 
 @dataclass
 class Sheet:
-    """Write a contact sheet (a grid of a scene's views, spread over its splits) as one PNG."""
+    """Write a contact sheet (a grid of a scene's views, spread over its splits) as one PNG; several scenes
+    go into one sheet, scene after scene."""
 
-    scene: tyro.conf.Positional[Path]
-    """Scene folder (nerfstudio-data or NeRF-Synthetic format)."""
+    scenes: tyro.conf.Positional[tuple[Path, ...]]
+    """Scene folders (nerfstudio-data or NeRF-Synthetic format, or a photo capture)."""
     output: Path
     """PNG file to write."""
     count: int = 12
-    """How many views."""
+    """How many views of each scene."""
     columns: int = 6
+    """Views a row."""
+    size: int | None = None
+    """Resize every view to this width in pixels (scenes of different sizes need it)."""
 
     def main(self) -> None:
-        validate_any(self.scene)
-        CONSOLE.print(f"wrote {contact_sheet(self.scene, self.output, self.count, self.columns)}")
+        if not self.scenes:
+            raise InputError("name at least one scene folder")
+        if self.size is not None and not 8 <= self.size <= 4096:
+            raise InputError(f"--size must be 8 to 4096 pixels, got {self.size}")
+        for scene in self.scenes:
+            check_photo_capture(scene) or validate_any(scene)
+        sheet = contact_sheet(self.scenes, self.output, self.count, self.columns, size=self.size)
+        CONSOLE.print(f"wrote {sheet}")
 
 
 @dataclass
