@@ -451,6 +451,17 @@ def test_measure_without_view_dependence_reads_every_generated_kind(tmp_path) ->
         assert len(result["content_sha256"]) == 64 and result["noise_floor"]["psnr"] >= 35.0
 
 
+def test_measure_rewrites_its_scenes_and_keeps_the_file_s_other_records(tmp_path) -> None:
+    from eugen_nerf.scenes.blender.measure import Measure
+
+    output = tmp_path / "scenes.json"
+    output.write_text(json.dumps({"scenes": [{"scene": "old"}], "regenerated": {"psnr": 99.0}}))
+    Measure((SHIPPED_SCENES_DIR / "room_rgbd",), output=output, view_dependence=False).main()
+    report = json.loads(output.read_text())
+    assert report["regenerated"] == {"psnr": 99.0}
+    assert [r["scene"] for r in report["scenes"]] == [str(SHIPPED_SCENES_DIR / "room_rgbd")]
+
+
 def test_our_default_dataparser_reads_a_nerf_synthetic_folder_as_blender_data_does() -> None:
     from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 

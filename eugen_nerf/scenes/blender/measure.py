@@ -174,7 +174,12 @@ class Measure:
             for root in self.scenes
         ]
         self.output.parent.mkdir(parents=True, exist_ok=True)
-        self.output.write_text(json.dumps({"scenes": results}, indent=2) + "\n")
+        try:  # other records kept in the file (a regeneration check, say) stay
+            report = json.loads(self.output.read_text())
+        except (OSError, ValueError):
+            report = {}
+        report = {**(report if isinstance(report, dict) else {}), "scenes": results}
+        self.output.write_text(json.dumps(report, indent=2) + "\n")
         for result in results:
             spread = result.get("view_dependence", {}).get("mean_spread")
             floor = result.get("noise_floor", {}).get("psnr")
