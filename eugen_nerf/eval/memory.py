@@ -12,7 +12,13 @@ the run, then measures only the render of one test view:
   being recycled from memory that loading left behind.
 
 No warm-up render runs first: a warm-up's freed buffers would be reused and hide what a render needs.
-``python -m eugen_nerf.eval.memory CONFIG [--view N]`` is the child process; it prints one JSON line.
+
+The model is a trained run (its ``config.yml``), or, with ``scene``, a method's configuration saved as YAML
+and built with its initial weights on that scene (what a render costs depends on the model's shapes, not its
+weights; the ``inference`` benchmark measures every head this way). ``size`` renders the test view at that
+width in pixels, its intrinsics rescaled (:func:`view_at_size`).
+``python -m eugen_nerf.eval.memory CONFIG [--view N] [--size PX] [--scene DIR] [--device D]`` is the child
+process; it prints one JSON line.
 """
 
 from __future__ import annotations
@@ -57,20 +63,60 @@ def _without_lpips() -> None:
     torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = _NoLPIPS
 
 
-def measure_in_this_process(config_path: Path, view: int = 0) -> dict[str, object]:
-    """Load the run at ``config_path`` and measure the render of test view ``view`` (call in a fresh process)."""
+def view_at_size(cameras, view: int, size: int | None = None):
+    """Camera ``view`` of ``cameras`` as a one-camera batch; with ``size``, its intrinsics rescaled
+    (``Cameras.rescale_output_resolution``) so that it renders ``size`` pixels wide, the aspect kept."""
+    camera = cameras[view : view + 1]
+    if size is not None:
+        if size < 1:
+            raise ValueError(f"a render size must be at least 1 pixel, got {size}")
+        camera.rescale_output_resolution(size / int(camera.width.flatten()[0]), scale_rounding_mode="round")
+    return camera
+
+
+def build_untrained(config, scene: Path, device: torch.device | str = "cpu", seed: int = 0):
+    """The model of the method configuration ``config`` with its initial weights (``seed``), set up on
+    ``scene``'s scene box in eval mode, and the scene's test cameras."""
+    from eugen_nerf.scenes import dataparser_config
+
+    outputs = dataparser_config(data=Path(scene)).setup().get_dataparser_outputs("test")
+    torch.manual_seed(seed)
+    model = config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={})
+    return model.to(device).eval(), outputs.cameras.to(device)
+
+
+def measure_in_this_process(
+    config_path: Path,
+    view: int = 0,
+    *,
+    size: int | None = None,
+    scene: Path | None = None,
+    device: str | None = None,
+) -> dict[str, object]:
+    """Load the run at ``config_path`` (or, with ``scene``, build the method configuration at ``config_path``
+    with its initial weights on ``scene``) and measure the render of test view ``view``, ``size`` pixels wide
+    when given (call in a fresh process)."""
     import gc
 
     _without_lpips()  # before the run loader imports any model that binds the class
-    from eugen_nerf.eval.runs import EvalInputError, final_rgb, load_run
+    from eugen_nerf.eval.runs import EvalInputError, final_rgb, load_run, read_config
 
-    run = load_run(config_path)
-    dataset = run.pipeline.datamanager.eval_dataset
-    if not 0 <= view < len(dataset):
-        raise EvalInputError(f"{config_path}: test view {view} does not exist ({len(dataset)} test views)")
-    camera = dataset.cameras[view : view + 1].to(run.pipeline.device)
-    model = run.pipeline.model.eval()
-    device = run.pipeline.device
+    if scene is None:
+        run = load_run(config_path, device=device)
+        cameras, model, device = (
+            run.pipeline.datamanager.eval_dataset.cameras,
+            run.pipeline.model,
+            run.pipeline.device,
+        )
+    else:
+        if not Path(scene).is_dir():
+            raise EvalInputError(f"{scene}: the scene folder does not exist")
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model, cameras = build_untrained(read_config(Path(config_path), check_scene=False), scene, device)
+    if not 0 <= view < len(cameras):
+        raise EvalInputError(f"{config_path}: test view {view} does not exist ({len(cameras)} test views)")
+    camera = view_at_size(cameras, view, size).to(device)
+    model = model.eval()
     gc.collect()
     on_cuda = device.type == "cuda"
     memory = PeakMemory(device)
@@ -86,12 +132,28 @@ def measure_in_this_process(config_path: Path, view: int = 0) -> dict[str, objec
     if not bool(torch.isfinite(rgb).all()):
         raise EvalInputError(f"{config_path}: the render of test view {view} is not finite")
     kind = "cuda_allocated_delta" if on_cuda else "rss_delta_fresh_process"
-    return {"render_memory_bytes": max(int(peak - before), 0), "render_memory_kind": kind}
+    return {
+        "render_memory_bytes": max(int(peak - before), 0),
+        "render_memory_kind": kind,
+        "resolution": list(rgb.shape[:2]),
+    }
 
 
-def render_memory(config_path: Path, view: int = 0, timeout: float = 1800) -> dict[str, object]:
-    """Measure the render memory of the run at ``config_path`` in a fresh Python process (see the module)."""
+def render_memory(
+    config_path: Path,
+    view: int = 0,
+    timeout: float = 1800,
+    *,
+    size: int | None = None,
+    scene: Path | None = None,
+    device: str | None = None,
+) -> dict[str, object]:
+    """Measure the render memory of the run at ``config_path`` (or, with ``scene``, of the method configuration
+    at ``config_path`` with its initial weights) in a fresh Python process (see the module)."""
     command = [sys.executable, "-m", "eugen_nerf.eval.memory", str(config_path), "--view", str(view)]
+    command += ["--size", str(size)] if size is not None else []
+    command += ["--scene", str(scene)] if scene is not None else []
+    command += ["--device", device] if device is not None else []
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **_ENV}, check=False
     )
@@ -110,9 +172,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("config", type=Path)
     parser.add_argument("--view", type=int, default=0)
+    parser.add_argument("--size", type=int, default=None, help="render the view this many pixels wide")
+    parser.add_argument("--scene", type=Path, default=None, help="build CONFIG untrained on this scene")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     args = parser.parse_args(argv)
     with one_line_errors("eugen_nerf.eval.memory", code=1):
-        print(json.dumps(measure_in_this_process(args.config, args.view)))
+        result = measure_in_this_process(
+            args.config, args.view, size=args.size, scene=args.scene, device=args.device
+        )
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,51 +1,69 @@
-"""Inference speed of every head: dense vs EUGen unfused vs EUGen fused (eager and compiled) vs the
-dense twin narrowed to the EUGen parameter count, measured side by side in one process.
+"""Inference of every head at realistic resolutions: field points/s, render FPS and render memory, dense vs
+EUGen fused vs EUGen unfused vs the dense twin narrowed to EUGen's parameter count.
 
-For each method family the models are built from the registered method configs (the small
-CPU sizes, or ``--full-size``) with their initial weights: speed does not depend on the weights, and
-quality against the dense twin is what the ``nerf`` suite (:mod:`eugen_nerf.bench.suites.methods`) measures on trained runs. Here the
-fused form is checked to render the same image as the unfused one (``max_abs_rgb_diff_fused``).
+Every head with an EUGen twin is measured (NeRF, Zip-NeRF, the nerfacto-style head, SIREN; the iSDF head's
+speed is the ``isdf`` suite's: its field is an SDF, not a radiance field). The models are built from the
+registered method configurations (the small CPU sizes, or ``--full-size``) with their initial weights: the
+cost of a render is the model's shapes and sample counts, not its weights, and quality against the dense
+twin is what the training suites measure. The fused form is checked to render the same image as the unfused
+one (``max_abs_rgb_diff_fused``).
 
-Per variant: field points per second (``Field.forward`` on random points, as in ``eugen-eval``), render
-FPS on the scene's test cameras, MLP multiply-accumulates per point, and the measured speedup divided
-by the MAC ratio. Variants alternate inside every repeat (``benchmark_interleaved``), so load from
-other processes hits them alike. Writes the JSON report given by ``--out`` (merged with the heads measured
-before) and its plot beside it. The iSDF head's inference speed is measured by the ``isdf`` suite (its field
-is an SDF, not a radiance field).
+Per head and variant:
 
-    eugen-bench inference                                           # nerf, nerfacto, siren
-    python -m eugen_nerf.bench.suites.inference --compile           # also the torch.compile'd fused form
+* field points per second (``Field.forward`` on random points, as in ``eugen-eval``) and MLP
+  multiply-accumulates per point;
+* render FPS of the scene's test views at every ``--sizes`` width (the cameras' intrinsics rescaled with
+  ``Cameras.rescale_output_resolution``), whole views rendered;
+* render FPS at ``--extrapolate-size`` **extrapolated** from timed ray batches (``--rows`` rows through the
+  middle of the view at that size): seconds per ray times the view's pixels. Each measured size also records
+  what the ray batches predict for it, so the extrapolation can be judged;
+* render memory of one test view at every measured size, each model in a fresh process
+  (:func:`eugen_nerf.eval.memory.render_memory`: the resident set's growth on the CPU, the CUDA allocator's on
+  CUDA), and its ratio to the dense twin's.
+
+Timings are side by side: the variants alternate inside every repeat (``benchmark_interleaved``), so load from
+other processes hits them alike; every timed output is checked finite, and a report holding a non-finite
+figure is refused. The report is written after every measurement and a rerun with the same setting continues
+where it stopped (heads measured with another setting are measured again). The smaller size is measured for
+every head before the larger one, so an interrupted run still covers every head.
+
+    eugen-bench inference
+    python -m eugen_nerf.bench.suites.inference --scene scenes/shiny128 --sizes 200 400
 """
 
 from __future__ import annotations
 
 import copy
-import platform
-from dataclasses import dataclass, field
+import math
+import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import torch
 import tyro
+import yaml
 
 from eugen_nerf.bench.merge import write_report
+from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.suites.methods import variants  # the EUGen / dense / narrowed configs of each family
 from eugen_nerf.eval.field_speed import find_field, random_ray_samples
+from eugen_nerf.eval.memory import build_untrained, render_memory, view_at_size
+from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.eval.size import count_parameters
-from eugen_nerf.eval.timing import benchmark_interleaved
+from eugen_nerf.eval.timing import NonFiniteOutput, benchmark_interleaved, check_finite
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP
-from eugen_nerf.scenes import dataparser_config
 
-GOALS = {"field_speedup": 2.0, "render_speedup": 1.5, "speedup_over_mac_ratio": 0.8}
-
-
-def build(config, scene: Path, device: str):
-    """The model of ``config`` with its initial weights, and the scene's test cameras."""
-    outputs = dataparser_config(data=scene).setup().get_dataparser_outputs("test")
-    model = config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={})
-    return model.to(device).eval(), outputs.cameras.to(device)
+FAMILIES = ("nerf", "zipnerf", "nerfacto", "siren")
+MEMORY_ORDER = ("dense", "eugen_fused", "eugen_unfused", "narrowed_dense")
+LABELS = {"nerf": "NeRF", "zipnerf": "Zip-NeRF", "nerfacto": "nerfacto-style", "siren": "SIREN"}
+RENDER_GOALS = {"nerf": 1.5, "zipnerf": 1.25, "nerfacto": 1.5, "siren": 1.5}
+"""EUGen fused render FPS over the dense twin's, per head, at the largest measured size."""
+GOALS = {"render_speedup": RENDER_GOALS, "render_memory_ratio": 0.8, "field_speedup": 2.0}
+"""``render_memory_ratio``: EUGen fused render memory over the dense twin's, at most (the paper: up to 30%
+less); ``field_speedup``: EUGen fused field points/s over the dense twin's, at least."""
 
 
 def eugen_mlps(model: torch.nn.Module) -> list[EUGenMLP]:
@@ -61,7 +79,7 @@ def mlp_macs(model: torch.nn.Module, fused: bool) -> int:
 
 
 class Variant:
-    """A model with a fixed inference mode: calling ``field``/``render`` switches it into that mode first."""
+    """A model with a fixed inference mode: each call switches it into that mode first."""
 
     def __init__(self, model, fused: bool, compiled: bool = False) -> None:
         self.model, self.fused, self.compiled = model, fused, compiled
@@ -74,9 +92,15 @@ class Variant:
         self._mode()
         return find_field(self.model)[1](samples)
 
-    def render(self, cameras):
+    def render(self, camera) -> torch.Tensor:
+        """One whole view (a one-camera batch)."""
         self._mode()
-        return self.model.get_outputs_for_camera(cameras)["rgb"]
+        return final_rgb(self.model.get_outputs_for_camera(camera))
+
+    def rays(self, bundle) -> torch.Tensor:
+        """A ``(rows, width)`` ray bundle, rendered as a view is (in the model's eval chunks)."""
+        self._mode()
+        return final_rgb(self.model.get_outputs_for_camera_ray_bundle(bundle))
 
 
 def family_configs(family: str, full_size: bool) -> dict[str, object]:
@@ -85,6 +109,7 @@ def family_configs(family: str, full_size: bool) -> dict[str, object]:
         from eugen_nerf.methods import siren
 
         configs = {"eugen": siren.eugen_siren.config, "dense": siren.dense_siren.config}
+        configs = {name: copy.deepcopy(config) for name, config in configs.items()}
         if not full_size:
             for config in configs.values():
                 config.pipeline.model.num_coarse_samples = config.pipeline.model.num_importance_samples = 32
@@ -97,90 +122,192 @@ def family_configs(family: str, full_size: bool) -> dict[str, object]:
     }
 
 
-def bench_family(family: str, scene: Path, device: str, args) -> dict[str, object]:
-    configs = family_configs(family, args.full_size)
-    torch.manual_seed(0)
-    eugen_model, cameras = build(configs["eugen"], scene, device)
-    models = {
-        "dense": build(configs["dense"], scene, device)[0],
-        "eugen_unfused": eugen_model,
-        "eugen_fused": eugen_model,
-    }
-    runners = {
-        "dense": Variant(models["dense"], fused=True),
-        "eugen_unfused": Variant(eugen_model, fused=False),
-        "eugen_fused": Variant(eugen_model, fused=True),
-    }
+def variant_configs(family: str, full_size: bool) -> dict[str, object]:
+    """The configuration each measured variant is built from; ``eugen_unfused`` is EUGen's with fused
+    inference off (what a fresh process renders with)."""
+    configs = family_configs(family, full_size)
+    unfused = copy.deepcopy(configs["eugen"])
+    unfused.pipeline.model.eugen.fused_inference = False
+    out = {"dense": configs["dense"], "eugen_fused": configs["eugen"], "eugen_unfused": unfused}
     if "narrowed_dense" in configs:
-        models["narrowed_dense"] = build(configs["narrowed_dense"], scene, device)[0]
-        runners["narrowed_dense"] = Variant(models["narrowed_dense"], fused=True)
-    if args.compile:
-        compiled_model = copy.deepcopy(eugen_model)
-        models["eugen_fused_compiled"] = compiled_model
-        runners["eugen_fused_compiled"] = Variant(compiled_model, fused=True, compiled=True)
+        out["narrowed_dense"] = configs["narrowed_dense"]
+    return out
 
-    samples = random_ray_samples(eugen_model.scene_box.aabb, args.points, torch.device(device))
-    views = cameras[: args.views]
+
+def extrapolate(seconds: float, rays: int, width: int, height: int) -> dict[str, object]:
+    """A whole view's render time from a timed batch of ``rays`` rays: seconds per ray times its pixels."""
+    if not (rays > 0 and width > 0 and height > 0 and math.isfinite(seconds) and seconds > 0):
+        raise NonFiniteOutput(f"cannot extrapolate from {seconds} s for {rays} rays to {width}x{height}")
+    per_ray = seconds / rays
+    return {
+        "kind": "extrapolated",
+        "rays_timed": rays,
+        "seconds_per_ray": per_ray,
+        "seconds": per_ray * width * height,
+        "fps": 1.0 / (per_ray * width * height),
+    }
+
+
+def refuse_non_finite(data: object, where: str = "report") -> None:
+    """Raise :class:`NonFiniteOutput` naming the first figure in ``data`` (nested dicts and lists) that is
+    inf or NaN: a report holding one is not written."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise NonFiniteOutput(f"{where} is {data}; the report is not written")
+    if isinstance(data, dict):
+        for key, value in data.items():
+            refuse_non_finite(value, f"{where}.{key}")
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            refuse_non_finite(value, f"{where}[{index}]")
+
+
+def middle_rows(camera, rows: int):
+    """``rows`` rows of rays through the middle of ``camera``'s view, as a ``(rows, width)`` bundle."""
+    from eugen_nerf.models.framing import quiet_camera_indexing
+
+    with quiet_camera_indexing():
+        bundle = camera.generate_rays(camera_indices=0, keep_shape=True)
+    height = bundle.shape[0]
+    top = max((height - rows) // 2, 0)
+    return bundle[top : top + rows]
+
+
+class Head:
+    """The variants of one head, built once per measurement, each run in its fixed inference mode."""
+
+    def __init__(self, family: str, args: BenchInference, device: str) -> None:
+        self.configs = variant_configs(family, args.full_size)
+        self.models = {}
+        self.runners = {}
+        for name, config in self.configs.items():
+            if name == "eugen_unfused":  # the same weights as the fused variant, run layer by layer
+                self.runners[name] = Variant(self.models["eugen_fused"], fused=False)
+                continue
+            self.models[name], self.cameras = build_untrained(config, args.scene, device)
+            self.runners[name] = Variant(self.models[name], fused=True)
+        if args.compile:
+            self.runners["eugen_fused_compiled"] = Variant(
+                copy.deepcopy(self.models["eugen_fused"]), fused=True, compiled=True
+            )
+
+
+def timed(runners: dict[str, Variant], call, device: str, warmup: int, repeats: int) -> dict[str, float]:
+    """Median seconds of ``call(runner)`` per variant, side by side; every timed output checked finite."""
+
+    def run(name: str, runner: Variant):
+        out = call(runner)
+        check_finite(out, name)
+        return out
+
     with torch.no_grad():
-        field_t = benchmark_interleaved(
-            {k: (lambda r=r: r.field(samples)) for k, r in runners.items()}, device, args.warmup, args.repeats
-        )
-        render_t = benchmark_interleaved(
-            {
-                k: (lambda r=r: [r.render(views[i : i + 1]) for i in range(len(views))])
-                for k, r in runners.items()
-            },
+        timings = benchmark_interleaved(
+            {name: (lambda n=name, r=runner: run(n, r)) for name, runner in runners.items()},
             device,
-            args.warmup,
-            args.repeats,
+            warmup,
+            repeats,
         )
-        fused_rgb = runners["eugen_fused"].render(views[0:1])
-        unfused_rgb = runners["eugen_unfused"].render(views[0:1])
+    return {name: timing.median for name, timing in timings.items()}
 
-    dense_macs = mlp_macs(models["dense"], fused=False)
+
+def measure_speed(family: str, args, device: str) -> dict[str, object]:
+    """Field points/s, MACs, parameters and the ray batches' seconds per ray at ``--extrapolate-size``."""
+    head = Head(family, args, device)
+    runners = head.runners
+    samples = random_ray_samples(head.models["eugen_fused"].scene_box.aabb, args.points, torch.device(device))
+    field_s = timed(runners, lambda r: r.field(samples), device, args.warmup, args.repeats)
+    camera = view_at_size(head.cameras, 0, args.extrapolate_size)
+    width, height = int(camera.width.flatten()[0]), int(camera.height.flatten()[0])
+    bundle = middle_rows(camera, args.rows)
+    rays_s = timed(runners, lambda r: r.rays(bundle), device, args.warmup, args.repeats)
+    with torch.no_grad():
+        view = view_at_size(head.cameras, 0, min(args.sizes))
+        diff = (
+            (runners["eugen_fused"].render(view) - runners["eugen_unfused"].render(view)).abs().max().item()
+        )
+    dense_macs = mlp_macs(head.models["dense"], fused=False)
     rows = {}
     for name, runner in runners.items():
         macs = mlp_macs(runner.model, fused=runner.fused)
-        field_speedup = field_t["dense"].median / field_t[name].median
+        speedup = field_s["dense"] / field_s[name]
+        extrapolated = extrapolate(rays_s[name], len(bundle), width, height)
         rows[name] = {
-            "field_points_per_second": args.points / field_t[name].median,
-            "render_fps": len(views) / render_t[name].median,
-            "field_speedup": field_speedup,
-            "render_speedup": render_t["dense"].median / render_t[name].median,
+            "field_points_per_second": args.points / field_s[name],
+            "field_speedup": speedup,
             "mlp_macs_per_point": macs,
             "mac_ratio": dense_macs / macs,
-            "field_speedup_over_mac_ratio": field_speedup / (dense_macs / macs),
+            "field_speedup_over_mac_ratio": speedup / (dense_macs / macs),
             "parameters": count_parameters(runner.model),
+            "render": {
+                str(args.extrapolate_size): {
+                    **extrapolated,
+                    "speedup": rays_s["dense"] / rays_s[name],
+                    "resolution": [height, width],
+                }
+            },
         }
-        print(
-            f"[{family}/{device}] {name:22s} field {rows[name]['field_speedup']:5.2f}x  "
-            f"render {rows[name]['render_speedup']:5.2f}x  MAC ratio {rows[name]['mac_ratio']:5.2f}x",
-            flush=True,
-        )
-    fused = rows["eugen_fused"]
     return {
-        "methods": {name: config.method_name for name, config in configs.items()},
-        "resolution": [int(views[0].height), int(views[0].width)],
-        "views": len(views),
-        "max_abs_rgb_diff_fused": (fused_rgb - unfused_rgb).abs().max().item(),
+        "methods": {name: config.method_name for name, config in head.configs.items()},
+        "max_abs_rgb_diff_fused": diff,
         "variants": rows,
-        "goals": {
-            "field_speedup": {
-                "goal": GOALS["field_speedup"],
-                "measured": fused["field_speedup"],
-                "met": fused["field_speedup"] >= GOALS["field_speedup"],
-            },
-            "render_speedup": {
-                "goal": GOALS["render_speedup"],
-                "measured": fused["render_speedup"],
-                "met": fused["render_speedup"] >= GOALS["render_speedup"],
-            },
-            "speedup_over_mac_ratio": {
-                "goal": GOALS["speedup_over_mac_ratio"],
-                "measured": fused["field_speedup_over_mac_ratio"],
-                "met": fused["field_speedup_over_mac_ratio"] >= GOALS["speedup_over_mac_ratio"],
-            },
-        },
+    }
+
+
+def measure_renders(family: str, size: int, args, device: str) -> dict[str, dict[str, object]]:
+    """Whole-view render FPS of ``--views`` test views ``size`` pixels wide, per variant (each variant warmed
+    up on an 8-pixel view: a whole view takes seconds, so ``--view-repeats`` is small)."""
+    head = Head(family, args, device)
+    views = [view_at_size(head.cameras, i, size) for i in range(min(args.views, len(head.cameras)))]
+    small = view_at_size(head.cameras, 0, 8)
+    timed(head.runners, lambda r: r.render(small), device, 0, args.warmup)
+    seconds = timed(head.runners, lambda r: [r.render(view) for view in views], device, 0, args.view_repeats)
+    height = int(views[0].height.flatten()[0])
+    return {
+        name: {
+            "kind": "measured",
+            "views": len(views),
+            "resolution": [height, size],
+            "seconds": s / len(views),
+            "fps": len(views) / s,
+            "speedup": seconds["dense"] / s,
+        }
+        for name, s in seconds.items()
+    }
+
+
+def measure_memory(config, args, size: int, device: str) -> dict[str, object]:
+    """Render memory of test view 0, ``size`` pixels wide, of ``config`` built untrained, in a fresh process."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.yml"
+        path.write_text(yaml.dump(config))
+        return render_memory(path, 0, size=size, scene=args.scene, device=device)
+
+
+def summarise(family: str, entry: dict, args) -> dict[str, object]:
+    """The head's goals, read at the largest size measured so far (``None`` while nothing is)."""
+    fused, dense = entry["variants"]["eugen_fused"], entry["variants"]["dense"]
+    rendered = [s for s in args.sizes if str(s) in fused.get("render", {})]
+    remembered = [
+        s for s in args.sizes if str(s) in fused.get("memory", {}) and str(s) in dense.get("memory", {})
+    ]
+    render = fused["render"][str(max(rendered))]["speedup"] if rendered else None
+    memory = fused["memory"][str(max(remembered))]["ratio_to_dense"] if remembered else None
+
+    def goal(value, target, at_least: bool, size=None):
+        met = None if value is None else (value >= target if at_least else value <= target)
+        return {"goal": target, "measured": value, "met": met, **({"size": size} if size else {})}
+
+    return {
+        "render_speedup": goal(render, RENDER_GOALS[family], True, max(rendered) if rendered else None),
+        "render_speedup_extrapolated": goal(
+            fused["render"][str(args.extrapolate_size)]["speedup"],
+            RENDER_GOALS[family],
+            True,
+            args.extrapolate_size,
+        ),
+        "render_memory_ratio": goal(
+            memory, GOALS["render_memory_ratio"], False, max(remembered) if remembered else None
+        ),
+        "field_speedup": goal(fused["field_speedup"], GOALS["field_speedup"], True),
     }
 
 
@@ -190,79 +317,221 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    entries = [
-        (f"{fam}\n{dev}", data) for dev, fams in report["devices"].items() for fam, data in fams.items()
+    setting = report["setting"]
+    sizes = [str(s) for s in setting["sizes"]]
+    extrapolated = str(setting["extrapolate_size"])
+    heads = [(dev, fam, data) for dev, fams in report["devices"].items() for fam, data in fams.items()]
+    names = list(dict.fromkeys(n for _, _, d in heads for n in d["variants"] if n != "dense"))
+    panels = [(("render", s), f"render FPS at {s} px / dense") for s in sizes]
+    panels += [
+        (("render", extrapolated), f"render FPS at {extrapolated} px / dense (extrapolated from ray batches)")
     ]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    names = list(dict.fromkeys(name for _, data in entries for name in data["variants"]))
-    width = 0.8 / len(names)
-    for ax, key, title in [
-        (axes[0], "field_speedup", "field points/s vs dense"),
-        (axes[1], "render_speedup", "render FPS vs dense"),
-    ]:
+    panels += [(("memory", s), f"render memory at {s} px / dense (fresh process)") for s in sizes]
+    columns = 2
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(13, 3.8 * rows), squeeze=False)
+    width = 0.8 / max(len(names), 1)
+    for ax, ((kind, size), title) in zip(axes.flat, panels):
         for j, name in enumerate(names):
+            values = []
+            for _, _, data in heads:
+                cell = data["variants"].get(name, {}).get(kind, {}).get(size)
+                values.append(
+                    (cell["speedup"] if kind == "render" else cell["ratio_to_dense"])
+                    if cell
+                    else float("nan")
+                )
+            xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(heads))]
             ax.bar(
-                [i + (j - (len(names) - 1) / 2) * width for i in range(len(entries))],
-                [data["variants"].get(name, {}).get(key, 0.0) for _, data in entries],
+                xs,
+                values,
                 width=width,
-                label=name,
+                label=name.replace("_", " "),
+                hatch="//" if size == extrapolated else None,
             )
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
-        ax.set_xticks(range(len(entries)), [label for label, _ in entries])
-        ax.set_title(title)
-        ax.set_ylabel("speedup over the dense twin")
-    axes[0].legend(fontsize=8)
+        if kind == "memory":
+            ax.axhline(
+                GOALS["render_memory_ratio"], color="r", linestyle=":", linewidth=1, label="goal (at most)"
+            )
+        else:
+            for i, (_, fam, _) in enumerate(heads):
+                ax.plot([i - 0.4, i + 0.4], [RENDER_GOALS[fam]] * 2, color="r", linestyle=":", linewidth=1)
+        ax.set_xticks(range(len(heads)), [f"{LABELS[fam]}\n{dev}" for dev, fam, _ in heads])
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel("EUGen or narrowed / dense")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(
+        f"{setting['scene']}, initial weights, {setting['threads']} thread(s); red dotted: goals", fontsize=10
+    )
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 @dataclass
 class BenchInference:
-    scene: Path = Path("scenes/bunny64")
-    """the scene whose test cameras are rendered."""
-    families: list[Literal["nerf", "nerfacto", "zipnerf", "siren"]] = field(
-        default_factory=lambda: ["nerf", "nerfacto", "siren"]
+    scene: Path = Path("scenes/shiny128")
+    """the scene whose test cameras are rendered (and whose scene box the models are set up on)."""
+    families: list[Literal["nerf", "zipnerf", "nerfacto", "siren"]] = field(
+        default_factory=lambda: list(FAMILIES)
     )
-    """method families (heads) to measure."""
+    """heads to measure."""
+    sizes: list[int] = field(default_factory=lambda: [200, 400])
+    """widths in pixels at which whole test views are rendered, timed and their memory measured."""
+    extrapolate_size: int = 800
+    """width whose render FPS is extrapolated from timed ray batches (seconds per ray times its pixels)."""
+    rows: int = 8
+    """rows of rays through the middle of the extrapolated view timed as one ray batch."""
     points: int = 16384
-    """field points per timed forward"""
-    views: int = 2
-    """test views per timed render"""
+    """field points per timed field forward."""
+    views: int = 1
+    """test views per timed render."""
     warmup: int = 1
     """untimed warm-up rounds before the timed repeats."""
-    repeats: int = 5
-    """timed repeats of every measurement (the median is reported)."""
+    repeats: int = 3
+    """timed repeats of the field and ray-batch measurements (the median is reported)."""
+    view_repeats: int = 1
+    """timed repeats of the whole-view renders (the median is reported)."""
+    memory_variants: list[Literal["dense", "eugen_fused", "eugen_unfused", "narrowed_dense"]] = field(
+        default_factory=lambda: list(MEMORY_ORDER)
+    )
+    """variants whose render memory is measured (each in a fresh process, at every size)."""
     compile: bool = False
-    """also time the torch.compile'd fused form"""
+    """also time the torch.compile'd fused form (its memory is not measured)."""
     full_size: bool = False
-    """the methods' default sizes, not the CPU ones"""
+    """the methods' default sizes, not the CPU ones."""
     out: Path = Path("benchmarks/inference/inference.json")
-    """the JSON written (merged with the heads measured before; the plot goes beside it as .png)."""
+    """the JSON written (with its plot beside it as .png); a rerun with the same setting continues it."""
+
+
+def tasks(args: BenchInference) -> list[tuple[str, int, str, str | None]]:
+    """``(task, size, head, variant)`` in the order measured, so that an interrupted run has the most to show:
+    at each size the renders of every head, then the render memory of dense and EUGen fused (the goal's
+    pair) of every head; the memory of the other variants after every size's."""
+    first = [name for name in args.memory_variants if name in ("dense", "eugen_fused")]
+    others = [name for name in args.memory_variants if name not in first]
+    out = []
+    for size in args.sizes:
+        out += [("render", size, family, None) for family in args.families]
+        out += [("memory", size, family, name) for name in first for family in args.families]
+    out += [("memory", s, f, name) for s in args.sizes for name in others for f in args.families]
+    return out
+
+
+def setting_of(args: BenchInference) -> dict[str, object]:
+    """What the figures depend on; a report made with another setting is measured again, not continued."""
+    keys = (
+        "sizes",
+        "extrapolate_size",
+        "rows",
+        "points",
+        "views",
+        "warmup",
+        "repeats",
+        "view_repeats",
+        "compile",
+        "full_size",
+    )
+    setting = {key: value for key, value in asdict(args).items() if key in keys}
+    return {"scene": str(args.scene), **setting, "threads": torch.get_num_threads()}
+
+
+def earlier_heads(path: Path, setting: dict) -> dict[str, dict]:
+    """The heads of the report at ``path`` measured with ``setting`` (per device), else nothing."""
+    import json
+
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if earlier.get("setting") != setting:
+        if earlier:
+            print(f"[inference] {path} was measured with another setting; measuring again", flush=True)
+        return {}
+    return earlier.get("devices", {})
 
 
 def main() -> None:
     args = tyro.cli(BenchInference, description=__doc__)
     if not args.families:
-        usage_error("eugen-bench inference", "--families needs at least one family")
+        usage_error("eugen-bench inference", "--families needs at least one head")
+    if not args.sizes or min(args.sizes) < 1 or args.extrapolate_size < 1 or args.rows < 1:
+        usage_error("eugen-bench inference", "--sizes, --extrapolate-size and --rows need positive values")
+    if not args.scene.is_dir():
+        usage_error(
+            "eugen-bench inference", f"the scene {args.scene} does not exist (make it with eugen-scenes)"
+        )
+    args.sizes = sorted(set(args.sizes))
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     command = command_line()
+    setting = setting_of(args)
+    results = earlier_heads(args.out, setting)
     report = {
+        "suite": "inference",
         "command": command,
-        "scene": str(args.scene),
+        "setting": setting,
         "size": "full" if args.full_size else "small-cpu",
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "machine": platform.processor() or platform.machine(),
         "goals": GOALS,
-        "devices": {
-            d: {f: {"command": command, **bench_family(f, args.scene, d, args)} for f in args.families}
-            for d in devices
-        },
+        "devices": results,
     }
-    # heads not run here stay as measured before, each with the command that measured it
-    report = write_report(args.out, report, [("devices", d) for d in ("cpu", "cuda")])
-    plot(report, args.out.with_suffix(".png"))
+
+    def save() -> None:
+        report["provenance"] = provenance(args.scene)
+        wanted = [(d, f) for d in devices for f in args.families]
+        report["complete"] = all(results.get(d, {}).get(f, {}).get("complete") for d, f in wanted)
+        refuse_non_finite(report)
+        write_report(args.out, report)
+        plot(report, args.out.with_suffix(".png"))
+
+    for device in devices:
+        heads = results.setdefault(device, {})
+        for family in args.families:  # the quick figures of every head first
+            entry = heads.get(family)
+            if entry is None or "variants" not in entry:
+                print(f"[inference/{device}] {family}: field points/s and ray batches", flush=True)
+                heads[family] = entry = {"command": command, **measure_speed(family, args, device)}
+                entry["goals"] = summarise(family, entry, args)
+                save()
+        for task, size, family, name in tasks(args):
+            entry = heads[family]
+            rows = entry["variants"]
+            if task == "render" and any(str(size) not in row["render"] for row in rows.values()):
+                print(f"[inference/{device}] {family}: whole views at {size} px", flush=True)
+                for variant, cell in measure_renders(family, size, args, device).items():
+                    rows[variant]["render"][str(size)] = cell
+                for row in rows.values():  # what the ray batches predict for this size
+                    per_ray = row["render"][str(args.extrapolate_size)]["seconds_per_ray"]
+                    cell = row["render"][str(size)]
+                    cell["fps_predicted_from_rays"] = 1.0 / (per_ray * cell["resolution"][0] * size)
+            elif task == "memory" and name in rows and str(size) not in rows[name].get("memory", {}):
+                print(f"[inference/{device}] {family}: render memory of {name} at {size} px", flush=True)
+                measured = measure_memory(variant_configs(family, args.full_size)[name], args, size, device)
+                rows[name].setdefault("memory", {})[str(size)] = {
+                    "bytes": measured["render_memory_bytes"],
+                    "kind": measured["render_memory_kind"],
+                    "resolution": measured["resolution"],
+                }
+                dense = rows["dense"].get("memory", {}).get(str(size))
+                for row in rows.values():  # ratios once the dense twin's is in
+                    cell = row.get("memory", {}).get(str(size))
+                    if cell and dense and dense["bytes"] > 0:
+                        cell["ratio_to_dense"] = cell["bytes"] / dense["bytes"]
+            else:
+                continue
+            entry["goals"] = summarise(family, entry, args)
+            entry["complete"] = all(
+                str(s) in row["render"] for s in args.sizes for row in rows.values()
+            ) and all(
+                str(s) in rows[n].get("memory", {})
+                for s in args.sizes
+                for n in args.memory_variants
+                if n in rows
+            )
+            save()
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 
 
