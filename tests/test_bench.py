@@ -184,10 +184,10 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
     ]
     result = run_bench("inference", "--scenes", str(tmp_path / "none"), *out)
     assert result.returncode == 2
-    missing = tmp_path / "none" / "bunny64"
+    missing = tmp_path / "none" / "shiny128"
     assert result.stdout.strip().splitlines() == [
         f"eugen-bench: error: suite 'inference' needs {missing}, which does not exist; "
-        + f"make it with: eugen-scenes render --output {missing}"
+        + f"make it with: eugen-scenes blender shiny --output {missing} --resolution 128 --views 24 4 8"
     ]
     import torch
 
