@@ -44,6 +44,10 @@ class EvaluationConfig:
     num_mesh_points: int = 20000
     thresholds: Sequence[float] = (0.02, 0.05)
     seed: int = 1234
+    crop_margin: float | None = None
+    """Score only the reconstructed mesh inside the ground-truth mesh's bounding box grown by this much (None:
+    all of the marching-cubes box). In a room no ray reaches behind the walls, so the field there is
+    unconstrained and its surfaces would swamp Chamfer and F-score."""
 
 
 class GroundTruth:
@@ -105,7 +109,14 @@ def evaluate_sdf(
 def evaluate_mesh(
     mesh: o3d.geometry.TriangleMesh, ground_truth: GroundTruth, config: EvaluationConfig
 ) -> dict[str, float]:
-    """Chamfer distance and F-scores of a reconstructed mesh against the ground-truth mesh."""
+    """Chamfer distance and F-scores of a reconstructed mesh against the ground-truth mesh (the reconstruction
+    cropped to the ground truth's box with ``crop_margin`` when set)."""
+    if config.crop_margin is not None:
+        box = ground_truth.mesh.get_axis_aligned_bounding_box()
+        margin = np.full(3, config.crop_margin)
+        mesh = mesh.crop(o3d.geometry.AxisAlignedBoundingBox(box.min_bound - margin, box.max_bound + margin))
+        if len(mesh.triangles) == 0:
+            raise ValueError("the reconstructed mesh has no triangle inside the ground truth's box")
     predicted = sample_surface(mesh, config.num_mesh_points, config.seed)
     truth = sample_surface(ground_truth.mesh, config.num_mesh_points, config.seed + 1)
     chamfer, f_scores = chamfer_and_f_scores(predicted, truth, config.thresholds)

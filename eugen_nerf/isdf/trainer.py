@@ -5,6 +5,11 @@ frames it cannot keep up with), the trainer first decides whether the frame beco
 current map explain it?), then runs ``steps_per_frame`` optimisation steps on a window made of that frame
 and keyframes drawn by loss.
 
+After the stream, :meth:`StreamingTrainer.settle` keeps optimising as a live system does while the camera
+rests on its last frame: the same windows (that frame and keyframes drawn by loss), no new frame. The whole
+state (field, optimiser, keyframe buffer, random generator) round-trips through :meth:`state_dict`, so a
+long run continues where it stopped.
+
 Simplifications against iSDF (documented in the README): a fixed number of steps per frame instead of
 wall-clock-driven training, uniform pixel sampling instead of loss-weighted pixel sampling, and no colour.
 """
@@ -86,6 +91,8 @@ class StreamingTrainer:
         self.buffer = KeyframeBuffer(config.keyframes)
         self.generator = torch.Generator().manual_seed(config.seed)
         self.steps_done = 0
+        self.latest: int | None = None
+        """The last frame that arrived (``None`` before the stream)."""
 
     def rays(self, indices: Sequence[int]) -> RayBatch:
         rays = frame_rays(
@@ -125,6 +132,43 @@ class StreamingTrainer:
         sdf = self.field(surface)[..., 0]
         return float((sdf.abs() < self.config.keyframes.surface_threshold).float().mean())
 
+    def train_on_window(self, steps: int) -> list[float]:
+        """``steps`` steps, each on a window of the latest frame and keyframes drawn by loss; mean losses."""
+        losses = []
+        for _ in range(steps):
+            window = self.buffer.window(self.latest, self.generator)
+            per_frame = self.step(window)
+            self.buffer.update(window, per_frame.tolist())
+            losses.append(float(per_frame.mean()))
+        return losses
+
+    def settle(self, steps: int) -> list[float]:
+        """``steps`` more steps after the stream, the camera resting on the last frame; mean losses."""
+        if self.latest is None:
+            raise RuntimeError("settle() continues a stream: call run() first")
+        return self.train_on_window(steps)
+
+    def state_dict(self) -> dict:
+        """Everything a continued run needs: field, optimiser, keyframes and their losses, generator, steps."""
+        return {
+            "field": self.field.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "keyframes": list(self.buffer.keyframes),
+            "keyframe_losses": {str(k): v for k, v in self.buffer.losses.items()},
+            "generator": self.generator.get_state(),
+            "steps_done": self.steps_done,
+            "latest": self.latest,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.field.load_state_dict(state["field"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.buffer.keyframes = list(state["keyframes"])
+        self.buffer.losses = {int(k): float(v) for k, v in state["keyframe_losses"].items()}
+        self.generator.set_state(state["generator"])
+        self.steps_done = int(state["steps_done"])
+        self.latest = state["latest"]
+
     def run(self, progress: bool = True) -> TrainingLog:
         """Consume the stream in order; returns the log (losses, keyframes, training seconds)."""
         log = TrainingLog()
@@ -136,11 +180,8 @@ class StreamingTrainer:
             for position in range(0, len(self.frames), self.config.frame_stride):
                 # As in iSDF, the arriving frame is judged by the map before the map trains on it.
                 self.buffer.consider(position, self.explained_fraction(position))
-                for _ in range(self.config.steps_per_frame):
-                    window = self.buffer.window(position, self.generator)
-                    per_frame = self.step(window)
-                    self.buffer.update(window, per_frame.tolist())
-                    log.losses.append(float(per_frame.mean()))
+                self.latest = position
+                log.losses.extend(self.train_on_window(self.config.steps_per_frame))
                 bar.advance(task)
         synchronize(self.device)
         log.train_seconds = time.perf_counter() - start
