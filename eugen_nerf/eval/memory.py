@@ -159,7 +159,8 @@ def render_memory(
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        said = [line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
+        reason = (said or ["no output"])[-1].strip()  # one-line errors go to stdout, tracebacks to stderr
         raise RuntimeError(f"render memory of {config_path}: the measuring process failed: {reason}")
     return json.loads(lines[-1])
 

@@ -34,6 +34,7 @@ every head before the larger one, so an interrupted run still covers every head.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,7 @@ import torch
 import tyro
 import yaml
 
+from eugen_nerf.bench.index import load
 from eugen_nerf.bench.merge import write_report
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
@@ -258,7 +260,8 @@ def measure_renders(family: str, size: int, args, device: str) -> dict[str, dict
     head = Head(family, args, device)
     views = [view_at_size(head.cameras, i, size) for i in range(min(args.views, len(head.cameras)))]
     small = view_at_size(head.cameras, 0, 8)
-    timed(head.runners, lambda r: r.render(small), device, 0, args.warmup)
+    if args.warmup:
+        timed(head.runners, lambda r: r.render(small), device, 0, args.warmup)
     seconds = timed(head.runners, lambda r: [r.render(view) for view in views], device, 0, args.view_repeats)
     height = int(views[0].height.flatten()[0])
     return {
@@ -405,6 +408,8 @@ class BenchInference:
     """the methods' default sizes, not the CPU ones."""
     out: Path = Path("benchmarks/inference/inference.json")
     """the JSON written (with its plot beside it as .png); a rerun with the same setting continues it."""
+    report_only: bool = False
+    """measure nothing: rewrite the report's derived figures and its plot from the measurements in --out."""
 
 
 def tasks(args: BenchInference) -> list[tuple[str, int, str, str | None]]:
@@ -441,8 +446,6 @@ def setting_of(args: BenchInference) -> dict[str, object]:
 
 def earlier_heads(path: Path, setting: dict) -> dict[str, dict]:
     """The heads of the report at ``path`` measured with ``setting`` (per device), else nothing."""
-    import json
-
     try:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -452,6 +455,28 @@ def earlier_heads(path: Path, setting: dict) -> dict[str, dict]:
             print(f"[inference] {path} was measured with another setting; measuring again", flush=True)
         return {}
     return earlier.get("devices", {})
+
+
+def finish_head(family: str, entry: dict, args: BenchInference) -> None:
+    """The figures derived from a head's measurements: what the ray batches predict for each measured size,
+    memory in MB and as a ratio to the dense twin's, the goals and whether every measurement is in."""
+    rows = entry["variants"]
+    for row in rows.values():
+        per_ray = row["render"][str(args.extrapolate_size)]["seconds_per_ray"]
+        for size, cell in row["render"].items():
+            if cell["kind"] == "measured":
+                cell["fps_predicted_from_rays"] = 1.0 / (
+                    per_ray * cell["resolution"][0] * cell["resolution"][1]
+                )
+        for size, cell in row.get("memory", {}).items():
+            cell["megabytes"] = cell["bytes"] / 1e6
+            dense = rows["dense"].get("memory", {}).get(size)
+            if dense and dense["bytes"] > 0:
+                cell["ratio_to_dense"] = cell["bytes"] / dense["bytes"]
+    entry["goals"] = summarise(family, entry, args)
+    entry["complete"] = all(str(s) in row["render"] for s in args.sizes for row in rows.values()) and all(
+        str(s) in rows[n].get("memory", {}) for s in args.sizes for n in args.memory_variants if n in rows
+    )
 
 
 def main() -> None:
@@ -470,6 +495,10 @@ def main() -> None:
     command = command_line()
     setting = setting_of(args)
     results = earlier_heads(args.out, setting)
+    if args.report_only and not results:
+        usage_error(
+            "eugen-bench inference", f"--report-only: {args.out} holds no measurements of this setting"
+        )
     report = {
         "suite": "inference",
         "command": command,
@@ -480,33 +509,39 @@ def main() -> None:
     }
 
     def save() -> None:
-        report["provenance"] = provenance(args.scene)
+        if not args.report_only:
+            report["provenance"] = provenance(args.scene)
+        else:
+            report["provenance"] = json.loads(args.out.read_text()).get("provenance")
+        for heads in results.values():
+            for family, entry in heads.items():
+                finish_head(family, entry, args)
         wanted = [(d, f) for d in devices for f in args.families]
         report["complete"] = all(results.get(d, {}).get(f, {}).get("complete") for d, f in wanted)
         refuse_non_finite(report)
         write_report(args.out, report)
         plot(report, args.out.with_suffix(".png"))
 
+    if args.report_only:
+        save()
+        print(f"rewrote {args.out} and {args.out.with_suffix('.png')} from its measurements")
+        return
     for device in devices:
         heads = results.setdefault(device, {})
         for family in args.families:  # the quick figures of every head first
             entry = heads.get(family)
             if entry is None or "variants" not in entry:
                 print(f"[inference/{device}] {family}: field points/s and ray batches", flush=True)
-                heads[family] = entry = {"command": command, **measure_speed(family, args, device)}
-                entry["goals"] = summarise(family, entry, args)
+                heads[family] = {"command": command, **measure_speed(family, args, device)}
                 save()
         for task, size, family, name in tasks(args):
-            entry = heads[family]
-            rows = entry["variants"]
+            rows = heads[family]["variants"]
             if task == "render" and any(str(size) not in row["render"] for row in rows.values()):
                 print(f"[inference/{device}] {family}: whole views at {size} px", flush=True)
+                load_average = round(load(), 2)
                 for variant, cell in measure_renders(family, size, args, device).items():
-                    rows[variant]["render"][str(size)] = cell
-                for row in rows.values():  # what the ray batches predict for this size
-                    per_ray = row["render"][str(args.extrapolate_size)]["seconds_per_ray"]
-                    cell = row["render"][str(size)]
-                    cell["fps_predicted_from_rays"] = 1.0 / (per_ray * cell["resolution"][0] * size)
+                    rows[variant]["render"][str(size)] = {**cell, "load_average": load_average}
+                save()
             elif task == "memory" and name in rows and str(size) not in rows[name].get("memory", {}):
                 print(f"[inference/{device}] {family}: render memory of {name} at {size} px", flush=True)
                 measured = measure_memory(variant_configs(family, args.full_size)[name], args, size, device)
@@ -515,23 +550,8 @@ def main() -> None:
                     "kind": measured["render_memory_kind"],
                     "resolution": measured["resolution"],
                 }
-                dense = rows["dense"].get("memory", {}).get(str(size))
-                for row in rows.values():  # ratios once the dense twin's is in
-                    cell = row.get("memory", {}).get(str(size))
-                    if cell and dense and dense["bytes"] > 0:
-                        cell["ratio_to_dense"] = cell["bytes"] / dense["bytes"]
-            else:
-                continue
-            entry["goals"] = summarise(family, entry, args)
-            entry["complete"] = all(
-                str(s) in row["render"] for s in args.sizes for row in rows.values()
-            ) and all(
-                str(s) in rows[n].get("memory", {})
-                for s in args.sizes
-                for n in args.memory_variants
-                if n in rows
-            )
-            save()
+                save()
+    save()
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 
 

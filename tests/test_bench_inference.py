@@ -1,0 +1,145 @@
+"""The inference suite's protocol logic: the 800-pixel extrapolation, refusing non-finite timings and
+reports, the measuring order and resume, and render memory of an untrained model in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from eugen_nerf.bench.suites import inference
+from eugen_nerf.eval.memory import build_untrained, render_memory, view_at_size
+from eugen_nerf.eval.timing import NonFiniteOutput
+
+SCENE = Path(__file__).resolve().parents[1] / "scenes" / "bunny32"
+
+
+def test_extrapolation_is_seconds_per_ray_times_the_pixels():
+    cell = inference.extrapolate(2.0, 6400, 800, 800)
+    assert cell["kind"] == "extrapolated" and cell["rays_timed"] == 6400
+    assert cell["seconds_per_ray"] == pytest.approx(2.0 / 6400)
+    assert cell["seconds"] == pytest.approx(2.0 / 6400 * 640_000)  # 200 s for the whole view
+    assert cell["fps"] == pytest.approx(1 / 200)
+    assert inference.extrapolate(1.0, 100, 20, 10)["seconds"] == pytest.approx(2.0)  # width x height
+    for seconds, rays in ((float("nan"), 10), (float("inf"), 10), (0.0, 10), (1.0, 0)):
+        with pytest.raises(NonFiniteOutput):
+            inference.extrapolate(seconds, rays, 800, 800)
+
+
+class _Runner:
+    """Stands in for a variant: its n-th call returns what ``outputs`` holds at n."""
+
+    def __init__(self, outputs):
+        self.outputs, self.calls = outputs, 0
+
+    def render(self):
+        out = self.outputs[min(self.calls, len(self.outputs) - 1)]
+        self.calls += 1
+        return out
+
+
+def test_a_non_finite_timed_output_is_refused_on_any_repeat():
+    good = _Runner([torch.zeros(4)])
+    late_nan = _Runner([torch.zeros(4), torch.zeros(4), torch.tensor([0.0, float("nan")])])
+    seconds = inference.timed({"dense": good}, lambda r: r.render(), "cpu", 0, 3)
+    assert set(seconds) == {"dense"} and seconds["dense"] >= 0
+    with pytest.raises(NonFiniteOutput, match="eugen_fused"):
+        inference.timed({"dense": good, "eugen_fused": late_nan}, lambda r: r.render(), "cpu", 0, 3)
+
+
+def test_a_report_with_a_non_finite_figure_is_refused():
+    report = {"devices": {"cpu": {"nerf": {"variants": {"dense": {"render": {"400": {"fps": 0.1}}}}}}}}
+    inference.refuse_non_finite(report)
+    report["devices"]["cpu"]["nerf"]["variants"]["dense"]["render"]["400"]["fps"] = math.inf
+    with pytest.raises(NonFiniteOutput, match=r"devices\.cpu\.nerf\.variants\.dense\.render\.400\.fps"):
+        inference.refuse_non_finite(report)
+    with pytest.raises(NonFiniteOutput, match=r"sizes\[1\]"):
+        inference.refuse_non_finite({"sizes": [1.0, float("nan")]})
+
+
+def _args(**overrides) -> inference.BenchInference:
+    return inference.BenchInference(**{"families": ["nerf", "zipnerf"], "sizes": [200, 400], **overrides})
+
+
+def test_every_head_is_rendered_at_the_smaller_size_before_the_larger():
+    order = inference.tasks(_args())
+    renders = [(size, head) for task, size, head, _ in order if task == "render"]
+    assert renders == [(200, "nerf"), (200, "zipnerf"), (400, "nerf"), (400, "zipnerf")]
+    memory = [(size, name) for task, size, _, name in order if task == "memory"]
+    # the goal's pair (dense, EUGen fused) at every size before the other variants at any size
+    assert {name for _, name in memory[:8]} == {"dense", "eugen_fused"}
+    assert {name for _, name in memory[8:]} == {"eugen_unfused", "narrowed_dense"}
+    assert order.index(("render", 400, "nerf", None)) > order.index(("memory", 200, "zipnerf", "eugen_fused"))
+    assert len(memory) == 2 * 2 * 4  # sizes x heads x variants
+
+
+def test_a_rerun_continues_only_a_report_of_the_same_setting(tmp_path):
+    out = tmp_path / "inference.json"
+    setting = inference.setting_of(_args())
+    heads = {"cpu": {"nerf": {"variants": {}}}}
+    out.write_text(json.dumps({"setting": setting, "devices": heads}))
+    assert inference.earlier_heads(out, inference.setting_of(_args())) == heads
+    assert inference.earlier_heads(out, inference.setting_of(_args(sizes=[200]))) == {}
+    assert inference.earlier_heads(out, inference.setting_of(_args(scene=Path("scenes/other")))) == {}
+    assert inference.earlier_heads(tmp_path / "absent.json", setting) == {}
+
+
+def test_views_are_rescaled_to_the_width_asked_for():
+    model, cameras = build_untrained(_tiny_config(), SCENE)
+    view = view_at_size(cameras, 1, 200)
+    assert (int(view.width), int(view.height)) == (200, 200) and len(cameras) > 1
+    assert float(view.fx) == pytest.approx(float(cameras.fx[1]) * 200 / 32)
+    assert float(view.cx) == pytest.approx(float(cameras.cx[1]) * 200 / 32)
+    assert int(cameras.width[1]) == 32  # the scene's cameras are left as they were
+    with pytest.raises(ValueError, match="at least 1 pixel"):
+        view_at_size(cameras, 0, 0)
+
+
+def _tiny_config():
+    config = inference.family_configs("nerf", full_size=False)["dense"]
+    config.pipeline.model.num_coarse_samples = config.pipeline.model.num_importance_samples = 4
+    return config
+
+
+@pytest.mark.slow  # two fresh processes, each importing nerfstudio
+def test_render_memory_of_an_untrained_model_in_a_fresh_process(tmp_path):
+    path = tmp_path / "config.yml"
+    path.write_text(yaml.dump(_tiny_config()))
+    measured = render_memory(path, 0, size=8, scene=SCENE, device="cpu", timeout=600)
+    assert measured["render_memory_kind"] == "rss_delta_fresh_process"
+    assert isinstance(measured["render_memory_bytes"], int) and measured["render_memory_bytes"] >= 0
+    assert measured["resolution"] == [8, 8]
+    with pytest.raises(RuntimeError, match="test view 99 does not exist"):
+        render_memory(path, 99, size=8, scene=SCENE, device="cpu", timeout=600)
+
+
+def _row(fps_200: float, per_ray: float, memory: int | None) -> dict:
+    render = {
+        "800": {**inference.extrapolate(per_ray * 6400, 6400, 800, 800), "speedup": 1.0},
+        "200": {"kind": "measured", "resolution": [200, 200], "fps": fps_200, "speedup": 1.0},
+    }
+    return {"field_speedup": 1.0, "render": render, **({"memory": {"200": {"bytes": memory}}} if memory else {})}
+
+
+def test_memory_ratios_goals_and_completeness_come_from_the_measurements():
+    args = _args(families=["nerf"], sizes=[200])
+    entry = {"variants": {"dense": _row(1.0, 1e-5, 100_000_000), "eugen_fused": _row(2.0, 5e-6, 70_000_000)}}
+    entry["variants"]["eugen_fused"]["render"]["200"]["speedup"] = 2.0
+    entry["variants"]["eugen_unfused"] = _row(1.2, 8e-6, None)
+    inference.finish_head("nerf", entry, args)
+    fused = entry["variants"]["eugen_fused"]
+    assert fused["memory"]["200"]["ratio_to_dense"] == pytest.approx(0.7)
+    assert fused["memory"]["200"]["megabytes"] == pytest.approx(70.0)
+    assert fused["render"]["200"]["fps_predicted_from_rays"] == pytest.approx(1 / (5e-6 * 40_000))
+    goals = entry["goals"]
+    assert goals["render_memory_ratio"] == {"goal": 0.8, "measured": pytest.approx(0.7), "met": True, "size": 200}
+    assert goals["render_speedup"]["measured"] == 2.0 and goals["render_speedup"]["met"]
+    assert not entry["complete"]  # EUGen unfused's memory is missing
+    entry["variants"]["eugen_unfused"]["memory"] = {"200": {"bytes": 90_000_000}}
+    entry["variants"]["narrowed_dense"] = _row(1.5, 7e-6, 80_000_000)
+    inference.finish_head("nerf", entry, args)
+    assert entry["complete"]
