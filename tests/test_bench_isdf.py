@@ -105,9 +105,7 @@ def test_a_stopped_run_continues_exactly_where_it_stopped(tmp_path: Path, no_mes
     # the same run without the stop: identical weights and scores
     straight_config = tiny_config(tmp_path / "b")
     straight_context = suite.Context.load(straight_config)
-    straight = suite.train_run(
-        "tiny", TINY, 0, budget(straight_config, stream_steps + 4), straight_context
-    )
+    straight = suite.train_run("tiny", TINY, 0, budget(straight_config, stream_steps + 4), straight_context)
     assert [h["sdf_error"] for h in straight["history"]] == [h["sdf_error"] for h in continued["history"]]
     resumed, uninterrupted = weights(config, context), weights(straight_config, straight_context)
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
@@ -187,3 +185,16 @@ def test_no_report_until_every_run_has_finished(tmp_path: Path, no_mesh, monkeyp
     assert trained == ["dense (iSDF, 256 wide)"]
     assert not (config.output / "isdf.json").exists() and not (config.output / "isdf.png").exists()
     assert (suite.run_dir(config, trained[0], 0) / suite.RECORD).is_file(), "the finished run is kept"
+
+
+def test_a_run_being_trained_is_locked_against_a_second_process(tmp_path: Path):
+    import fcntl
+
+    with (
+        suite.locked(tmp_path / "run"),
+        open(tmp_path / "run" / "lock", "w") as other,
+        pytest.raises(BlockingIOError),
+    ):
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with open(tmp_path / "run" / "lock", "w") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when training ends
