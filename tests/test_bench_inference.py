@@ -65,16 +65,21 @@ def _args(**overrides) -> inference.BenchInference:
     return inference.BenchInference(**{"families": ["nerf", "zipnerf"], "sizes": [200, 400], **overrides})
 
 
-def test_every_head_is_rendered_at_the_smaller_size_before_the_larger():
+def test_every_head_is_measured_at_the_smaller_size_before_the_larger():
     order = inference.tasks(_args())
     renders = [(size, head) for task, size, head, _ in order if task == "render"]
     assert renders == [(200, "nerf"), (200, "zipnerf"), (400, "nerf"), (400, "zipnerf")]
-    memory = [(size, name) for task, size, _, name in order if task == "memory"]
-    # the goal's pair (dense, EUGen fused) at every size before the other variants at any size
-    assert {name for _, name in memory[:8]} == {"dense", "eugen_fused"}
-    assert {name for _, name in memory[8:]} == {"eugen_unfused", "narrowed_dense"}
-    assert order.index(("render", 400, "nerf", None)) > order.index(("memory", 200, "zipnerf", "eugen_fused"))
-    assert len(memory) == 2 * 2 * 4  # sizes x heads x variants
+    memory = [(size, head, name) for task, size, head, name in order if task == "memory"]
+    # the goal's pair (dense, EUGen fused) of every head at a size, before that size's renders
+    assert memory[:4] == [(200, h, n) for h in ("nerf", "zipnerf") for n in ("dense", "eugen_fused")]
+    assert order.index(("render", 200, "nerf", None)) > order.index(("memory", 200, "zipnerf", "eugen_fused"))
+    assert order.index(("memory", 400, "nerf", "dense")) > order.index(("render", 200, "zipnerf", None))
+    # the other variants' memory after every size's renders
+    assert {name for _, _, name in memory[8:]} == {"eugen_unfused", "narrowed_dense"}
+    assert order.index(("memory", 200, "nerf", "eugen_unfused")) > order.index(
+        ("render", 400, "zipnerf", None)
+    )
+    assert len(memory) == 2 * 2 * 4 and len(set(order)) == len(order)  # sizes x heads x variants, once each
 
 
 def test_a_rerun_continues_only_a_report_of_the_same_setting(tmp_path):
@@ -89,7 +94,7 @@ def test_a_rerun_continues_only_a_report_of_the_same_setting(tmp_path):
 
 
 def test_views_are_rescaled_to_the_width_asked_for():
-    model, cameras = build_untrained(_tiny_config(), SCENE)
+    _, cameras = build_untrained(_tiny_config(), SCENE)
     view = view_at_size(cameras, 1, 200)
     assert (int(view.width), int(view.height)) == (200, 200) and len(cameras) > 1
     assert float(view.fx) == pytest.approx(float(cameras.fx[1]) * 200 / 32)
@@ -122,7 +127,11 @@ def _row(fps_200: float, per_ray: float, memory: int | None) -> dict:
         "800": {**inference.extrapolate(per_ray * 6400, 6400, 800, 800), "speedup": 1.0},
         "200": {"kind": "measured", "resolution": [200, 200], "fps": fps_200, "speedup": 1.0},
     }
-    return {"field_speedup": 1.0, "render": render, **({"memory": {"200": {"bytes": memory}}} if memory else {})}
+    return {
+        "field_speedup": 1.0,
+        "render": render,
+        **({"memory": {"200": {"bytes": memory}}} if memory else {}),
+    }
 
 
 def test_memory_ratios_goals_and_completeness_come_from_the_measurements():
@@ -136,7 +145,12 @@ def test_memory_ratios_goals_and_completeness_come_from_the_measurements():
     assert fused["memory"]["200"]["megabytes"] == pytest.approx(70.0)
     assert fused["render"]["200"]["fps_predicted_from_rays"] == pytest.approx(1 / (5e-6 * 40_000))
     goals = entry["goals"]
-    assert goals["render_memory_ratio"] == {"goal": 0.8, "measured": pytest.approx(0.7), "met": True, "size": 200}
+    assert goals["render_memory_ratio"] == {
+        "goal": 0.8,
+        "measured": pytest.approx(0.7),
+        "met": True,
+        "size": 200,
+    }
     assert goals["render_speedup"]["measured"] == 2.0 and goals["render_speedup"]["met"]
     assert not entry["complete"]  # EUGen unfused's memory is missing
     entry["variants"]["eugen_unfused"]["memory"] = {"200": {"bytes": 90_000_000}}

@@ -25,7 +25,7 @@ Timings are side by side: the variants alternate inside every repeat (``benchmar
 other processes hits them alike; every timed output is checked finite, and a report holding a non-finite
 figure is refused. The report is written after every measurement and a rerun with the same setting continues
 where it stopped (heads measured with another setting are measured again). The smaller size is measured for
-every head before the larger one, so an interrupted run still covers every head.
+every head before the larger one, so an interrupted run still covers every head (:func:`tasks`).
 
     eugen-bench inference
     python -m eugen_nerf.bench.suites.inference --scene scenes/shiny128 --sizes 200 400
@@ -414,14 +414,15 @@ class BenchInference:
 
 def tasks(args: BenchInference) -> list[tuple[str, int, str, str | None]]:
     """``(task, size, head, variant)`` in the order measured, so that an interrupted run has the most to show:
-    at each size the renders of every head, then the render memory of dense and EUGen fused (the goal's
-    pair) of every head; the memory of the other variants after every size's."""
+    at each size the render memory of dense and EUGen fused (the goal's pair; a fresh process's memory does
+    not depend on the machine's load) of every head, then the timed renders of every head; the memory of the
+    other variants after every size's. The field and ray-batch timings of every head come before all of them."""
     first = [name for name in args.memory_variants if name in ("dense", "eugen_fused")]
     others = [name for name in args.memory_variants if name not in first]
     out = []
     for size in args.sizes:
+        out += [("memory", size, family, name) for family in args.families for name in first]
         out += [("render", size, family, None) for family in args.families]
-        out += [("memory", size, family, name) for name in first for family in args.families]
     out += [("memory", s, f, name) for s in args.sizes for name in others for f in args.families]
     return out
 
