@@ -315,6 +315,9 @@ def summarise(family: str, entry: dict, args) -> dict[str, object]:
 
 
 def plot(report: dict, path: Path) -> None:
+    """Each variant over the dense twin, per head: render FPS at every size (the extrapolated one hatched),
+    render memory at every measured size and field points/s; the goals dotted red; "not measured" where a
+    measurement is not in yet."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -324,52 +327,73 @@ def plot(report: dict, path: Path) -> None:
     sizes = [str(s) for s in setting["sizes"]]
     extrapolated = str(setting["extrapolate_size"])
     heads = [(dev, fam, data) for dev, fams in report["devices"].items() for fam, data in fams.items()]
-    names = list(dict.fromkeys(n for _, _, d in heads for n in d["variants"] if n != "dense"))
-    panels = [(("render", s), f"render FPS at {s} px / dense") for s in sizes]
+    names = [n for n in ("eugen_fused", "eugen_unfused", "narrowed_dense", "eugen_fused_compiled")]
+    names = [n for n in names if any(n in d["variants"] for _, _, d in heads)]
+    panels = [("render", s, f"render FPS, {s}×{s} px") for s in sizes]
     panels += [
-        (("render", extrapolated), f"render FPS at {extrapolated} px / dense (extrapolated from ray batches)")
+        (
+            "render",
+            extrapolated,
+            f"render FPS, {extrapolated}×{extrapolated} px, extrapolated from ray batches",
+        )
     ]
-    panels += [(("memory", s), f"render memory at {s} px / dense (fresh process)") for s in sizes]
-    columns = 2
+    panels += [("memory", s, f"render memory, {s}×{s} px (fresh process)") for s in sizes]
+    panels += [("field", None, "field points/s")]
+    columns = len(sizes) + 1
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(13, 3.8 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows), squeeze=False)
     width = 0.8 / max(len(names), 1)
-    for ax, ((kind, size), title) in zip(axes.flat, panels):
+    colours = dict(zip(names, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for ax, (kind, size, title) in zip(axes.flat, panels):
+        measured = False
         for j, name in enumerate(names):
-            values = []
-            for _, _, data in heads:
-                cell = data["variants"].get(name, {}).get(kind, {}).get(size)
-                values.append(
-                    (cell["speedup"] if kind == "render" else cell["ratio_to_dense"])
-                    if cell
-                    else float("nan")
-                )
-            xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(heads))]
-            ax.bar(
-                xs,
-                values,
-                width=width,
-                label=name.replace("_", " "),
-                hatch="//" if size == extrapolated else None,
-            )
+            for i, (_, _, data) in enumerate(heads):
+                row = data["variants"].get(name, {})
+                if kind == "field":
+                    value = row.get("field_speedup")
+                else:
+                    cell = row.get(kind, {}).get(size) or {}
+                    value = cell.get("speedup" if kind == "render" else "ratio_to_dense")
+                if value is None:
+                    continue
+                measured = True
+                x = i + (j - (len(names) - 1) / 2) * width
+                hatch = "//" if kind == "render" and size == extrapolated else None
+                ax.bar(x, value, width=width, color=colours[name], hatch=hatch)
+                ax.text(x, value, f"{value:.2f}", ha="center", va="bottom", fontsize=7)
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
-        if kind == "memory":
-            ax.axhline(
-                GOALS["render_memory_ratio"], color="r", linestyle=":", linewidth=1, label="goal (at most)"
-            )
-        else:
-            for i, (_, fam, _) in enumerate(heads):
-                ax.plot([i - 0.4, i + 0.4], [RENDER_GOALS[fam]] * 2, color="r", linestyle=":", linewidth=1)
-        ax.set_xticks(range(len(heads)), [f"{LABELS[fam]}\n{dev}" for dev, fam, _ in heads])
+        if kind in ("memory", "field"):
+            goal = GOALS["render_memory_ratio" if kind == "memory" else "field_speedup"]
+            ax.axhline(goal, color="r", linestyle=":", linewidth=1.2)
+        elif kind == "render":
+            for i, (_, family, _) in enumerate(heads):
+                ax.plot(
+                    [i - 0.45, i + 0.45], [RENDER_GOALS[family]] * 2, color="r", linestyle=":", linewidth=1.2
+                )
+        if not measured:
+            ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", va="center", color="0.4")
+        ax.set_xticks(
+            range(len(heads)),
+            [f"{LABELS[fam]}" + (f"\n{dev}" if dev != "cpu" else "") for dev, fam, _ in heads],
+        )
+        ax.set_xlim(-0.6, len(heads) - 0.4)
+        ax.set_ylim(bottom=0)
         ax.set_title(title, fontsize=10)
-        ax.set_ylabel("EUGen or narrowed / dense")
+        ax.set_ylabel("variant / dense twin")
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
-    axes[0][0].legend(fontsize=8)
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colours[name], label=name.replace("_", " ")) for name in names]
+    fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=max(len(handles), 1))
     fig.suptitle(
-        f"{setting['scene']}, initial weights, {setting['threads']} thread(s); red dotted: goals", fontsize=10
+        f"{setting['scene']} test view, initial weights, CPU sizes, {setting['threads']} thread(s): "
+        "each variant over its dense twin (red dotted: goals; hatched: extrapolated)",
+        fontsize=10,
+        x=0.02,
+        ha="left",
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
