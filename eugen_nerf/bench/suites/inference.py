@@ -533,11 +533,13 @@ def main() -> None:
         "devices": results,
     }
 
+    if args.report_only:  # the figures stay those of the run that measured them
+        earlier = json.loads(args.out.read_text())
+        report.update(command=earlier.get("command", command), provenance=earlier.get("provenance"))
+
     def save() -> None:
         if not args.report_only:
             report["provenance"] = provenance(args.scene)
-        else:
-            report["provenance"] = json.loads(args.out.read_text()).get("provenance")
         for heads in results.values():
             for family, entry in heads.items():
                 finish_head(family, entry, args)
