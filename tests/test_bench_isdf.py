@@ -198,3 +198,21 @@ def test_a_run_being_trained_is_locked_against_a_second_process(tmp_path: Path):
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     with open(tmp_path / "run" / "lock", "w") as other:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when training ends
+
+
+def test_the_width_matched_to_eugens_speed_is_timed_once_and_kept(tmp_path: Path, monkeypatch):
+    timed = []
+
+    def narrowed_to_speed(eugen, repeats):
+        timed.append(eugen)
+        return dense_isdf_config(96 + 16 * len(timed))  # another width each time it is timed
+
+    monkeypatch.setattr(suite, "narrowed_to_speed", narrowed_to_speed)
+    config = tiny_config(tmp_path, baselines=True)
+    first = suite.variants(config)
+    assert list(suite.variants(config)) == list(first) and len(timed) == 1
+    assert "dense narrowed to EUGen's speed (width 112)" in first
+    other = tiny_config(tmp_path, baselines=True, eugen=replace(config.eugen, num_features=32))
+    assert "dense narrowed to EUGen's speed (width 128)" in suite.variants(other), (
+        "another EUGen is timed again"
+    )

@@ -29,7 +29,7 @@ samples and the EUGen projections). Variants:
 * the dense iSDF field (256 wide) and EUGen (``--eugen.*``, default: the shipped ``eugen-isdf`` layers);
 * the reviewers' baselines on the same layers at EUGen's parameter count: low-rank and SNNK;
 * the dense field narrowed to EUGen's parameter count, and narrowed to EUGen's inference speed (the width
-  whose untrained field times closest to EUGen's, measured side by side);
+  whose untrained field times closest to EUGen's, measured side by side once and kept in ``--mesh-dir``);
 * with ``--front``: dense at more widths and EUGen at more ``m``, for the quality/speed front.
 
 Measured: SDF error (mean |error| on measured surface points and observed free space, see
@@ -199,6 +199,22 @@ def narrowed_to_speed(eugen: ISDFFieldConfig, repeats: int) -> ISDFFieldConfig:
     return dense_isdf_config(int(width))
 
 
+def speed_matched(config: BenchISDF, eugen: ISDFFieldConfig) -> ISDFFieldConfig:
+    """:func:`narrowed_to_speed`, timed once per EUGen configuration and kept in ``--mesh-dir``: the width
+    names the variant's runs, so a rerun on a differently loaded machine must not pick another width and
+    train another variant."""
+    path = config.mesh_dir / "narrowed_to_speed.json"
+    key = plain(eugen)
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("eugen") == key:
+            return dense_isdf_config(int(saved["width"]))
+    by_speed = narrowed_to_speed(eugen, config.repeats)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"eugen": key, "width": by_speed.width}, indent=1) + "\n")
+    return by_speed
+
+
 def describe(spec: ISDFEUGenConfig) -> str:
     layers = ",".join(str(i) for i in spec.layers)
     if spec.layer_type != "eugen":
@@ -221,7 +237,7 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
             out[describe(spec)] = ISDFFieldConfig(eugen=spec)
         by_params = narrowed_to_parameters(parameters(eugen))
         out[f"dense narrowed to EUGen's parameters (width {by_params.width})"] = by_params
-        by_speed = narrowed_to_speed(eugen, config.repeats)
+        by_speed = speed_matched(config, eugen)
         out[f"dense narrowed to EUGen's speed (width {by_speed.width})"] = by_speed
     baseline_seeds = list(config.seeds if config.baseline_seeds is None else config.baseline_seeds)
     out = {
