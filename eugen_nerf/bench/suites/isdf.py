@@ -523,7 +523,7 @@ def final_metrics(name: str, seed: int, trainer: StreamingTrainer, record: dict,
         "keyframes": len(trainer.buffer.keyframes),
         "final_loss": next(h["loss"] for h in reversed(record["history"]) if h.get("loss") is not None),
         **{k: None if metrics.get(k) is None else float(metrics[k]) for k in QUALITY_KEYS},
-        "mesh_reason": metrics["mesh_reason"],
+        "mesh_reason": metrics.get("mesh_reason"),
     }
     check_finite(result, f"{name} seed {seed}")
     return result
