@@ -201,7 +201,13 @@ def plot(report: dict, summary: dict, path: Path, variants: dict | None = None) 
             labels=[f"{r:.3f}\n{v['fps_ratio']:.2f}x FPS" for r, v in zip(ratios, others.values())],
             fontsize=8,
         )
-        students.axhline(GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="99% goal")
+        students.axhline(
+            GOALS["psnr_ratio_closed_form"], color="tab:red", ls="--", lw=1, label="closed-form goal"
+        )
+        if any("psnr_ratio_finetuned" in v for v in others.values()):
+            students.axhline(
+                GOALS["psnr_ratio_finetuned"], color="tab:purple", ls=":", lw=1, label="fine-tuned goal"
+            )
         students.set_ylim(min(ratios) * 0.95, 1.04)
         students.set_ylabel("student PSNR / teacher PSNR")
         students.set_title("students of one teacher (label: PSNR, FPS ratio)")
