@@ -76,10 +76,13 @@ def view_at_size(cameras, view: int, size: int | None = None):
 
 def build_untrained(config, scene: Path, device: torch.device | str = "cpu", seed: int = 0):
     """The model of the method configuration ``config`` with its initial weights (``seed``), set up on
-    ``scene``'s scene box in eval mode, and the scene's test cameras."""
-    from eugen_nerf.scenes import dataparser_config
+    ``scene``'s scene box in eval mode, and the scene's test cameras (read by the configuration's own
+    dataparser)."""
+    import copy
 
-    outputs = dataparser_config(data=Path(scene)).setup().get_dataparser_outputs("test")
+    dataparser = copy.deepcopy(config.pipeline.datamanager.dataparser)
+    dataparser.data = Path(scene)
+    outputs = dataparser.setup().get_dataparser_outputs("test")
     torch.manual_seed(seed)
     model = config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={})
     return model.to(device).eval(), outputs.cameras.to(device)

@@ -165,7 +165,7 @@ def refuse_non_finite(data: object, where: str = "report") -> None:
 
 def middle_rows(camera, rows: int):
     """``rows`` rows of rays through the middle of ``camera``'s view, as a ``(rows, width)`` bundle."""
-    from eugen_nerf.models.framing import quiet_camera_indexing
+    from eugen_nerf.scenes.quiet import quiet_camera_indexing
 
     with quiet_camera_indexing():
         bundle = camera.generate_rays(camera_indices=0, keep_shape=True)
