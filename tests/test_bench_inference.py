@@ -157,3 +157,20 @@ def test_memory_ratios_goals_and_completeness_come_from_the_measurements():
     entry["variants"]["narrowed_dense"] = _row(1.5, 7e-6, 80_000_000)
     inference.finish_head("nerf", entry, args)
     assert entry["complete"]
+
+
+def test_render_memory_builds_the_merged_forms_before_it_measures() -> None:
+    """Merging is done once per model, as loading is: a render-memory measurement must not count it."""
+    from eugen_nerf.eval.memory import prepare_fused_forms
+    from eugen_nerf.layers import EUGenMLP
+
+    model = torch.nn.Sequential(EUGenMLP(in_dim=8, num_layers=3, layer_width=32, out_dim=3, eugen_layers=[1]))
+    model.eval()
+    mlp = model[0]
+    assert mlp.has_eugen and mlp._fused is None
+    prepare_fused_forms(model)
+    assert mlp._fused is not None
+    built = mlp._fused
+    with torch.no_grad():
+        model(torch.randn(4, 8))
+    assert mlp._fused is built  # the render reuses it: nothing is merged inside the measured region

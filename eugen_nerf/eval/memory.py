@@ -11,7 +11,8 @@ the run, then measures only the render of one test view:
   (``MALLOC_MMAP_THRESHOLD_``) so that large tensor buffers are mapped and unmapped on demand instead of
   being recycled from memory that loading left behind.
 
-No warm-up render runs first: a warm-up's freed buffers would be reused and hide what a render needs.
+No warm-up render runs first: a warm-up's freed buffers would be reused and hide what a render needs. The
+merged (fused) inference form of EUGen layers is built before the measurement, as loading is.
 
 The model is a trained run (its ``config.yml``), or, with ``scene``, a method's configuration saved as YAML
 and built with its initial weights on that scene (what a render costs depends on the model's shapes, not its
@@ -88,6 +89,14 @@ def build_untrained(config, scene: Path, device: torch.device | str = "cpu", see
     return model.to(device).eval(), outputs.cameras.to(device)
 
 
+def prepare_fused_forms(model: torch.nn.Module) -> None:
+    """Build every merged inference form (EUGen MLPs build theirs on their first eval-mode call) before the
+    measurement: merging is done once per model, as loading is, and is not part of rendering a view."""
+    for module in model.modules():
+        if getattr(module, "fuse_in_eval", False) and getattr(module, "has_eugen", False):
+            module.fused()
+
+
 def measure_in_this_process(
     config_path: Path,
     view: int = 0,
@@ -120,6 +129,7 @@ def measure_in_this_process(
         raise EvalInputError(f"{config_path}: test view {view} does not exist ({len(cameras)} test views)")
     camera = view_at_size(cameras, view, size).to(device)
     model = model.eval()
+    prepare_fused_forms(model)
     gc.collect()
     on_cuda = device.type == "cuda"
     memory = PeakMemory(device)
