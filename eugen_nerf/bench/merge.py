@@ -8,6 +8,7 @@ replaces only the entries it produced under a section (a key path to a mapping) 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,3 +40,15 @@ def write_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(merged, indent=2) + "\n")
     return merged
+
+
+def non_finite_figures(data: object, where: str = "report") -> list[str]:
+    """Where ``data`` (nested dicts and lists) holds an inf or NaN, as ``where.key[index]`` paths: a report
+    holding one is not published."""
+    if isinstance(data, float):
+        return [] if math.isfinite(data) else [where]
+    if isinstance(data, dict):
+        return [p for key, value in data.items() for p in non_finite_figures(value, f"{where}.{key}")]
+    if isinstance(data, list):
+        return [p for index, value in enumerate(data) for p in non_finite_figures(value, f"{where}[{index}]")]
+    return []

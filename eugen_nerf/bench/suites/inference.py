@@ -46,7 +46,7 @@ import tyro
 import yaml
 
 from eugen_nerf.bench.index import load
-from eugen_nerf.bench.merge import write_report
+from eugen_nerf.bench.merge import non_finite_figures, write_report
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.suites.methods import variants  # the EUGen / dense / narrowed configs of each family
@@ -151,16 +151,11 @@ def extrapolate(seconds: float, rays: int, width: int, height: int) -> dict[str,
 
 
 def refuse_non_finite(data: object, where: str = "report") -> None:
-    """Raise :class:`NonFiniteOutput` naming the first figure in ``data`` (nested dicts and lists) that is
-    inf or NaN: a report holding one is not written."""
-    if isinstance(data, float) and not math.isfinite(data):
-        raise NonFiniteOutput(f"{where} is {data}; the report is not written")
-    if isinstance(data, dict):
-        for key, value in data.items():
-            refuse_non_finite(value, f"{where}.{key}")
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            refuse_non_finite(value, f"{where}[{index}]")
+    """Raise :class:`NonFiniteOutput` naming the first figure in ``data`` that is inf or NaN: a report
+    holding one is not written."""
+    bad = non_finite_figures(data, where)
+    if bad:
+        raise NonFiniteOutput(f"{bad[0]} is not finite; the report is not written")
 
 
 def middle_rows(camera, rows: int):

@@ -71,6 +71,7 @@ import numpy as np
 import torch
 import tyro
 
+from eugen_nerf.bench.merge import non_finite_figures
 from eugen_nerf.bench.provenance import content_hash, provenance
 from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.bench.suites import command_line
@@ -486,7 +487,7 @@ def seconds_of(entry: dict) -> dict:
 
 
 def check_finite(values: dict, label: str) -> None:
-    bad = [k for k, v in values.items() if isinstance(v, float) and not math.isfinite(v)]
+    bad = [path.removeprefix("figures.") for path in non_finite_figures(values, "figures")]
     if bad:
         raise NumericalError(f"{label}: non-finite {', '.join(bad)}; not publishing it")
 
