@@ -373,3 +373,60 @@ def test_reduced_rank_fit_is_the_best_rank_r_fit_in_the_data_metric():
     assert _residual(f, y, full.weight, full.bias) <= _residual(f, y, reduced.weight, reduced.bias)
     # the reported R² is the reduced fit's
     assert torch.allclose(reduced.r2, equations.r2(reduced.weight, reduced.bias))
+
+
+class _LiveBytes(torch.utils._python_dispatch.TorchDispatchMode):
+    """The peak of the bytes held by tensors that ops create while the mode is on (storages tracked until freed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live, self.current, self.peak = {}, 0, 0
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        import weakref
+
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, (tuple, list)) else [out]:
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key in self.live or any(
+                isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == key for a in args
+            ):
+                continue  # a view or an in-place result: no new memory
+            self.live[key] = storage.nbytes()
+            self.current += storage.nbytes()
+            self.peak = max(self.peak, self.current)
+            weakref.finalize(storage, self._free, key)
+        return out
+
+
+def test_fused_form_holds_no_dead_buffer():
+    """A NeRF-like trunk (skip into a dense layer, EUGen layers around it, a dense last layer, an output
+    activation): no more than the input and two width-wide buffers are alive at once (a dense layer's output
+    and its activation, as in a layer-by-layer forward), so no step keeps an earlier step's buffer."""
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=16, degree=2, feature_map="identity")
+    mlp = EUGenMLP(
+        in_dim=24,
+        num_layers=8,
+        layer_width=128,
+        skip_connections=(4,),
+        eugen_layers=[1, 2, 3, 5, 6],
+        eugen=spec,
+        out_activation=nn.ReLU(),
+    ).eval()
+    x = torch.randn(2048, 24)
+    fused = mlp.fused()
+    with torch.no_grad():
+        expected = mlp.forward_unfused(x)
+        tracker = _LiveBytes()
+        with tracker:
+            out = fused(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    row = x.shape[0] * 4  # bytes of one float column
+    assert tracker.peak <= row * (2 * 128 + 2)  # two 128-wide buffers and the norms' columns

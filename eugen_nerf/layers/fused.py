@@ -165,53 +165,78 @@ class FusedMLP:
         # Without autograd, element-wise work runs in place on the matmul output: on a CPU the fused
         # layers are memory-bound, so every avoided pass over the (N, rows) buffer counts.
         inplace = not torch.is_grad_enabled()
-        input_sq_norm = None
+        norms: dict[str, torch.Tensor] = {}  # ‖input‖², computed once for every skip step
         x = inputs
         for step in self.steps:
-            z = torch.addmm(step.bias, x, step.weight.T)
-            # into the projection rows only (the norm rows are ||h||'s factor)
-            if step.skip_weight is not None:
-                rows = z[:, : z.shape[1] - step.norm_rows]
-                if (
-                    inplace
-                ):  # autocast does not cast in-place ops: match the rows' dtype (bf16 under autocast)
-                    rows.addmm_(inputs.to(rows.dtype), step.skip_weight.T.to(rows.dtype))
-                else:
-                    skip = inputs @ step.skip_weight.T
-                    z = torch.cat([rows + skip, z[:, rows.shape[1] :]], dim=1) if step.norm_rows else z + skip
-            if step.layer is None:  # dense / low-rank
-                x = step.activation(z) if step.activation is not None else z
-                continue
-            layer = step.layer
-            projected, rms = z, None
-            if layer.needs_input_norm:
-                if step.norm_rows:  # source is the previous layer's features: ‖h‖ = hypot(‖R [F; 1]‖, ρ)
-                    projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
-                    norm = input_norm(norm_part)
-                    if step.norm_constant is not None:
-                        norm = torch.hypot(norm, step.norm_constant)
-                else:  # source is a materialised activation
-                    norm = input_norm(x)
-                if step.skip_weight is not None:
-                    if input_sq_norm is None:
-                        input_sq_norm = input_norm(inputs).square()
-                    norm = (norm.square() + input_sq_norm).sqrt()
-                if layer.use_norm:
-                    if inplace:
-                        projected.addcmul_(norm.to(projected.dtype), step.norm_projection)
-                    else:
-                        projected = projected + norm * step.norm_projection
-                if layer.scaling != "polynomial":
-                    rms = layer.input_rms(norm).to(projected.dtype)
-                    projected = projected.div_(rms) if inplace else projected / rms
-            x = self._features(layer, projected, inplace, step.factors)
-            if layer.scaling == "linear":
-                x = x.mul_(rms) if inplace else x * rms
-            if step.out_weight is not None:
-                x = torch.addmm(step.out_bias, x, step.out_weight.T)
+            # One call per step, handed its source in a list it empties once its matmul has read it: the
+            # step's temporaries (the matmul output, views of it, norms) and its source are freed as soon as
+            # they are dead, as a layer-by-layer forward frees each activation once the next layer read it.
+            source = [x]
+            del x
+            x = self._step(step, source, inputs, inplace, norms)
         if self.out_activation is not None:
             x = self.out_activation(x)
         return x.reshape(*lead, x.shape[-1])
+
+    def _step(
+        self,
+        step: _Step,
+        source: list[torch.Tensor],
+        inputs: torch.Tensor,
+        inplace: bool,
+        norms: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """One layer of the chain: its output from its source (``source``'s one tensor, taken out of the list)
+        and the MLP's ``inputs`` for a skip."""
+        x = source.pop()
+        layer = step.layer
+        source_norm = None
+        if layer is not None and layer.needs_input_norm and not step.norm_rows:
+            source_norm = input_norm(x)  # the source is a materialised activation: its norm, before it dies
+        z = torch.addmm(step.bias, x, step.weight.T)
+        del x
+        # into the projection rows only (the norm rows are ||h||'s factor)
+        if step.skip_weight is not None:
+            rows = z[:, : z.shape[1] - step.norm_rows]
+            if inplace:  # autocast does not cast in-place ops: match the rows' dtype (bf16 under autocast)
+                rows.addmm_(inputs.to(rows.dtype), step.skip_weight.T.to(rows.dtype))
+            else:
+                skip = inputs @ step.skip_weight.T
+                z = torch.cat([rows + skip, z[:, rows.shape[1] :]], dim=1) if step.norm_rows else z + skip
+            del rows
+        if layer is None:  # dense / low-rank
+            return step.activation(z) if step.activation is not None else z
+        projected, rms = z, None
+        if layer.needs_input_norm:
+            if step.norm_rows:  # source is the previous layer's features: ‖h‖ = hypot(‖R [F; 1]‖, ρ)
+                projected, norm_part = z[:, : -step.norm_rows], z[:, -step.norm_rows :]
+                norm = input_norm(norm_part)
+                del norm_part
+                if step.norm_constant is not None:
+                    norm = torch.hypot(norm, step.norm_constant)
+            else:
+                norm = source_norm
+            if step.skip_weight is not None:
+                if "input" not in norms:
+                    norms["input"] = input_norm(inputs).square()
+                norm = (norm.square() + norms["input"]).sqrt()
+            if layer.use_norm:
+                if inplace:
+                    projected.addcmul_(norm.to(projected.dtype), step.norm_projection)
+                else:
+                    projected = projected + norm * step.norm_projection
+            if layer.scaling != "polynomial":
+                rms = layer.input_rms(norm).to(projected.dtype)
+                projected = projected.div_(rms) if inplace else projected / rms
+            del norm
+        del z  # ``projected`` holds the buffer the features are computed in
+        features = self._features(layer, projected, inplace, step.factors)
+        del projected
+        if layer.scaling == "linear":
+            features = features.mul_(rms) if inplace else features * rms
+        if step.out_weight is not None:
+            features = torch.addmm(step.out_bias, features, step.out_weight.T)
+        return features
 
     @staticmethod
     def _features(
