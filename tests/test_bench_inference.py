@@ -74,10 +74,14 @@ def test_every_head_is_measured_at_the_smaller_size_before_the_larger():
     assert memory[:4] == [(200, h, n) for h in ("nerf", "zipnerf") for n in ("dense", "eugen_fused")]
     assert order.index(("render", 200, "nerf", None)) > order.index(("memory", 200, "zipnerf", "eugen_fused"))
     assert order.index(("memory", 400, "nerf", "dense")) > order.index(("render", 200, "zipnerf", None))
-    # the other variants' memory after every size's renders
-    assert {name for _, _, name in memory[8:]} == {"eugen_unfused", "narrowed_dense"}
+    # the other variants' memory after the renders of their size, and before the next size
+    others = {(200, h, n) for h in ("nerf", "zipnerf") for n in ("eugen_unfused", "narrowed_dense")}
+    assert set(memory[4:8]) == others
     assert order.index(("memory", 200, "nerf", "eugen_unfused")) > order.index(
-        ("render", 400, "zipnerf", None)
+        ("render", 200, "zipnerf", None)
+    )
+    assert order.index(("memory", 200, "zipnerf", "narrowed_dense")) < order.index(
+        ("memory", 400, "nerf", "dense")
     )
     assert len(memory) == 2 * 2 * 4 and len(set(order)) == len(order)  # sizes x heads x variants, once each
 
@@ -174,3 +178,54 @@ def test_render_memory_builds_the_merged_forms_before_it_measures() -> None:
     with torch.no_grad():
         model(torch.randn(4, 8))
     assert mlp._fused is built  # the render reuses it: nothing is merged inside the measured region
+
+
+def _head() -> dict:
+    """A head measured at 200 px and at the 800 px extrapolation, with memory, for the --forget tests."""
+    rows = {name: _row(1.0, 1e-5, 100_000_000) for name in ("dense", "eugen_fused")}
+    for row in rows.values():
+        row.update({key: 1.0 for key in inference.SPEED_FIGURES})
+    return {"max_abs_rgb_diff_fused": 0.0, "variants": rows}
+
+
+def test_forget_removes_only_the_named_part_of_the_named_head():
+    heads = {"nerf": _head(), "zipnerf": _head()}
+    removed = inference.forget(heads, inference.parse_forget(["nerf/speed", "zipnerf/memory"]), 800)
+    assert removed == ["nerf/speed", "zipnerf/memory"]
+    nerf, zipnerf = heads["nerf"], heads["zipnerf"]
+    assert not inference.has_speed(nerf) and inference.has_speed(zipnerf)
+    for row in nerf["variants"].values():
+        assert set(row["render"]) == {"200"} and "memory" in row  # the whole-view render and memory stay
+        assert not set(inference.SPEED_FIGURES) & set(row)
+    assert "max_abs_rgb_diff_fused" not in nerf
+    for row in zipnerf["variants"].values():
+        assert "memory" not in row and set(row["render"]) == {"200", "800"}
+    inference.forget(heads, inference.parse_forget(["zipnerf/renders"]), 800)
+    assert all(set(row["render"]) == {"800"} for row in zipnerf["variants"].values())
+    assert inference.forget(heads, [("siren", "speed")], 800) == []  # a head not measured: nothing
+
+
+@pytest.mark.parametrize("item", ["nerf", "nerf/fps", "hashgrid/speed", "/memory"])
+def test_forget_refuses_what_it_does_not_know(item):
+    with pytest.raises(ValueError, match=f"--forget {item}: give HEAD/PART"):
+        inference.parse_forget([item])
+
+
+def test_a_head_measured_again_keeps_its_renders_and_memory_and_its_goals_follow():
+    args = _args(families=["nerf"], sizes=[200])
+    heads = {"nerf": _head()}
+    inference.forget(heads, [("nerf", "speed")], 800)
+    inference.finish_head("nerf", heads["nerf"], args)  # a report without the timings is still written
+    assert heads["nerf"]["goals"]["render_speedup_extrapolated"]["measured"] is None
+    assert not heads["nerf"]["complete"]
+    fresh = _head()
+    for row in fresh["variants"].values():
+        del row["memory"], row["render"]["200"]
+    fresh["variants"]["eugen_fused"]["render"]["800"]["speedup"] = 1.9
+    entry = inference.with_speed(heads["nerf"], fresh, "eugen-bench inference")
+    assert inference.has_speed(entry) and entry["command"] == "eugen-bench inference"
+    fused = entry["variants"]["eugen_fused"]
+    assert set(fused["render"]) == {"200", "800"} and fused["memory"]["200"]["bytes"] == 100_000_000
+    inference.finish_head("nerf", entry, args)
+    assert entry["goals"]["render_speedup_extrapolated"]["measured"] == 1.9
+    assert entry["complete"]

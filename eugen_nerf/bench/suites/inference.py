@@ -288,6 +288,7 @@ def summarise(family: str, entry: dict, args) -> dict[str, object]:
         s for s in args.sizes if str(s) in fused.get("memory", {}) and str(s) in dense.get("memory", {})
     ]
     render = fused["render"][str(max(rendered))]["speedup"] if rendered else None
+    extrapolated = fused["render"].get(str(args.extrapolate_size), {}).get("speedup")
     memory = fused["memory"][str(max(remembered))]["ratio_to_dense"] if remembered else None
 
     def goal(value, target, at_least: bool, size=None):
@@ -296,16 +297,11 @@ def summarise(family: str, entry: dict, args) -> dict[str, object]:
 
     return {
         "render_speedup": goal(render, RENDER_GOALS[family], True, max(rendered) if rendered else None),
-        "render_speedup_extrapolated": goal(
-            fused["render"][str(args.extrapolate_size)]["speedup"],
-            RENDER_GOALS[family],
-            True,
-            args.extrapolate_size,
-        ),
+        "render_speedup_extrapolated": goal(extrapolated, RENDER_GOALS[family], True, args.extrapolate_size),
         "render_memory_ratio": goal(
             memory, GOALS["render_memory_ratio"], False, max(remembered) if remembered else None
         ),
-        "field_speedup": goal(fused["field_speedup"], GOALS["field_speedup"], True),
+        "field_speedup": goal(fused.get("field_speedup"), GOALS["field_speedup"], True),
     }
 
 
@@ -429,21 +425,94 @@ class BenchInference:
     """the JSON written (with its plot beside it as .png); a rerun with the same setting continues it."""
     report_only: bool = False
     """measure nothing: rewrite the report's derived figures and its plot from the measurements in --out."""
+    forget: list[str] = field(default_factory=list)
+    """measure nothing: remove these measurements from --out, each HEAD/PART with PART one of speed (field
+    points/s and the extrapolated render's ray batches), renders (the whole-view renders) or memory; the same
+    command without --forget then measures them again (e.g. a timing taken while the machine was loaded)."""
 
 
 def tasks(args: BenchInference) -> list[tuple[str, int, str, str | None]]:
     """``(task, size, head, variant)`` in the order measured, so that an interrupted run has the most to show:
-    at each size the render memory of dense and EUGen fused (the goal's pair; a fresh process's memory does
-    not depend on the machine's load) of every head, then the timed renders of every head; the memory of the
-    other variants after every size's. The field and ray-batch timings of every head come before all of them."""
+    each size is measured whole before the next, larger one; at each size the render memory of dense and
+    EUGen fused (the goal's pair; a fresh process's memory does not depend on the machine's load) of every
+    head, then the timed renders of every head, then the memory of the other variants. The field and
+    ray-batch timings of every head come before all of them."""
     first = [name for name in args.memory_variants if name in ("dense", "eugen_fused")]
     others = [name for name in args.memory_variants if name not in first]
     out = []
     for size in args.sizes:
         out += [("memory", size, family, name) for family in args.families for name in first]
         out += [("render", size, family, None) for family in args.families]
-    out += [("memory", s, f, name) for s in args.sizes for name in others for f in args.families]
+        out += [("memory", size, family, name) for name in others for family in args.families]
     return out
+
+
+PARTS = ("speed", "renders", "memory")
+"""What ``--forget`` removes of a head: ``speed`` the field and ray-batch timings (:func:`measure_speed`),
+``renders`` the whole-view renders, ``memory`` the render memory."""
+SPEED_FIGURES = (
+    "field_points_per_second",
+    "field_speedup",
+    "mlp_macs_per_point",
+    "mac_ratio",
+    "field_speedup_over_mac_ratio",
+    "parameters",
+)
+
+
+def parse_forget(items: list[str], families: tuple[str, ...] = FAMILIES) -> list[tuple[str, str]]:
+    """``[(head, part)]`` of ``--forget``'s ``HEAD/PART`` items; a ValueError saying which item is wrong."""
+    out = []
+    for item in items:
+        head, _, part = item.partition("/")
+        if head not in families or part not in PARTS:
+            raise ValueError(
+                f"--forget {item}: give HEAD/PART with HEAD one of {', '.join(families)} "
+                f"and PART one of {', '.join(PARTS)}"
+            )
+        out.append((head, part))
+    return out
+
+
+def forget(heads: dict[str, dict], items: list[tuple[str, str]], extrapolate_size: int) -> list[str]:
+    """Remove the ``(head, part)`` measurements from a device's ``heads`` (what :func:`parse_forget` returns);
+    the figures derived from them go with them. Returns what was removed, as ``head/part`` lines."""
+    removed = []
+    for head, part in items:
+        entry = heads.get(head)
+        if not entry or "variants" not in entry:
+            continue
+        for row in entry["variants"].values():
+            if part == "speed":
+                for key in SPEED_FIGURES:
+                    row.pop(key, None)
+                row["render"].pop(str(extrapolate_size), None)
+            elif part == "renders":
+                row["render"] = {k: c for k, c in row["render"].items() if c.get("kind") != "measured"}
+            else:
+                row.pop("memory", None)
+        if part == "speed":
+            entry.pop("max_abs_rgb_diff_fused", None)
+        removed.append(f"{head}/{part}")
+    return removed
+
+
+def has_speed(entry: dict | None) -> bool:
+    """Whether a head's field and ray-batch timings are in (every variant's)."""
+    rows = (entry or {}).get("variants")
+    return bool(rows) and all("field_points_per_second" in row for row in rows.values())
+
+
+def with_speed(entry: dict | None, measured: dict, command: str) -> dict:
+    """A head's entry with the timings of :func:`measure_speed` (``measured``), keeping the whole-view renders
+    and the memory already measured."""
+    entry = dict(entry or {})
+    for name, row in measured["variants"].items():
+        old = entry.get("variants", {}).get(name, {})
+        row["render"] = {**old.get("render", {}), **row["render"]}
+        if "memory" in old:
+            row["memory"] = old["memory"]
+    return {**entry, "command": command, **measured}
 
 
 def setting_of(args: BenchInference) -> dict[str, object]:
@@ -482,9 +551,9 @@ def finish_head(family: str, entry: dict, args: BenchInference) -> None:
     memory in MB and as a ratio to the dense twin's, the goals and whether every measurement is in."""
     rows = entry["variants"]
     for row in rows.values():
-        per_ray = row["render"][str(args.extrapolate_size)]["seconds_per_ray"]
+        per_ray = row["render"].get(str(args.extrapolate_size), {}).get("seconds_per_ray")
         for size, cell in row["render"].items():
-            if cell["kind"] == "measured":
+            if cell["kind"] == "measured" and per_ray is not None:
                 cell["fps_predicted_from_rays"] = 1.0 / (
                     per_ray * cell["resolution"][0] * cell["resolution"][1]
                 )
@@ -494,7 +563,8 @@ def finish_head(family: str, entry: dict, args: BenchInference) -> None:
             if dense and dense["bytes"] > 0:
                 cell["ratio_to_dense"] = cell["bytes"] / dense["bytes"]
     entry["goals"] = summarise(family, entry, args)
-    entry["complete"] = all(str(s) in row["render"] for s in args.sizes for row in rows.values()) and all(
+    sizes = [str(s) for s in args.sizes] + [str(args.extrapolate_size)]
+    entry["complete"] = all(s in row["render"] for s in sizes for row in rows.values()) and all(
         str(s) in rows[n].get("memory", {}) for s in args.sizes for n in args.memory_variants if n in rows
     )
 
@@ -510,15 +580,20 @@ def main() -> None:
             "eugen-bench inference", f"the scene {args.scene} does not exist (make it with eugen-scenes)"
         )
     args.sizes = sorted(set(args.sizes))
+    try:
+        forgotten = parse_forget(args.forget)
+    except ValueError as error:
+        usage_error("eugen-bench inference", str(error))
+    if forgotten and args.report_only:
+        usage_error("eugen-bench inference", "--forget and --report-only are two separate runs: give one")
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     command = command_line()
     setting = setting_of(args)
     results = earlier_heads(args.out, setting)
-    if args.report_only and not results:
-        usage_error(
-            "eugen-bench inference", f"--report-only: {args.out} holds no measurements of this setting"
-        )
+    if (args.report_only or forgotten) and not results:
+        option = "--report-only" if args.report_only else "--forget"
+        usage_error("eugen-bench inference", f"{option}: {args.out} holds no measurements of this setting")
     report = {
         "suite": "inference",
         "command": command,
@@ -528,12 +603,12 @@ def main() -> None:
         "devices": results,
     }
 
-    if args.report_only:  # the figures stay those of the run that measured them
+    if args.report_only or forgotten:  # the figures stay those of the run that measured them
         earlier = json.loads(args.out.read_text())
         report.update(command=earlier.get("command", command), provenance=earlier.get("provenance"))
 
     def save() -> None:
-        if not args.report_only:
+        if not (args.report_only or forgotten):
             report["provenance"] = provenance(args.scene)
         for heads in results.values():
             for family, entry in heads.items():
@@ -548,13 +623,23 @@ def main() -> None:
         save()
         print(f"rewrote {args.out} and {args.out.with_suffix('.png')} from its measurements")
         return
+    if forgotten:
+        removed = [
+            line for heads in results.values() for line in forget(heads, forgotten, args.extrapolate_size)
+        ]
+        save()
+        print(
+            f"removed {', '.join(removed) or 'nothing'} from {args.out}; the same command without --forget "
+            "measures them again"
+        )
+        return
     for device in devices:
         heads = results.setdefault(device, {})
         for family in args.families:  # the quick figures of every head first
             entry = heads.get(family)
-            if entry is None or "variants" not in entry:
+            if not has_speed(entry):
                 print(f"[inference/{device}] {family}: field points/s and ray batches", flush=True)
-                heads[family] = {"command": command, **measure_speed(family, args, device)}
+                heads[family] = with_speed(entry, measure_speed(family, args, device), command)
                 save()
         for task, size, family, name in tasks(args):
             rows = heads[family]["variants"]
