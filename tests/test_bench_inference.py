@@ -229,3 +229,25 @@ def test_a_head_measured_again_keeps_its_renders_and_memory_and_its_goals_follow
     inference.finish_head("nerf", entry, args)
     assert entry["goals"]["render_speedup_extrapolated"]["measured"] == 1.9
     assert entry["complete"]
+
+
+def test_live_tensors_count_what_is_alive_at_the_peak_exactly():
+    from eugen_nerf.eval.memory import LiveTensors
+
+    x = torch.randn(1000, 8)  # made before: not counted
+    with torch.no_grad(), LiveTensors() as live:
+        a = x @ torch.ones(8, 100)  # 100 columns (the ones are freed with the statement)
+        b = a.relu_()  # in place: nothing new
+        c = torch.cat([b, b], dim=1)  # 200 columns: the peak, a and c
+        del a, b
+        d = c[:, :10].sum(dim=1)  # a view, then 1 column
+        del c
+        e = d * 2  # 1 more column
+    row = 1000 * 4
+    assert live.peak == 300 * row
+    assert sorted(live.at_peak.values()) == [100 * row, 200 * row]
+    assert any(
+        what.startswith("cat @ tests/test_bench_inference.py:") and "(1000, 200)" in what
+        for what in live.at_peak
+    )
+    assert live.current == 2 * row and e.shape == (1000,)  # d and e are alive, nothing else

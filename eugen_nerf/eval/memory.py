@@ -19,19 +19,26 @@ and built with its initial weights on that scene (what a render costs depends on
 weights; the ``inference`` benchmark measures every head this way). ``size`` renders the test view at that
 width in pixels, its intrinsics rescaled (:func:`view_at_size`).
 ``python -m eugen_nerf.eval.memory CONFIG [--view N] [--size PX] [--scene DIR] [--device D]`` is the child
-process; it prints one JSON line.
+process; it prints one JSON line. With ``--breakdown`` it says instead where the memory goes: the tensors alive
+at the render's peak, each with the operation and source line that made it (:class:`LiveTensors`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import traceback
+import weakref
+from collections import Counter
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from eugen_nerf.eval.size import PeakMemory
 from eugen_nerf.eval.timing import synchronize
@@ -40,6 +47,56 @@ KINDS = ("cuda_allocated_delta", "rss_delta_fresh_process")
 """What ``render_memory_kind`` can say: the CUDA allocator's delta, or the resident set's delta on the CPU."""
 
 _ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONWARNINGS": "ignore"}
+
+
+class LiveTensors(TorchDispatchMode):
+    """The bytes held by the tensors that operations create while the mode is on, exactly: every new storage
+    is counted when an operation returns it and uncounted when it is freed. ``peak`` is the largest total and
+    ``at_peak`` what was alive then, as ``{"op @ file:line shape dtype": bytes}`` (the source line is the
+    innermost one outside torch). Tensors that existed before (weights, inputs) are not counted: the figure is
+    what the work in the mode adds, the allocator's own overhead aside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._live: dict[int, tuple[int, str]] = {}
+        self.current = self.peak = 0
+        self.at_peak: dict[str, int] = {}
+
+    def _free(self, key: int) -> None:
+        self.current -= self._live.pop(key, (0, ""))[0]
+
+    @staticmethod
+    def _where() -> str:
+        for frame in reversed(traceback.extract_stack()[:-3]):
+            if "/torch/" not in frame.filename:
+                return f"{'/'.join(Path(frame.filename).parts[-2:])}:{frame.lineno}"
+        return "?"
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {
+            t.untyped_storage().data_ptr()
+            for t in tree_flatten((args, kwargs))[0]
+            if isinstance(t, torch.Tensor)
+        }
+        for tensor in tree_flatten(out)[0]:
+            if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
+                continue
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key in inputs or key in self._live or storage.nbytes() == 0:
+                continue  # a view or an in-place result: nothing new
+            name = f"{func.overloadpacket.__name__} @ {self._where()} {tuple(tensor.shape)} {tensor.dtype}"
+            self._live[key] = (storage.nbytes(), name)
+            self.current += storage.nbytes()
+            weakref.finalize(storage, self._free, key)
+            if self.current > self.peak:
+                self.peak = self.current
+                totals: Counter = Counter()
+                for size, what in self._live.values():
+                    totals[what] += size
+                self.at_peak = dict(totals)
+        return out
 
 
 def _resident_bytes() -> int:
@@ -104,10 +161,12 @@ def measure_in_this_process(
     size: int | None = None,
     scene: Path | None = None,
     device: str | None = None,
+    breakdown: bool = False,
 ) -> dict[str, object]:
     """Load the run at ``config_path`` (or, with ``scene``, build the method configuration at ``config_path``
     with its initial weights on ``scene``) and measure the render of test view ``view``, ``size`` pixels wide
-    when given (call in a fresh process)."""
+    when given (call in a fresh process). With ``breakdown``, the render runs under :class:`LiveTensors`
+    instead, and the result holds the peak of its tensors' bytes and the tensors alive then."""
     import gc
 
     _without_lpips()  # before the run loader imports any model that binds the class
@@ -138,13 +197,20 @@ def measure_in_this_process(
     if memory.kind == "rss_peak_process_lifetime":
         raise RuntimeError("this kernel cannot reset the resident high-water mark (/proc/self/clear_refs)")
     before = torch.cuda.memory_allocated(device) if on_cuda else _resident_bytes()
-    with torch.no_grad():
+    live = LiveTensors() if breakdown else None
+    with torch.no_grad(), live if live is not None else contextlib.nullcontext():
         rgb = final_rgb(model.get_outputs_for_camera(camera))
     synchronize(device)
     peak = memory.read()
     if not bool(torch.isfinite(rgb).all()):
         raise EvalInputError(f"{config_path}: the render of test view {view} is not finite")
     kind = "cuda_allocated_delta" if on_cuda else "rss_delta_fresh_process"
+    if live is not None:
+        return {
+            "tensor_peak_bytes": live.peak,
+            "at_peak": dict(sorted(live.at_peak.items(), key=lambda item: -item[1])),
+            "resolution": list(rgb.shape[:2]),
+        }
     return {
         "render_memory_bytes": max(int(peak - before), 0),
         "render_memory_kind": kind,
@@ -189,12 +255,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=None, help="render the view this many pixels wide")
     parser.add_argument("--scene", type=Path, default=None, help="build CONFIG untrained on this scene")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="print the tensors alive at the render's peak (exact tensor bytes) instead of the JSON line",
+    )
     args = parser.parse_args(argv)
     with one_line_errors("eugen_nerf.eval.memory", code=1):
         result = measure_in_this_process(
-            args.config, args.view, size=args.size, scene=args.scene, device=args.device
+            args.config,
+            args.view,
+            size=args.size,
+            scene=args.scene,
+            device=args.device,
+            breakdown=args.breakdown,
         )
-        print(json.dumps(result))
+        if not args.breakdown:
+            print(json.dumps(result))
+            return
+        print(f"tensors alive at the render's peak: {result['tensor_peak_bytes'] / 1e6:.1f} MB")
+        for what, size in list(result["at_peak"].items())[:20]:
+            print(f"{size / 1e6:10.2f} MB  {what}")
 
 
 if __name__ == "__main__":
