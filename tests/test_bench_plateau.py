@@ -121,3 +121,23 @@ def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
     with pytest.raises(InputError, match="not a run of this configuration"):
         train_to_plateau(tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=10, max_steps=2))
     assert (run / "notes.txt").read_text() == "mine"
+
+
+def test_a_checkpoint_off_the_schedule_is_continued_to_the_next_scored_step(tmp_path: Path):
+    rule = PlateauRule(eval_every=2, min_steps=100, max_steps=2)
+    config_path, _ = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    models = config_path.parent / "nerfstudio_models"
+    assert sorted(p.name for p in models.iterdir()) == ["step-000000001.ckpt"], "one checkpoint a chunk"
+    # a run stopped after a checkpoint between scored steps (3 steps done): as a mid-chunk save leaves it
+    state = torch.load(models / "step-000000001.ckpt", map_location="cpu")
+    state["step"] = 2
+    torch.save(state, models / "step-000000002.ckpt")
+    (models / "step-000000001.ckpt").unlink()
+
+    _, record = train_to_plateau(
+        tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=100, max_steps=6)
+    )
+    assert [h["step"] for h in record["history"]] == [2, 4, 6], "scored on the schedule only"
+    assert all(h["psnr"] is not None for h in record["history"])
+    assert sorted(p.name for p in models.iterdir()) == ["step-000000005.ckpt"]
+    assert torch.load(models / "step-000000005.ckpt", map_location="cpu")["step"] == 5

@@ -262,7 +262,9 @@ def train_to_plateau(
     while True:
         done = last_checkpoint_steps(path.parent)
         history = [h for h in record["history"] if h["step"] <= done]
-        if done and (not history or history[-1]["step"] != done):  # stopped between saving and scoring
+        on_schedule = done % rule.eval_every == 0 or done >= rule.max_steps
+        if done and on_schedule and (not history or history[-1]["step"] != done):
+            # stopped between saving and scoring
             known = [h["train_seconds"] for h in history if h["train_seconds"] is not None]
             history.append({"step": done, "psnr": None, "train_seconds": known[-1] if known else None})
         record["history"] = history
@@ -271,10 +273,14 @@ def train_to_plateau(
         if record["finished"]:
             record_path.write_text(json.dumps(record, indent=1) + "\n")
             return path, record
-        if not history or scored:
-            chunk = min(rule.eval_every, rule.max_steps - done)
+        if not history or scored or not on_schedule:
+            # to the next scheduled step: a checkpoint off the schedule (a run that ns-train started, or
+            # stopped after a save mid-chunk) is continued, not scored, so every run is scored at the same steps
+            chunk = min(rule.eval_every - done % rule.eval_every, rule.max_steps - done)
             run = copy.deepcopy(config)
-            run.max_num_iterations = run.steps_per_save = chunk
+            run.max_num_iterations = chunk
+            # one checkpoint per chunk, at its end (nerfstudio would also save at a first step on the schedule)
+            run.steps_per_save = 10**9
             run.load_dir = path.parent / "nerfstudio_models" if done else None
             config.save_config()
             seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
