@@ -141,3 +141,28 @@ def test_a_checkpoint_off_the_schedule_is_continued_to_the_next_scored_step(tmp_
     assert all(h["psnr"] is not None for h in record["history"])
     assert sorted(p.name for p in models.iterdir()) == ["step-000000005.ckpt"]
     assert torch.load(models / "step-000000005.ckpt", map_location="cpu")["step"] == 5
+
+
+def test_time_to_the_dense_final_psnr_counts_steps_and_cpu_seconds_per_step():
+    from eugen_nerf.bench.suites.methods import time_to_dense_final
+
+    def curve(*rows):
+        return [
+            {"step": s, "psnr": p, "train_seconds": w, **({"cpu_seconds_per_step": c} if c else {})}
+            for s, p, w, c in rows
+        ]
+
+    dense = curve((500, 20.0, 900.0, 2.0), (1000, 22.0, 2000.0, 2.2), (1500, 22.0, 3000.0, 2.4))
+    curves = {
+        "dense": dense,
+        "eugen": curve((500, 21.0, 700.0, 1.0), (1000, 22.5, 1300.0, 1.0), (1500, 23.0, 1900.0, 1.0)),
+        "narrow": curve((500, 19.0, 500.0, 1.0), (1000, 21.9, 1000.0, 1.0), (1500, 21.9, 1500.0, 1.0)),
+        "unknown_cpu": curve((500, 22.1, 800.0, None)),
+    }
+    timing = time_to_dense_final(curves, dense)
+    assert timing["dense_final_validation_psnr"] == 22.0
+    assert timing["steps"] == {"dense": 1000, "eugen": 1000, "narrow": None, "unknown_cpu": 500}
+    assert timing["seconds"] == {"dense": 2000.0, "eugen": 1300.0, "narrow": None, "unknown_cpu": 800.0}
+    assert timing["cpu_seconds"]["dense"] == pytest.approx(1000 * 2.2)  # steps x median CPU s/step
+    assert timing["cpu_seconds"]["eugen"] == pytest.approx(1000.0)
+    assert timing["cpu_seconds"]["narrow"] is None and timing["cpu_seconds"]["unknown_cpu"] is None

@@ -222,7 +222,8 @@ def train_to_plateau(
     steps, scoring the validation views after each chunk; resumable.
 
     Each chunk ends on a checkpoint (model, optimisers and schedulers) and one line of ``plateau.json``
-    beside the run's ``config.yml`` (steps, PSNR, cumulative training seconds). Run again, the same call
+    beside the run's ``config.yml`` (steps, PSNR, cumulative training seconds, and the chunk's CPU seconds per
+    step: on one thread, what a step costs whatever else shares the machine). Run again, the same call
     continues from the newest checkpoint, so a run longer than a working session survives being stopped at
     any point (at most one chunk is trained again). A run directory holding another configuration, seed or
     rule is refused rather than overwritten (other min/max steps continue it); a run of the same configuration
@@ -286,11 +287,19 @@ def train_to_plateau(
             seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
             trainer = run.setup(local_rank=0, world_size=1)
             trainer.setup()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             trainer.train()
+            cpu_per_step = (time.process_time() - start_cpu) / chunk
             before = history[-1]["train_seconds"] if history else 0.0
             seconds = (before or 0.0) + time.perf_counter() - start
-            history.append({"step": done + chunk, "psnr": None, "train_seconds": seconds})
+            history.append(
+                {
+                    "step": done + chunk,
+                    "psnr": None,
+                    "train_seconds": seconds,
+                    "cpu_seconds_per_step": cpu_per_step,
+                }
+            )
             pipeline = trainer.pipeline
         else:  # a checkpoint found on disk, not yet scored
             from eugen_nerf.eval.runs import load_run

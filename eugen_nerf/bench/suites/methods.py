@@ -25,6 +25,7 @@ import copy
 import io
 import json
 import platform
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,14 +251,27 @@ def timestamp(label: str, seed: int = 0) -> str:
 
 
 def time_to_dense_final(curves: dict[str, list[dict]], dense: list[dict]) -> dict[str, object]:
-    """Training seconds each variant (first seed) took to reach the final validation PSNR of the dense twin
-    (``dense``: its validation curve), on the same evaluation schedule (``None``: it never did)."""
+    """When each variant (first seed) reached the final validation PSNR of the dense twin (``dense``: its
+    validation curve), on the same evaluation schedule (``None``: it never did): its training step, its
+    training wall seconds, and ``cpu_seconds``, that step times the run's median CPU seconds per step (one
+    thread: the cost of the run alone, where wall seconds also count whatever else shared the machine)."""
     target = dense[-1]["psnr"]
-    seconds = {
-        label: next((h["train_seconds"] for h in curve if h["psnr"] >= target), None)
-        for label, curve in curves.items()
+    reached = {
+        label: next((h for h in curve if h["psnr"] >= target), None) for label, curve in curves.items()
     }
-    return {"dense_final_validation_psnr": target, "seconds": seconds}
+
+    def cpu_seconds(label: str) -> float | None:
+        per_step = [h["cpu_seconds_per_step"] for h in curves[label] if h.get("cpu_seconds_per_step")]
+        if reached[label] is None or not per_step:
+            return None
+        return reached[label]["step"] * statistics.median(per_step)
+
+    return {
+        "dense_final_validation_psnr": target,
+        "steps": {label: h["step"] if h else None for label, h in reached.items()},
+        "seconds": {label: h["train_seconds"] if h else None for label, h in reached.items()},
+        "cpu_seconds": {label: cpu_seconds(label) for label in reached},
+    }
 
 
 def quality(config_path: Path) -> dict[str, float]:
