@@ -93,7 +93,10 @@ def render_index(protocol: Protocol, output_dir: Path) -> str:
         folder = output_dir / name
         lines += [f"## `{name}`", ""]
         if suite is not None:
-            lines += [suite.description[:1].upper() + suite.description[1:] + ".", ""]
+            first = suite.description.split(" ", 1)[0]
+            # a sentence starts with a capital, a command name (eugen-nerf) stays as it is written
+            description = suite.description if "-" in first and first.islower() else first[:1].upper() + suite.description[1:]
+            lines += [description + ".", ""]
             if suite.setting:
                 lines += [f"Setting: {suite.setting}.", ""]
         command = (folder / COMMAND_FILE).read_text().strip()
