@@ -81,6 +81,30 @@ def test_multisampling_is_deterministic_in_evaluation():
     assert torch.equal(first, second)
 
 
+def test_multisamples_of_rays_expanded_over_their_samples_equal_materialised_ones():
+    """Origins, directions and radii broadcast over a ray's samples (stride 0, as nerfstudio's ray samples hold
+    them) are computed once per ray: the means and blurs equal those of the materialised tensors, bit for bit,
+    in the ``[..., samples, 6, 3]`` shape, and the tested means sit on the rays' own cones."""
+    torch.manual_seed(0)
+    rays, samples = 5, 4
+    origins = torch.randn(rays, 1, 3)
+    directions = torch.nn.functional.normalize(torch.randn(rays, 1, 3), dim=-1)
+    radii = torch.rand(rays, 1, 1) * 0.01
+    starts = torch.rand(rays, samples, 1) + 2.0
+    ends = starts + torch.rand(rays, samples, 1) * 0.5
+    expanded = [x.expand(rays, samples, x.shape[-1]) for x in (origins, directions, radii)]
+    assert expanded[0].stride(1) == 0
+    materialised = [x.contiguous() for x in expanded]
+    means, stds = frustum_multisamples(expanded[0], expanded[1], starts, ends, expanded[2], randomize=False)
+    reference, reference_stds = frustum_multisamples(
+        materialised[0], materialised[1], starts, ends, materialised[2], randomize=False
+    )
+    assert means.shape == (rays, samples, 6, 3) and stds.shape == (rays, samples, 6)
+    assert torch.equal(means, reference) and torch.equal(stds, reference_stds)
+    along = ((means - origins[:, :, None]) * directions[:, :, None]).sum(-1)  # distance along each ray
+    assert bool(((along > starts - 1e-4) & (along < ends + 1e-4)).all())
+
+
 def test_feature_weight_is_one_for_small_frustums_and_falls_as_they_grow():
     resolutions = torch.tensor([16.0, 64.0, 256.0])
     stds = torch.tensor([1e-6, 1e-3, 1e-2, 1e-1, 1.0])
