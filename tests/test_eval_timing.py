@@ -95,3 +95,24 @@ def test_closest_in_time_picks_the_candidate_timed_nearest_the_reference(monkeyp
         timing.closest_in_time(lambda: None, {}, "cpu")
     with pytest.raises(ValueError, match="needs candidates"):
         timing.closest_in_time(lambda: None, {"reference": lambda: None}, "cpu")
+
+
+def test_closest_in_time_with_sizes_fits_a_line_through_noisy_candidates(monkeypatch):
+    from eugen_nerf.eval import timing
+
+    # times grow with the width (1 s + 0.01 s a unit) with a shared machine's noise, and one candidate (48)
+    # measured 0.5 s slow: the nearest median picks it, the line fitted through all of them picks 96
+    widths = [str(w) for w in range(32, 161, 16)]
+    noise = [0.03, 0.5, -0.04, 0.05, -0.03, 0.04, -0.05, 0.02, -0.02]
+    medians = {"reference": 2.0, **{w: 1.0 + 0.01 * int(w) + e for w, e in zip(widths, noise)}}
+
+    def fake_interleaved(fns, device, warmup, repeats):
+        return {name: timing.Timing([medians[name]]) for name in fns}
+
+    monkeypatch.setattr(timing, "benchmark_interleaved", fake_interleaved)
+    fns = {w: (lambda: None) for w in widths}
+    assert timing.closest_in_time(lambda: None, fns, "cpu")[0] == "48"
+    best, _ = timing.closest_in_time(lambda: None, fns, "cpu", sizes={w: int(w) for w in widths})
+    assert best == "96"  # 1 + 0.01 * 96 = 1.96, the width whose true time is nearest 2.0
+    with pytest.raises(ValueError, match="every candidate"):
+        timing.closest_in_time(lambda: None, fns, "cpu", sizes={"48": 48})

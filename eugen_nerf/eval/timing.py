@@ -107,16 +107,29 @@ def closest_in_time(
     device: torch.device | str,
     warmup: int = 1,
     repeats: int = 5,
+    sizes: dict[str, float] | None = None,
 ) -> tuple[str, dict[str, Timing]]:
-    """The candidate whose median time is closest to ``reference``'s, all timed side by side
+    """The candidate whose time is closest to ``reference``'s, all timed side by side
     (:func:`benchmark_interleaved`, the reference under the key ``"reference"``); returns its key and every timing.
 
-    How a benchmark finds "the dense twin narrowed to EUGen's speed": candidates are the dense widths."""
+    How a benchmark finds "the dense twin narrowed to EUGen's speed": candidates are the dense widths. With
+    ``sizes`` (each candidate's width), the candidates' median times are fitted by a straight line in the size
+    and the candidate whose fitted time is nearest the reference's is chosen: on a shared machine one
+    candidate's median can be off by more than neighbouring widths differ, while the fit over all of them is
+    not. Without ``sizes``, the candidate with the nearest median."""
     if not candidates or "reference" in candidates:
         raise ValueError("closest_in_time needs candidates, none of them named 'reference'")
     timings = benchmark_interleaved({"reference": reference, **candidates}, device, warmup, repeats)
     target = timings["reference"].median
-    return min(candidates, key=lambda name: abs(timings[name].median - target)), timings
+    if sizes is None or len(candidates) < 2:
+        return min(candidates, key=lambda name: abs(timings[name].median - target)), timings
+    if set(sizes) != set(candidates):
+        raise ValueError("closest_in_time: sizes must name every candidate")
+    x = torch.tensor([float(sizes[name]) for name in candidates], dtype=torch.float64)
+    y = torch.tensor([timings[name].median for name in candidates], dtype=torch.float64)
+    design = torch.stack([torch.ones_like(x), x], dim=1)
+    fitted = design @ torch.linalg.lstsq(design, y.unsqueeze(1)).solution.squeeze(1)
+    return min(zip(candidates, fitted.tolist()), key=lambda pair: abs(pair[1] - target))[0], timings
 
 
 @dataclass

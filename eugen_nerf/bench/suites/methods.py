@@ -188,12 +188,15 @@ def narrowed_to_speed(
     repeats: int = 3,
 ) -> tuple[str, TrainerConfig]:
     """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
-    fused render time, the untrained models timed side by side (the cost is the shapes, not the weights).
+    fused render time, the untrained models timed side by side (the cost is the shapes, not the weights) and
+    the width read off a line fitted through every width's time (:func:`closest_in_time` with sizes).
     The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
     from eugen_nerf.eval.timing import closest_in_time
     from eugen_nerf.scenes import dataparser_config
 
-    key = f"{eugen.method_name} vs {dense.method_name}, {width_field}, {eugen_params} parameters"
+    key = (
+        f"{eugen.method_name} vs {dense.method_name}, {width_field}, {eugen_params} parameters, {scene.name}"
+    )
     try:
         found = json.loads(cache.read_text())
     except (OSError, ValueError):
@@ -222,11 +225,13 @@ def narrowed_to_speed(
                 "cpu",
                 warmup=1,
                 repeats=repeats,
+                sizes={str(w): w for w in widths},
             )
         found[key] = {
             "width": int(width),
             "render_seconds_median": {name: t.median for name, t in timings.items()},
             "view": "first test view at half resolution",
+            "chosen_by": "a straight line fitted through the widths' median times, nearest EUGen's",
             "threads": torch.get_num_threads(),
         }
         cache.parent.mkdir(parents=True, exist_ok=True)
