@@ -94,5 +94,8 @@ class GatherHashEncoding(HashEncoding):
         weight = torch.cat([1 - frac, frac], dim=1)  # [3, 2, L, N]
         weights = weight[0][:, None, None] * weight[1][None, :, None] * weight[2][None, None, :]
         features = _GatherRows.apply(self.hash_table, index)  # [8, L * N, F]
-        encoded = (features * weights.view(8, levels * n, 1)).sum(0)  # [L * N, F]
+        weights = weights.view(8, levels * n, 1)
+        # without autograd the gathered rows are weighted in place: one [8, L * N, F] buffer fewer
+        weighted = features.mul_(weights) if not torch.is_grad_enabled() else features * weights
+        encoded = weighted.sum(0)  # [L * N, F]
         return encoded.view(levels, n, -1).transpose(0, 1).reshape(n, -1)
