@@ -202,7 +202,7 @@ def test_list_names_every_suite_and_what_it_reads():
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines[::2]] == list(CPU.suites)
-    assert "reads S/bunny64" in result.stdout
+    assert "reads S/branches128" in result.stdout  # the nerf suite's scene
 
 
 def test_quick_layers_suite_writes_its_folder_and_leaves_benchmarks_alone(tmp_path):

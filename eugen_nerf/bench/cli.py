@@ -89,8 +89,9 @@ def regenerate(root: Path, protocol, check: bool) -> list[str]:
 
 def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
     command = suite.command(where, quick=args.quick)
-    out = where.output_dir / suite.name
-    out.mkdir(parents=True, exist_ok=True)
+    out = (
+        where.output_dir / suite.name
+    )  # made by the suite when it writes: a running suite leaves no empty folder
     print(f"== {suite.name}: python {shlex.join(command)}", flush=True)
     load_at_start = load()
     code = subprocess.call([sys.executable, *command])
@@ -102,6 +103,7 @@ def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
         + (["--device", args.device] if args.device != "cpu" else [])
         + (["--quick"] if args.quick else [])
     )
+    out.mkdir(parents=True, exist_ok=True)
     write_command(out, suite.name, command, rerun, load_at_start)
     return 0
 

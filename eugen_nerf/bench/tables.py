@@ -14,7 +14,8 @@ source's ``label``; ``@file.KEY`` reads KEY from the source's own file. A source
 ``join: {field: value}`` with ``same: [fields]`` reads its ``key`` from the sibling entry that has those field
 values and the same ``same`` fields as the row's entry (a pivot: one row per setting, one column per variant).
 A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
-``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent.
+``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent. A list value reads
+as its items joined by commas.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ class Tables:
                 if isinstance(fallback, dict)
                 else str(fallback)
             )
+        # a list (seeds) reads as "0, 1, 2"
+        values = [", ".join(map(str, v)) if isinstance(v, list) else v for v in values]
         if "map" in cell:  # every value mapped (yes/no flags), then formatted together
             values = [cell["map"].get(value, value) for value in values]
             return cell.get("fmt", "; ".join(["{}"] * len(values))).format(*values)
