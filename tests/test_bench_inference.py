@@ -70,20 +70,36 @@ def test_every_head_is_measured_at_the_smaller_size_before_the_larger():
     renders = [(size, head) for task, size, head, _ in order if task == "render"]
     assert renders == [(200, "nerf"), (200, "zipnerf"), (400, "nerf"), (400, "zipnerf")]
     memory = [(size, head, name) for task, size, head, name in order if task == "memory"]
-    # the goal's pair (dense, EUGen fused) of every head at a size, before that size's renders
+    # the goal's pair (dense, EUGen fused) of every head at a size first, then the other variants' memory
     assert memory[:4] == [(200, h, n) for h in ("nerf", "zipnerf") for n in ("dense", "eugen_fused")]
-    assert order.index(("render", 200, "nerf", None)) > order.index(("memory", 200, "zipnerf", "eugen_fused"))
-    assert order.index(("memory", 400, "nerf", "dense")) > order.index(("render", 200, "zipnerf", None))
-    # the other variants' memory after the renders of their size, and before the next size
     others = {(200, h, n) for h in ("nerf", "zipnerf") for n in ("eugen_unfused", "narrowed_dense")}
     assert set(memory[4:8]) == others
-    assert order.index(("memory", 200, "nerf", "eugen_unfused")) > order.index(
-        ("render", 200, "zipnerf", None)
+    # then that size's renders, and only then the next size
+    assert order.index(("render", 200, "nerf", None)) > order.index(
+        ("memory", 200, "zipnerf", "narrowed_dense")
     )
-    assert order.index(("memory", 200, "zipnerf", "narrowed_dense")) < order.index(
-        ("memory", 400, "nerf", "dense")
-    )
+    assert order.index(("memory", 400, "nerf", "dense")) > order.index(("render", 200, "zipnerf", None))
     assert len(memory) == 2 * 2 * 4 and len(set(order)) == len(order)  # sizes x heads x variants, once each
+
+
+def test_once_the_ray_batches_are_in_the_quickest_renders_come_first_within_each_group():
+    def head(seconds_per_ray: float) -> dict:
+        names = ("dense", "eugen_fused", "eugen_unfused", "narrowed_dense")
+        return {"variants": {n: {"render": {"800": {"seconds_per_ray": seconds_per_ray}}} for n in names}}
+
+    heads = {"nerf": head(3e-3), "zipnerf": head(1e-3)}
+    order = inference.tasks(_args(), heads)
+    assert order[:4] == [("memory", 200, h, n) for h in ("zipnerf", "nerf") for n in ("dense", "eugen_fused")]
+    renders = [(size, h) for task, size, h, _ in order if task == "render"]
+    assert renders == [(200, "zipnerf"), (200, "nerf"), (400, "zipnerf"), (400, "nerf")]
+    assert sorted(order) == sorted(inference.tasks(_args()))  # the same tasks, in another order
+    heads["nerf"]["variants"]["eugen_unfused"]["render"]["800"]["seconds_per_ray"] = 1e-4
+    others = [(h, n) for task, size, h, n in order if task == "memory" and size == 200][4:]
+    assert others[0] != ("nerf", "eugen_unfused")  # ... until the batches say otherwise
+    others = [
+        (h, n) for task, size, h, n in inference.tasks(_args(), heads) if task == "memory" and size == 200
+    ]
+    assert others[4] == ("nerf", "eugen_unfused")
 
 
 def test_a_rerun_continues_only_a_report_of_the_same_setting(tmp_path):

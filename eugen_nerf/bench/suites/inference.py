@@ -431,19 +431,37 @@ class BenchInference:
     command without --forget then measures them again (e.g. a timing taken while the machine was loaded)."""
 
 
-def tasks(args: BenchInference) -> list[tuple[str, int, str, str | None]]:
+def tasks(
+    args: BenchInference, heads: dict[str, dict] | None = None
+) -> list[tuple[str, int, str, str | None]]:
     """``(task, size, head, variant)`` in the order measured, so that an interrupted run has the most to show:
     each size is measured whole before the next, larger one; at each size the render memory of dense and
     EUGen fused (the goal's pair; a fresh process's memory does not depend on the machine's load) of every
-    head, then the timed renders of every head, then the memory of the other variants. The field and
-    ray-batch timings of every head come before all of them."""
+    head, then the memory of the other variants, then the timed renders of every head. The field and
+    ray-batch timings of every head come before all of them; once they are in (``heads``, a device's
+    measurements), each group runs its quickest renders first, as the ray batches predict them."""
     first = [name for name in args.memory_variants if name in ("dense", "eugen_fused")]
     others = [name for name in args.memory_variants if name not in first]
+
+    def per_ray(family: str, names: list[str] | None) -> float:
+        rows = ((heads or {}).get(family) or {}).get("variants", {})
+        times = [
+            row.get("render", {}).get(str(args.extrapolate_size), {}).get("seconds_per_ray")
+            for name, row in rows.items()
+            if names is None or name in names
+        ]
+        return sum(t for t in times if t is not None)
+
+    def quickest_first(
+        group: list[tuple[str, int, str, str | None]],
+    ) -> list[tuple[str, int, str, str | None]]:
+        return sorted(group, key=lambda t: per_ray(t[2], None if t[3] is None else [t[3]]))  # stable
+
     out = []
     for size in args.sizes:
-        out += [("memory", size, family, name) for family in args.families for name in first]
-        out += [("render", size, family, None) for family in args.families]
-        out += [("memory", size, family, name) for name in others for family in args.families]
+        out += quickest_first([("memory", size, family, name) for family in args.families for name in first])
+        out += quickest_first([("memory", size, family, name) for name in others for family in args.families])
+        out += quickest_first([("render", size, family, None) for family in args.families])
     return out
 
 
@@ -641,7 +659,7 @@ def main() -> None:
                 print(f"[inference/{device}] {family}: field points/s and ray batches", flush=True)
                 heads[family] = with_speed(entry, measure_speed(family, args, device), command)
                 save()
-        for task, size, family, name in tasks(args):
+        for task, size, family, name in tasks(args, heads):
             rows = heads[family]["variants"]
             if task == "render" and any(str(size) not in row["render"] for row in rows.values()):
                 print(f"[inference/{device}] {family}: whole views at {size} px", flush=True)
