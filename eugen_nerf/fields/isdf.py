@@ -32,6 +32,9 @@ class ISDFEUGenConfig(EUGenSpec):
     """m = 64: close to the dense field's SDF error at a clear inference speed-up, where m = 32 loses more
     accuracy than it saves time."""
     use_norm: bool = False
+    trainable_projections: bool = True
+    """An online SDF is trained from scratch, where trained projections fit the surface as well as the dense
+    layers do and frozen ones do not (the ``isdf`` benchmark's room); inference costs the same either way."""
     layers: tuple[int, ...] = (1, 2, 3)
     """EUGen layers of the 5-layer MLP (0: embedding -> width, 2: skip layer, 4: output)."""
 
