@@ -116,3 +116,19 @@ def test_closest_in_time_with_sizes_fits_a_line_through_noisy_candidates(monkeyp
     assert best == "96"  # 1 + 0.01 * 96 = 1.96, the width whose true time is nearest 2.0
     with pytest.raises(ValueError, match="every candidate"):
         timing.closest_in_time(lambda: None, fns, "cpu", sizes={"48": 48})
+
+
+def test_the_cpu_clock_counts_work_not_waiting():
+    import time
+
+    from eugen_nerf.eval.timing import benchmark_interleaved
+
+    fns = {"sleep": lambda: time.sleep(0.05), "work": lambda: sum(i * i for i in range(200_000))}
+    wall = benchmark_interleaved(fns, "cpu", warmup=0, repeats=2)
+    cpu = benchmark_interleaved(fns, "cpu", warmup=0, repeats=2, clock="cpu")
+    assert wall["sleep"].median >= 0.05 and cpu["sleep"].median < 0.01  # waiting costs no CPU
+    assert cpu["work"].median > 0.0
+    with pytest.raises(ValueError, match="clock"):
+        benchmark_interleaved(fns, "cpu", clock="gpu")
+    with pytest.raises(ValueError, match="wall clock on CUDA"):
+        benchmark_interleaved(fns, "cuda", clock="cpu")

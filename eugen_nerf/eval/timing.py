@@ -39,13 +39,31 @@ class Timing:
         return statistics.median(self.seconds)
 
 
-def timed(fn: Callable[[], T], device: torch.device | str) -> tuple[T, float]:
-    """Run ``fn`` once between two synchronisations; return its result and the wall-clock seconds."""
+CLOCKS = ("wall", "cpu")
+"""What a timing counts: wall-clock seconds, or the CPU seconds of this process (every thread's). On a CPU
+shared with other jobs, a one-thread run's CPU seconds are what it would take alone, where its wall-clock
+seconds also count the time other jobs held the core; on CUDA only the wall clock means anything."""
+
+
+def _clock(clock: str, device: torch.device | str) -> Callable[[], float]:
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
+    if clock == "cpu":
+        if torch.device(device).type != "cpu":
+            raise ValueError("the cpu clock times CPU work only: use the wall clock on CUDA")
+        return time.process_time
+    return time.perf_counter
+
+
+def timed(fn: Callable[[], T], device: torch.device | str, clock: str = "wall") -> tuple[T, float]:
+    """Run ``fn`` once between two synchronisations; return its result and the seconds it took on ``clock``
+    (:data:`CLOCKS`)."""
+    now = _clock(clock, device)
     synchronize(device)
-    start = time.perf_counter()
+    start = now()
     result = fn()
     synchronize(device)
-    return result, time.perf_counter() - start
+    return result, now() - start
 
 
 class NonFiniteOutput(ArithmeticError):
@@ -77,14 +95,20 @@ def benchmark(
 
 
 def benchmark_interleaved(
-    fns: dict[str, Callable[[], object]], device: torch.device | str, warmup: int = 1, repeats: int = 5
+    fns: dict[str, Callable[[], object]],
+    device: torch.device | str,
+    warmup: int = 1,
+    repeats: int = 5,
+    clock: str = "wall",
 ) -> dict[str, Timing]:
     """Time several variants side by side: each repeat runs every variant once, in turn.
 
     Load from other processes (or clock changes) then hits all variants alike, so their ratios stay
     meaningful on a shared machine, which separate back-to-back :func:`benchmark` calls do not guarantee.
-    Each variant's first timed output is checked finite: a NaN network is fast and worthless.
+    Each variant's first timed output is checked finite: a NaN network is fast and worthless. ``clock``: see
+    :data:`CLOCKS`.
     """
+    _clock(clock, device)  # an unknown clock, or the cpu clock on CUDA, fails before anything runs
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for fn in fns.values():
@@ -93,7 +117,7 @@ def benchmark_interleaved(
     timings = {name: Timing() for name in fns}
     for repeat in range(repeats):
         for name, fn in fns.items():
-            result, seconds = timed(fn, device)
+            result, seconds = timed(fn, device, clock)
             if repeat == 0:
                 check_finite(result, name)
             timings[name].seconds.append(seconds)
