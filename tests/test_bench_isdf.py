@@ -216,3 +216,17 @@ def test_the_width_matched_to_eugens_speed_is_timed_once_and_kept(tmp_path: Path
     assert "dense narrowed to EUGen's speed (width 128)" in suite.variants(other), (
         "another EUGen is timed again"
     )
+
+
+def test_a_changed_eugen_default_keeps_the_dense_runs_but_not_the_eugen_ones():
+    from eugen_nerf.bench.suites.isdf import same_run
+
+    def key(layers, trainable):
+        eugen = {"layers": layers, "num_features": 64, "trainable_projections": trainable}
+        return {"scene": "h", "stream": {"sdf": {"width": 256, "eugen": eugen}, "seed": 0}, "evaluation": {}}
+
+    assert same_run(key([], False), key([], True)), "the dense field has no EUGen layer to change"
+    assert not same_run(key([1, 2, 3], False), key([1, 2, 3], True))
+    assert not same_run(key([], False), key([1, 2, 3], False))
+    other_scene = {**key([], True), "scene": "other"}
+    assert not same_run(key([], True), other_scene)

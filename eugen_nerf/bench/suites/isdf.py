@@ -351,6 +351,21 @@ def run_key(stream: StreamingConfig, context: Context) -> dict:
     )
 
 
+def same_run(saved: dict, key: dict) -> bool:
+    """Whether a saved run key and ``key`` name the same run. A field without EUGen layers (the dense ones)
+    ignores the EUGen knobs, so a changed EUGen default does not make its runs train again."""
+
+    def identity(k: dict) -> dict:
+        sdf = k.get("stream", {}).get("sdf", {})
+        eugen = sdf.get("eugen") if isinstance(sdf, dict) else None
+        if isinstance(eugen, dict) and not eugen.get("layers"):
+            sdf = {**sdf, "eugen": {"layers": eugen.get("layers")}}
+            return {**k, "stream": {**k["stream"], "sdf": sdf}}
+        return k
+
+    return identity(saved) == identity(key)
+
+
 def run_dir(config: BenchISDF, name: str, seed: int) -> Path:
     return config.mesh_dir / "runs" / file_stem(name) / f"seed{seed}"
 
@@ -384,7 +399,7 @@ def open_run(
     record = {"name": name, "seed": seed, "key": key, "history": [], "finished": None, "result": None}
     if (folder / RECORD).is_file():
         saved = json.loads((folder / RECORD).read_text())
-        if saved.get("key") != key:
+        if not same_run(saved.get("key") or {}, key):
             raise InputError(
                 f"{folder} holds a run of another configuration (scene content, stream, schedule or "
                 "evaluation); remove it or pass another --mesh-dir"
