@@ -95,7 +95,11 @@ def render_index(protocol: Protocol, output_dir: Path) -> str:
         if suite is not None:
             first = suite.description.split(" ", 1)[0]
             # a sentence starts with a capital, a command name (eugen-nerf) stays as it is written
-            description = suite.description if "-" in first and first.islower() else first[:1].upper() + suite.description[1:]
+            description = (
+                suite.description
+                if "-" in first and first.islower()
+                else first[:1].upper() + suite.description[1:]
+            )
             lines += [description + ".", ""]
             if suite.setting:
                 lines += [f"Setting: {suite.setting}.", ""]
