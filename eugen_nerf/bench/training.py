@@ -56,11 +56,14 @@ def same_model(config_path: Path, config: TrainerConfig) -> bool:
 
 
 def without_unused_eugen_knobs(model: object) -> object:
-    """A plain model config without the EUGen knobs when it selects no EUGen layer (every ``*_layers`` of its
-    ``eugen`` empty: a dense twin), so a changed EUGen default does not retrain the dense twins."""
+    """A plain model (or field) config without the EUGen knobs when it selects no EUGen layer (every
+    ``layers`` / ``*_layers`` of its ``eugen`` empty: a dense twin), so a changed EUGen default does not retrain
+    the dense twins."""
     eugen = model.get("eugen") if isinstance(model, dict) else None
     if isinstance(eugen, dict):
-        selections = {key: value for key, value in eugen.items() if key.endswith("_layers")}
+        selections = {
+            key: value for key, value in eugen.items() if key == "layers" or key.endswith("_layers")
+        }
         if selections and not any(selections.values()):
             return {**model, "eugen": selections}
     return model

@@ -75,7 +75,7 @@ from eugen_nerf.bench.merge import non_finite_figures
 from eugen_nerf.bench.provenance import content_hash, provenance
 from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.bench.suites import command_line
-from eugen_nerf.bench.training import PlateauRule, plain
+from eugen_nerf.bench.training import PlateauRule, plain, without_unused_eugen_knobs
 from eugen_nerf.eval.timing import benchmark, benchmark_interleaved, closest_in_time
 from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig, dense_isdf_config
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, usage_error
@@ -356,12 +356,10 @@ def same_run(saved: dict, key: dict) -> bool:
     ignores the EUGen knobs, so a changed EUGen default does not make its runs train again."""
 
     def identity(k: dict) -> dict:
-        sdf = k.get("stream", {}).get("sdf", {})
-        eugen = sdf.get("eugen") if isinstance(sdf, dict) else None
-        if isinstance(eugen, dict) and not eugen.get("layers"):
-            sdf = {**sdf, "eugen": {"layers": eugen.get("layers")}}
-            return {**k, "stream": {**k["stream"], "sdf": sdf}}
-        return k
+        stream = k.get("stream")
+        if not isinstance(stream, dict):
+            return k
+        return {**k, "stream": {**stream, "sdf": without_unused_eugen_knobs(stream.get("sdf"))}}
 
     return identity(saved) == identity(key)
 
