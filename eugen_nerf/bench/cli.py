@@ -89,9 +89,8 @@ def regenerate(root: Path, protocol, check: bool) -> list[str]:
 
 def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
     command = suite.command(where, quick=args.quick)
-    out = (
-        where.output_dir / suite.name
-    )  # made by the suite when it writes: a running suite leaves no empty folder
+    # the suite makes its folder when it writes: a running suite leaves no empty folder behind
+    out = where.output_dir / suite.name
     print(f"== {suite.name}: python {shlex.join(command)}", flush=True)
     load_at_start = load()
     code = subprocess.call([sys.executable, *command])
