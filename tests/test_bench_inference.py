@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,35 @@ def test_a_rerun_continues_only_a_report_of_the_same_setting(tmp_path):
     assert inference.earlier_heads(out, inference.setting_of(_args(sizes=[200]))) == {}
     assert inference.earlier_heads(out, inference.setting_of(_args(scene=Path("scenes/other")))) == {}
     assert inference.earlier_heads(tmp_path / "absent.json", setting) == {}
+
+
+def test_a_report_timed_with_the_other_clock_keeps_its_memory_and_is_timed_again(tmp_path):
+    out = tmp_path / "inference.json"
+    wall = inference.setting_of(_args(clock="wall"))
+    out.write_text(json.dumps({"setting": wall, "devices": {"cpu": {"nerf": _head()}}}))
+    heads = inference.earlier_heads(out, inference.setting_of(_args(clock="cpu")))
+    nerf = heads["cpu"]["nerf"]
+    assert not inference.has_speed(nerf)
+    for row in nerf["variants"].values():
+        assert row["render"] == {} and row["memory"]["200"]["bytes"] == 100_000_000
+    # a report written before the clock was part of the setting was timed by the wall clock
+    del wall["clock"]
+    out.write_text(json.dumps({"setting": wall, "devices": {"cpu": {"nerf": _head()}}}))
+    assert not inference.has_speed(inference.earlier_heads(out, inference.setting_of(_args()))["cpu"]["nerf"])
+    # any other change of setting still measures everything again
+    assert inference.earlier_heads(out, inference.setting_of(_args(sizes=[200]))) == {}
+
+
+def test_the_cpu_clock_counts_cpu_seconds_not_time_spent_waiting():
+    runner = inference.Variant.__new__(inference.Variant)
+    waited = inference.timed(
+        {"dense": runner}, lambda r: (time.sleep(0.2), torch.ones(1))[1], "cpu", 0, 1, "cpu"
+    )
+    assert waited["dense"] < 0.1
+    walled = inference.timed(
+        {"dense": runner}, lambda r: (time.sleep(0.2), torch.ones(1))[1], "cpu", 0, 1, "wall"
+    )
+    assert walled["dense"] >= 0.2
 
 
 def test_views_are_rescaled_to_the_width_asked_for():

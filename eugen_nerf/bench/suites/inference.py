@@ -22,7 +22,9 @@ Per head and variant:
   CUDA), and its ratio to the dense twin's.
 
 Timings are side by side: the variants alternate inside every repeat (``benchmark_interleaved``), so load from
-other processes hits them alike; every timed output is checked finite, and a report holding a non-finite
+other processes hits them alike. On the CPU they count this process's CPU seconds by default (``--clock cpu``):
+run on one thread, that is what a render costs alone on a core, whatever else shares the machine; CUDA is timed
+by the wall clock; every timed output is checked finite, and a report holding a non-finite
 figure is refused. The report is written after every measurement and a rerun with the same setting continues
 where it stopped (heads measured with another setting are measured again). The smaller size is measured for
 every head before the larger one, so an interrupted run still covers every head (:func:`tasks`).
@@ -188,8 +190,11 @@ class Head:
             )
 
 
-def timed(runners: dict[str, Variant], call, device: str, warmup: int, repeats: int) -> dict[str, float]:
-    """Median seconds of ``call(runner)`` per variant, side by side; every timed output checked finite."""
+def timed(
+    runners: dict[str, Variant], call, device: str, warmup: int, repeats: int, clock: str = "wall"
+) -> dict[str, float]:
+    """Median seconds of ``call(runner)`` per variant, side by side, on ``clock`` (the wall clock on CUDA
+    whatever it says); every timed output checked finite."""
 
     def run(name: str, runner: Variant):
         out = call(runner)
@@ -202,6 +207,7 @@ def timed(runners: dict[str, Variant], call, device: str, warmup: int, repeats: 
             device,
             warmup,
             repeats,
+            clock=clock if torch.device(device).type == "cpu" else "wall",
         )
     return {name: timing.median for name, timing in timings.items()}
 
@@ -211,11 +217,11 @@ def measure_speed(family: str, args, device: str) -> dict[str, object]:
     head = Head(family, args, device)
     runners = head.runners
     samples = random_ray_samples(head.models["eugen_fused"].scene_box.aabb, args.points, torch.device(device))
-    field_s = timed(runners, lambda r: r.field(samples), device, args.warmup, args.repeats)
+    field_s = timed(runners, lambda r: r.field(samples), device, args.warmup, args.repeats, args.clock)
     camera = view_at_size(head.cameras, 0, args.extrapolate_size)
     width, height = int(camera.width.flatten()[0]), int(camera.height.flatten()[0])
     bundle = middle_rows(camera, args.rows)
-    rays_s = timed(runners, lambda r: r.rays(bundle), device, args.warmup, args.repeats)
+    rays_s = timed(runners, lambda r: r.rays(bundle), device, args.warmup, args.repeats, args.clock)
     with torch.no_grad():
         view = view_at_size(head.cameras, 0, 32)  # the same image either way: a small view shows it
         diff = (
@@ -256,8 +262,10 @@ def measure_renders(family: str, size: int, args, device: str) -> dict[str, dict
     views = [view_at_size(head.cameras, i, size) for i in range(min(args.views, len(head.cameras)))]
     small = view_at_size(head.cameras, 0, 8)
     if args.warmup:
-        timed(head.runners, lambda r: r.render(small), device, 0, args.warmup)
-    seconds = timed(head.runners, lambda r: [r.render(view) for view in views], device, 0, args.view_repeats)
+        timed(head.runners, lambda r: r.render(small), device, 0, args.warmup, args.clock)
+    seconds = timed(
+        head.runners, lambda r: [r.render(view) for view in views], device, 0, args.view_repeats, args.clock
+    )
     height = int(views[0].height.flatten()[0])
     return {
         name: {
@@ -378,7 +386,8 @@ def plot(report: dict, path: Path) -> None:
     handles = [Patch(color=colours[name], label=name.replace("_", " ")) for name in names]
     fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=max(len(handles), 1))
     fig.suptitle(
-        f"{setting['scene']} test view, initial weights, CPU sizes, {setting['threads']} thread(s): "
+        f"{setting['scene']} test view, initial weights, CPU sizes, {setting['threads']} thread(s), "
+        f"{setting.get('clock', 'wall')} clock: "
         "each variant over its dense twin (red dotted: goals; hatched: extrapolated)",
         fontsize=10,
         x=0.02,
@@ -425,6 +434,11 @@ class BenchInference:
     """the JSON written (with its plot beside it as .png); a rerun with the same setting continues it."""
     report_only: bool = False
     """measure nothing: rewrite the report's derived figures and its plot from the measurements in --out."""
+    clock: Literal["cpu", "wall"] = "cpu"
+    """what the CPU timings count: cpu, this process's CPU seconds (with OMP_NUM_THREADS=1, a render's cost alone
+    on one core, whatever else shares the machine), or wall, elapsed seconds (meaningful only on an idle
+    machine). CUDA is always timed by the wall clock. A report timed with the other clock keeps its memory
+    figures and has its timings measured again."""
     forget: list[str] = field(default_factory=list)
     """measure nothing: remove these measurements from --out, each HEAD/PART with PART one of speed (field
     points/s and the extrapolated render's ray batches), renders (the whole-view renders) or memory; the same
@@ -546,6 +560,7 @@ def setting_of(args: BenchInference) -> dict[str, object]:
         "view_repeats",
         "compile",
         "full_size",
+        "clock",
     )
     setting = {key: value for key, value in asdict(args).items() if key in keys}
     return {"scene": str(args.scene), **setting, "threads": torch.get_num_threads()}
@@ -557,7 +572,21 @@ def earlier_heads(path: Path, setting: dict) -> dict[str, dict]:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    if earlier.get("setting") != setting:
+    old = earlier.get("setting")
+    if old is not None and old != setting and {**old, "clock": setting["clock"]} == setting:
+        print(
+            f"[inference] {path} was timed with the {old.get('clock', 'wall')} clock: timing again",
+            flush=True,
+        )
+        heads = earlier.get("devices", {})
+        for device_heads in heads.values():
+            forget(
+                device_heads,
+                [(h, p) for h in device_heads for p in ("speed", "renders")],
+                setting["extrapolate_size"],
+            )
+        return heads
+    if old != setting:
         if earlier:
             print(f"[inference] {path} was measured with another setting; measuring again", flush=True)
         return {}
