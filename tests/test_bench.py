@@ -641,3 +641,45 @@ def test_distill_suite_variants_define_themselves_and_finished_students_are_reus
     assert suite.distilled(teacher, "snnk", {}, tmp_path / "work") == first and len(calls) == 1  # reused
     suite.distilled(teacher, "snnk", {"refine_steps": 9}, tmp_path / "work")  # other options: distilled again
     assert len(calls) == 2
+
+
+def test_nerf_suite_times_every_run_side_by_side_and_measures_its_render_memory(monkeypatch):
+    """The rows' render FPS come from one interleaved timing of every run (here the shipped teacher twice, on
+    the CPU clock) and their render memory from a fresh process each; the speed goal compares those."""
+    from eugen_nerf.bench.suites import methods
+
+    teacher = ROOT / "teachers" / "bunny64" / "dense-nerf" / "shipped" / "config.yml"
+    measured = []
+    monkeypatch.setattr(
+        methods,
+        "render_memory",
+        lambda path, view, size, device: (
+            measured.append((path, view, size)) or {"render_memory_bytes": 100, "render_memory_kind": "rss"}
+        ),
+    )
+    figures = methods.side_by_side({"A": teacher, "B": teacher}, view=1, repeats=2, clock="cpu", size=12)
+    assert set(figures) == {"A", "B"} and measured == [(teacher, 1, 12), (teacher, 1, 12)]
+    for row in figures.values():
+        assert row["timing"]["clock"] == "cpu" and row["timing"]["view"] == 1
+        assert row["timing"]["resolution"] == [12, 12]
+        assert len(row["timing"]["seconds"]) == 2 and row["fps"] > 0
+        height, width = row["timing"]["resolution"]
+        assert row["rays_per_sec"] == pytest.approx(row["fps"] * height * width)
+        assert row["render_memory_bytes"] == 100
+    rows = {
+        "E": {"psnr": 20.0, "fps": 1.3, "render_memory_bytes": 70, "per_seed": [{"seed": 0, "psnr": 20.0}]},
+        "D": {
+            "psnr": 20.05,
+            "fps": 1.0,
+            "render_memory_bytes": 100,
+            "per_seed": [{"seed": 0, "psnr": 20.05}],
+        },
+    }
+    zipnerf = methods.goals(rows, {"eugen": "E", "dense": "D"}, methods.GOAL_SPEEDUP["zipnerf"])
+    assert zipnerf["goal_speed_and_quality_met"] is True and zipnerf["render_memory_ratio_vs_dense"] == 0.7
+    assert (
+        methods.goals(rows, {"eugen": "E", "dense": "D"}, methods.GOAL_SPEEDUP["nerf"])[
+            "goal_speed_and_quality_met"
+        ]
+        is False
+    )
