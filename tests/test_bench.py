@@ -683,3 +683,30 @@ def test_nerf_suite_times_every_run_side_by_side_and_measures_its_render_memory(
         ]
         is False
     )
+
+
+def test_a_table_cell_whose_figure_is_null_reads_its_default_or_not_yet_measured(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"speedup": None, "memory": 0.57}))
+    spec = {
+        "tables": {
+            "t": {
+                "header": ["speed", "speed and memory", "with a default"],
+                "rows": [
+                    [
+                        {"file": "a.json", "key": "speedup", "fmt": "{:.2f}×"},
+                        {"file": "a.json", "key": ["speedup", "memory"], "fmt": "{:.2f}×; {:.2f}×"},
+                        {"file": "a.json", "key": "speedup", "fmt": "{:.2f}×", "default": "pending"},
+                    ]
+                ],
+            }
+        }
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[2] == (
+        "| not yet measured | not yet measured | pending |"
+    )
+    # an absent key without a default is still an error: a misspelt key must not read as "not measured"
+    spec["tables"]["t"]["rows"][0][0]["key"] = "speedupp"
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError):
+        Tables(tmp_path / "spec.yaml", tmp_path).render("t")

@@ -14,8 +14,9 @@ source's ``label``; ``@file.KEY`` reads KEY from the source's own file. A source
 ``join: {field: value}`` with ``same: [fields]`` reads its ``key`` from the sibling entry that has those field
 values and the same ``same`` fields as the row's entry (a pivot: one row per setting, one column per variant).
 A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
-``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent. A list value reads
-as its items joined by commas.
+``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent or null (a measurement
+not taken yet); without one, such a null cell reads "not yet measured" (an absent key is an error). A list
+value reads as its items joined by commas.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import yaml
 from eugen_nerf.inputs.errors import InputError
 
 DOCUMENTS = ("README.md", "docs/benchmarks.md")
+NOT_MEASURED = "not yet measured"
+"""A cell whose figure the JSON records as null and whose spec gives no ``default``."""
 """Where generated tables sit: the README's headline table, every other one on the benchmarks page. Markers in
 other pages are not read."""
 
@@ -109,6 +112,10 @@ class Tables:
         except InputError:
             if "default" not in cell:
                 raise
+            values = None
+        if values is None or None in values:  # absent, or recorded as not measured (null) yet
+            if "default" not in cell:
+                return NOT_MEASURED
             fallback = cell["default"]  # text, or another cell (a one-seed row has a PSNR but no spread)
             return (
                 self.cell(fallback, where, entry, name, source)
