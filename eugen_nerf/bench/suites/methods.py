@@ -66,11 +66,13 @@ GOAL_MAX_PSNR_LOSS_DB = 0.1
 
 
 def small_nerf(config: TrainerConfig) -> None:
-    """The small CPU configuration for the NeRF methods."""
+    """The small CPU configuration for the NeRF methods: 256 rays a step, 32 + 32 samples. It keeps the methods'
+    learning rate (NeRF's 5e-4): at 2e-3 the field of a scene of small objects on white empties within 300
+    steps (every density driven to zero, nothing left to recover from), the white background's gradient
+    outweighing the objects' at 256 rays a step."""
     config.pipeline.datamanager.train_num_rays_per_batch = 256
     config.pipeline.model.num_coarse_samples = 32
     config.pipeline.model.num_importance_samples = 32
-    config.optimizers["fields"]["optimizer"].lr = 2e-3
 
 
 def small_nerfacto(config: TrainerConfig) -> None:
