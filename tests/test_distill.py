@@ -1348,3 +1348,30 @@ def test_teacher_projections_are_refused_for_the_baselines(dense_teacher, tmp_pa
     with pytest.raises(DistillError, match="projections 'teacher' sets the projections of EUGen layers"):
         options(dense_teacher, tmp_path / "run", projections="teacher", eugen=EUGenSpec(layer_type="lowrank"))
     assert not (tmp_path / "run").exists()
+
+
+def test_the_default_layers_are_those_the_teachers_eugen_twin_makes_eugen(vanilla_teacher):
+    from eugen_nerf.distill.options import DistillOptions
+    from eugen_nerf.distill.student import resolve_layers
+    from eugen_nerf.distill.teacher import load_teacher
+    from eugen_nerf.eval.memory import build_untrained
+    from eugen_nerf.methods import nerf, nerfacto, zipnerf
+
+    assert DistillOptions(teacher=SCENE).layers == ("twin",)
+
+    def chosen(config, patterns=("twin",)):
+        model, _ = build_untrained(config, SCENE)
+        return [ref.path for ref in resolve_layers(model, patterns)]
+
+    trunk = [f"field_{f}.trunk.layers.{i}" for f in ("coarse", "fine") for i in (1, 2, 3, 5, 6)]
+    assert chosen(nerf.dense_nerf.config) == trunk == chosen(nerf.dense_nerf.config, ("hidden",))
+    # Zip-NeRF's view MLP: layer 0 is the MLP's first and layer 1 its skip layer, so 'hidden' finds nothing
+    assert chosen(zipnerf.dense_zipnerf.config) == ["field.view_mlp.layers.0", "field.view_mlp.layers.1"]
+    assert chosen(zipnerf.dense_zipnerf.config, ("hidden",)) == []
+    assert chosen(nerfacto.dense_nerfacto.config) == ["field.color_mlp.layers.1"]
+    assert chosen(zipnerf.eugen_zipnerf.config) == []  # its twin's layers are EUGen already
+    # a stock nerfstudio teacher has no EUGen twin: 'twin' is 'hidden'
+    stock = load_teacher(vanilla_teacher).model
+    assert [r.path for r in resolve_layers(stock, ["twin"])] == [
+        r.path for r in resolve_layers(stock, ["hidden"])
+    ]

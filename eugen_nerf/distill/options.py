@@ -116,9 +116,11 @@ class DistillOptions:
     """The teacher's config.yml or the run directory holding it."""
     output_dir: Path | None = None
     """The student run directory to write (required unless --list-layers)."""
-    layers: tuple[str, ...] = ("hidden",)
-    """Layer paths or glob patterns (see --list-layers), 'hidden' (every hidden, non-skip layer but the first
-    of each MLP), or 'auto' (greedy selection within --psnr-budget)."""
+    layers: tuple[str, ...] = ("twin",)
+    """Layer paths or glob patterns (see --list-layers), 'twin' (the layers the teacher's EUGen twin method
+    makes EUGen: eugen-nerf's trunk layers 1, 2, 3, 5, 6 of a dense-nerf teacher, eugen-zipnerf's view layers
+    0, 1 of a dense-zipnerf one; 'hidden' for any other teacher), 'hidden' (every hidden, non-skip layer but
+    the first of each MLP), or 'auto' (greedy selection within --psnr-budget)."""
     eugen: EUGenSpec = field(default_factory=distill_spec)
     """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
@@ -343,7 +345,7 @@ class DistillOptions:
         if not isinstance(self.ridge, str) and (not math.isfinite(self.ridge) or self.ridge < 0):
             raise DistillError(f"ridge must be a number >= 0 or 'auto', got {self.ridge!r}")
         if not self.layers:
-            raise DistillError("no layers given: pass layer paths, 'hidden' or 'auto'")
+            raise DistillError("no layers given: pass layer paths, 'twin', 'hidden' or 'auto'")
         if "auto" in self.layers and len(self.layers) > 1:
             raise DistillError("'auto' selects the layers itself: give it alone")
         if self.psnr_budget < 0:

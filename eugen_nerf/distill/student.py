@@ -30,7 +30,7 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
 from eugen_nerf.layers.baselines import LowRankLinear
 
-KEYWORDS = ("hidden", "auto")
+KEYWORDS = ("twin", "hidden", "auto")
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,23 @@ def _describe(model: nn.Module, path: str) -> str:
     return type(module).__name__
 
 
+def twin_layers(model: nn.Module) -> list[str] | None:
+    """The dense layers of ``model`` its EUGen twin method makes EUGen (the model's ``eugen_twin_layers()``, for a
+    teacher of an eugen-nerf method), by path; None for a model that names none (stock nerfstudio, SIREN)."""
+    named = getattr(model, "eugen_twin_layers", None)
+    paths = named() if callable(named) else None
+    if paths is None:
+        return None
+    dense = {row.ref.path for row in list_layers(model) if row.kind == "dense"}
+    return [path for path in paths if path in dense]
+
+
 def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> list[LayerRef]:
-    """Turn layer paths, glob patterns or ``hidden`` into replaceable layers, in depth order.
+    """Turn layer paths, glob patterns, ``twin`` or ``hidden`` into replaceable layers, in depth order.
+
+    ``twin``: the layers the teacher's EUGen twin makes EUGen (:func:`twin_layers`: eugen-nerf's trunk layers
+    of a ``dense-nerf`` teacher, eugen-zipnerf's view layers of a ``dense-zipnerf`` one), ``hidden`` for a
+    teacher without one.
 
     Raises :class:`DistillError` naming the path for anything that does not exist, is not a linear
     layer, or is a linear layer outside a known MLP.
@@ -120,7 +135,10 @@ def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> list[LayerRef]:
     by_path = {row.ref.path: row for row in rows}
     chosen: dict[str, LayerRef] = {}
     for pattern in patterns:
-        if pattern == "hidden":
+        twin = twin_layers(model) if pattern == "twin" else None
+        if twin is not None:
+            matches = twin
+        elif pattern in ("hidden", "twin"):
             matches = [row.ref.path for row in rows if row.hidden]
         elif any(char in pattern for char in "*?["):
             matches = [path for path in by_path if fnmatch.fnmatchcase(path, pattern)]

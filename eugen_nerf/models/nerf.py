@@ -94,6 +94,17 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
     config: EUGenNeRFModelConfig
     renders_in_object_frame = True  # the positional encoding reads raw positions
 
+    def eugen_twin_layers(self) -> list[str] | None:
+        """The layers ``eugen-nerf`` makes EUGen (its default trunk and colour-head layers, in both fields), by
+        module path: what ``eugen-distill --layers twin`` replaces in a teacher of this model."""
+        default = type(self.config.eugen)()
+        return [
+            f"{name}.{mlp}.layers.{i}"
+            for name in ("field_coarse", "field_fine")
+            for mlp, indices in (("trunk", default.trunk_layers), ("color_head", default.head_layers))
+            for i in indices
+        ]
+
     def populate_modules(self) -> None:
         # NeRFModel's own populate_modules would build stock fields and LPIPS; the collider is the data's.
         config = self.config

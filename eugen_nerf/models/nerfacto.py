@@ -112,6 +112,18 @@ class EUGenNerfactoModel(FramedModelMixin, NerfactoModel):
 
     config: EUGenNerfactoModelConfig
 
+    twin_mlps: tuple[tuple[str, str], ...] = (
+        ("density_mlp", "density_layers"),
+        ("color_mlp", "color_layers"),
+    )
+    """(field MLP, EUGen config field naming its EUGen layers) of :meth:`eugen_twin_layers`."""
+
+    def eugen_twin_layers(self) -> list[str] | None:
+        """The layers this method's EUGen twin makes EUGen (the EUGen config's default layers of each field MLP),
+        by module path: what ``eugen-distill --layers twin`` replaces in a teacher of this model."""
+        default = type(self.config.eugen)()
+        return [f"field.{mlp}.layers.{i}" for mlp, knob in self.twin_mlps for i in getattr(default, knob)]
+
     def populate_modules(self) -> None:
         Model.populate_modules(self)  # NerfactoModel's own would build a stock field and LPIPS
         config = self.config

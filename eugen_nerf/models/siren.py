@@ -32,6 +32,10 @@ class SirenNeRFModelConfig(EUGenNeRFModelConfig):
 class SirenNeRFModel(EUGenNeRFModel):
     config: SirenNeRFModelConfig
 
+    def eugen_twin_layers(self) -> list[str] | None:
+        """None: SIREN's sine layers are not distilled by layer path (``--layers twin`` reads as ``hidden``)."""
+        return None
+
     def _make_field(self, eugen: NeRFEUGenConfig) -> SirenRadianceField:
         if self.config.siren.weight_lr_scale != 1:  # before anything trains: no optimizer takes that group
             raise ValueError(

@@ -192,6 +192,7 @@ class ZipNeRFModel(EUGenNerfactoModel):
 
     config: ZipNeRFModelConfig
     sampler_class = FrustumProposalSampler
+    twin_mlps = (("density_mlp", "density_layers"), ("view_mlp", "view_layers"))
 
     def build_field(self, framing: Framing) -> Field:
         config = self.config
