@@ -21,8 +21,8 @@ test:
 	$(PY) -m pytest -p no:dash -q --durations=10 $(PARALLEL)
 
 # The slow suite hands out tests one by one: its few long end-to-end tests then share both cores.
-test-slow:
-	@bash scripts/setup.sh --test
+test-slow:  # also Blender and COLMAP: the slow suite's scene and capture tests run them
+	@bash scripts/setup.sh --test --scenes
 	$(PY) -m pytest -p no:dash -q -m slow $(WORKERS) --dist load
 
 bench: setup

@@ -9,12 +9,20 @@ VENV=.venv
 
 # Debian packages: libusb (open3d needs it at import), ffmpeg (ns-render checks for it);
 # with --test also Chromium, which the viewer tests drive headless.
+want_test=0; want_scenes=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) want_test=1 ;;
+    --scenes) want_scenes=1 ;;
+    *) echo "[setup] unknown option $arg (known: --test, --scenes)" >&2; exit 2 ;;
+  esac
+done
 apt_missing=()
 ldconfig -p 2>/dev/null | grep 'libusb-1.0.so.0' >/dev/null || apt_missing+=(libusb-1.0-0)  # no -q: pipefail + SIGPIPE
 command -v ffmpeg >/dev/null || apt_missing+=(ffmpeg)
-if [ "${1:-}" = "--test" ]; then command -v chromium >/dev/null || apt_missing+=(chromium); fi
+if [ "$want_test" = 1 ]; then command -v chromium >/dev/null || apt_missing+=(chromium); fi
 # With --scenes also Blender and COLMAP, which only scene generation runs (`make scenes-setup`).
-if [ "${1:-}" = "--scenes" ]; then
+if [ "$want_scenes" = 1 ]; then
   command -v blender >/dev/null || apt_missing+=(blender)
   command -v colmap >/dev/null || apt_missing+=(colmap)
 fi
