@@ -5,12 +5,12 @@ nothing else of the training stack. One run measures, side by side:
 
 * **mlps**: every head's MLP at its default sizes and EUGen spec (NeRF trunk, Zip-NeRF view MLP, nerfacto
   colour MLP, iSDF MLP): the dense twin, the EUGen MLP layer by layer and its fused inference form; points/s
-  in fp32 and under bf16 autocast, each eager and through ``torch.compile``;
+  in fp32, TF32, and under bf16 and fp16 autocast, each eager and through ``torch.compile``;
 * **renders**: whole views of two exported fields (a dense teacher and its EUGen student, files of
-  ``eugen-export``) through the torch-only reference renderer of :mod:`eugen_nerf.export`, fp32 and with the
-  field MLPs under bf16 autocast (compositing in fp32): frames/s and render memory (the allocator's peak
-  above what was allocated before the render) at 200 and 400 pixels, and 800 pixels extrapolated from
-  timed ray batches (labelled as such).
+  ``eugen-export``) through the torch-only reference renderer of :mod:`eugen_nerf.export`, in each of
+  those precisions (autocast on the field MLPs only, compositing in fp32): frames/s and render memory (the
+  allocator's peak above what was allocated before the render) at 200 and 400
+  pixels, and 800 pixels extrapolated from timed ray batches (labelled as such).
 
 Every output is checked finite before any time counts; a measurement that fails is recorded with its
 error, never dropped. The result is ``OUT/cuda.json`` (machine, torch and CUDA versions, the code's
@@ -27,7 +27,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,14 +45,16 @@ PROG = "python -m eugen_nerf.bench.cuda"
 NO_CUDA = "no CUDA device here: this command measures GPUs; use --device cpu --tiny for a smoke run"
 DEFAULT_FIELDS = Path("benchmarks/cuda/fields")
 FIELDS = {
-    "dense-nerf": "eugen-export teachers/bunny64/dense-nerf/paper/config.yml --output {dir} --dtype float16",
+    "dense-nerf": "eugen-export teachers/shiny128/dense-nerf/paper/config.yml --output {dir} --dtype float16",
     "eugen-distill": (
-        "eugen-distill --teacher teachers/bunny64/dense-nerf/paper --output-dir STUDENT; "
-        "eugen-export STUDENT/config.yml --output {dir} --dtype float16"
+        "eugen-export teachers/shiny128/dense-nerf/paper-student/config.yml --output {dir} --dtype float16"
     ),
 }
 """The exported fields rendered (subfolders of ``--fields``) and the commands that make each."""
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+"""fp32: float32 throughout (PyTorch's default, no TF32); tf32: float32 with matrix products on TF32 tensor
+cores; bf16/fp16: ``torch.autocast`` to that type (renders: the field MLPs only, compositing in fp32)."""
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,8 @@ class Settings:
     sampling: str
     render_warmup: int
     render_repeats: int
+    render_chunk: int
+    """Rays per renderer call (its batch): large on a GPU, where small batches time kernel launches."""
     time_limit_s: float
     render_samples: tuple[int, int] | None = None
     """(coarse, importance) samples of the nerfstudio sampling; None: the run's own."""
@@ -133,11 +137,12 @@ FULL = dict(
     repeats=10,
     resolutions=(200, 400),
     extrapolate_to=800,
-    ray_batches=4,
-    ray_batch=16384,
+    ray_batches=2,
+    ray_batch=65536,
     compile_backend="inductor",
-    render_warmup=1,
-    render_repeats=5,
+    render_warmup=2,
+    render_repeats=10,
+    render_chunk=65536,
 )
 """The measurement on a GPU: sizes and repeats that fit one call of about four minutes."""
 TINY = dict(
@@ -151,6 +156,7 @@ TINY = dict(
     compile_backend="eager",
     render_warmup=0,
     render_repeats=1,
+    render_chunk=64,
     render_samples=(8, 8),
 )
 """``--tiny``: every code path at toy sizes (tests, CPU smoke runs)."""
@@ -160,10 +166,21 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+@contextmanager
 def autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    """The context a measurement in ``precision`` (one of :data:`PRECISIONS`) runs in."""
+    if precision in AUTOCAST_DTYPES:
+        with torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[precision]):
+            yield
+    elif precision == "tf32":
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+    else:
+        yield
 
 
 def all_finite(output: torch.Tensor) -> bool:
@@ -300,13 +317,15 @@ def bench_mlps(settings: Settings) -> dict:
 
 
 class AutocastMLP:
-    """An exported MLP run under bf16 autocast, its output widened to fp32 (the renderer composites in fp32)."""
+    """An exported MLP run in ``precision``, its output widened to fp32 (the renderer composites in fp32)."""
 
-    def __init__(self, mlp: MLP, device: torch.device, call: Callable | None = None) -> None:
-        self.mlp, self.device, self.call = mlp, device, call or run_mlp
+    def __init__(
+        self, mlp: MLP, device: torch.device, call: Callable | None = None, precision: str = "bf16"
+    ) -> None:
+        self.mlp, self.device, self.call, self.precision = mlp, device, call or run_mlp, precision
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        with autocast(self.device, "bf16"):
+        with autocast(self.device, self.precision):
             return self.call(self.mlp, inputs).float()
 
 
@@ -337,7 +356,7 @@ def with_precision(exported, precision: str, device: torch.device):
     for name, nerf_field in exported.fields.items():
         wrapped = copy.copy(nerf_field)
         for part in ("trunk", "density", "color"):
-            setattr(wrapped, part, AutocastMLP(getattr(nerf_field, part), device))
+            setattr(wrapped, part, AutocastMLP(getattr(nerf_field, part), device, precision=precision))
         copied.fields[name] = wrapped
     return copied
 
@@ -375,7 +394,14 @@ def bench_renders(fields: dict, settings: Settings) -> dict:
                 label = f"renders {name} {resolution}px {precision}"
 
                 def run(field_=field_, resolution=resolution, camera=camera):
-                    return render_view(field_, camera, sampling, width=resolution, height=resolution)
+                    return render_view(
+                        field_,
+                        camera,
+                        sampling,
+                        width=resolution,
+                        height=resolution,
+                        chunk=settings.render_chunk,
+                    )
 
                 row = {"resolution": resolution, "precision": precision, "extrapolated": False}
                 row.update(measure(label, run, settings, render=True))
@@ -428,7 +454,7 @@ def extrapolated(name, field_, camera, sampling, precision, settings) -> dict:
     def run():
         return torch.cat(
             [
-                render_rays(field_, oo, dd, sampling)
+                render_rays(field_, oo, dd, sampling, chunk=settings.render_chunk)
                 for oo, dd in zip(o.split(settings.ray_batch), d.split(settings.ray_batch))
             ]
         )
@@ -522,7 +548,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="EUGen against dense on a GPU with torch alone: every head's MLP (dense, EUGen, fused; fp32 "
-        "and bf16 autocast; eager and torch.compile) and whole-view renders of two exported fields. "
+        "TF32, bf16 and fp16 autocast; eager and torch.compile) and whole-view renders of two exported fields. "
         "Writes OUT/cuda.json.",
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/cuda"), help="folder of cuda.json")
@@ -538,13 +564,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--compile-budget-s",
         type=float,
-        default=120.0,
+        default=150.0,
         help="compile time after which the remaining compiled measurements are recorded as skipped",
     )
     parser.add_argument(
         "--time-limit-s",
         type=float,
-        default=240.0,
+        default=270.0,
         help="seconds into the run after which the remaining measurements are recorded as skipped",
     )
     parser.add_argument(
@@ -603,11 +629,17 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": settings.repeats,
             "render_warmup": settings.render_warmup,
             "render_repeats": settings.render_repeats,
+            "render_chunk_rays": settings.render_chunk,
             "render_samples": settings.render_samples or "the run's own",
             "float32_matmul_precision": torch.get_float32_matmul_precision(),
             "time_limit_s": settings.time_limit_s,
             "timing": "median of repeats, after warmup; the first (compiling) call reported apart",
-            "precisions": {"fp32": "float32", "bf16": "torch.autocast bfloat16 (renders: field MLPs only)"},
+            "precisions": {
+                "fp32": "float32, matrix products in full float32 (PyTorch's default)",
+                "tf32": "float32, matrix products on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)",
+                "bf16": "torch.autocast bfloat16 (renders: field MLPs only)",
+                "fp16": "torch.autocast float16 (renders: field MLPs only)",
+            },
             "compile": {"backend": settings.compile_backend, "budget_s": settings.compile_budget_s},
             "render_sampling": settings.sampling,
             "renders_compiled": False,

@@ -110,13 +110,23 @@ def run_mlp(mlp: MLP, inputs: Tensor) -> Tensor:
                 if input_sq_norm is None:
                     input_sq_norm = torch.linalg.vector_norm(inputs, dim=1, keepdim=True).square()
                 norm = (norm.square() + input_sq_norm).sqrt()
+            # The (N, 1) norms are computed in float32 (autocast runs norms in float32); they are cast to the
+            # projections' dtype before touching the (N, rows) tensors, which would otherwise be promoted to
+            # float32 under bf16/fp16 autocast, every element-wise pass then moving twice the bytes.
+            dtype = projected.dtype
             if step.use_norm:
-                projected = projected + norm * step.norm_projection
+                projected = projected + norm.to(dtype) * step.norm_projection.to(dtype)
             if step.scaling != "polynomial":
-                rms = ((norm.square() * (1 + int(step.use_norm)) + 1.0) / step.augmented_dim).sqrt()
+                rms = ((norm.float().square() * (1 + int(step.use_norm)) + 1.0) / step.augmented_dim).sqrt()
+                rms = rms.to(dtype)
                 projected = projected / rms
         n, m, k = projected.shape[0], step.num_features, step.degree
-        features = FEATURE_MAPS[step.feature_map](projected.view(n, k, m).cumprod(dim=1).reshape(n, k * m))
+        # Running products of the k orders by multiplication (autocast would run cumprod in float32).
+        blocks = projected.view(n, k, m)
+        orders = [blocks[:, 0]]
+        for order in range(1, k):
+            orders.append(orders[-1] * blocks[:, order])
+        features = FEATURE_MAPS[step.feature_map](torch.cat(orders, dim=1) if k > 1 else orders[0])
         if step.scaling == "linear":
             features = features * rms
         x = features
