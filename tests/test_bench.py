@@ -710,3 +710,33 @@ def test_a_table_cell_whose_figure_is_null_reads_its_default_or_not_yet_measured
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(InputError):
         Tables(tmp_path / "spec.yaml", tmp_path).render("t")
+
+
+def test_a_table_cell_indexes_lists_and_scales_numbers_but_not_flags(tmp_path):
+    (tmp_path / "a.json").write_text(
+        json.dumps({"results": [{"bytes": 9_501_872_128}, {"bytes": 6_547_713_536}], "met": True})
+    )
+    spec = {
+        "tables": {
+            "t": {
+                "header": ["memory (GB)", "met"],
+                "rows": [
+                    [
+                        {
+                            "file": "a.json",
+                            "key": ["results.0.bytes", "results.1.bytes"],
+                            "scale": 1e-9,
+                            "fmt": "{:.2f} / {:.2f}",
+                        },
+                        {"file": "a.json", "key": "met", "scale": 1e-9, "map": {True: "yes", False: "no"}},
+                    ]
+                ],
+            }
+        }
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert Tables(tmp_path / "spec.yaml", tmp_path).render("t").splitlines()[2] == "| 9.50 / 6.55 | yes |"
+    spec["tables"]["t"]["rows"][0][0]["key"] = "results.2.bytes"  # past the list's end: an error, not a blank
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError):
+        Tables(tmp_path / "spec.yaml", tmp_path).render("t")

@@ -16,7 +16,8 @@ values and the same ``same`` fields as the row's entry (a pivot: one row per set
 A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
 ``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent or null (a measurement
 not taken yet); without one, such a null cell reads "not yet measured" (an absent key is an error). A list
-value reads as its items joined by commas.
+value reads as its items joined by commas; ``scale`` multiplies numbers before they are formatted (bytes shown as
+GB with ``scale: 1.0e-9``). A key's path may index a list (``results.0.fps``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ import yaml
 from eugen_nerf.inputs.errors import InputError
 
 DOCUMENTS = ("README.md", "docs/benchmarks.md")
-NOT_MEASURED = "not yet measured"
-"""A cell whose figure the JSON records as null and whose spec gives no ``default``."""
 """Where generated tables sit: the README's headline table, every other one on the benchmarks page. Markers in
 other pages are not read."""
+NOT_MEASURED = "not yet measured"
+"""A cell whose figure the JSON records as null and whose spec gives no ``default``."""
 
 MARKER = re.compile(
     r"(<!-- bench-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.DOTALL
@@ -124,6 +125,11 @@ class Tables:
             )
         # a list (seeds) reads as "0, 1, 2"
         values = [", ".join(map(str, v)) if isinstance(v, list) else v for v in values]
+        if "scale" in cell:
+            values = [
+                v * cell["scale"] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+                for v in values
+            ]
         if "map" in cell:  # every value mapped (yes/no flags), then formatted together
             values = [cell["map"].get(value, value) for value in values]
             return cell.get("fmt", "; ".join(["{}"] * len(values))).format(*values)
