@@ -97,10 +97,18 @@ def check_tiny_result(out: Path, done: subprocess.CompletedProcess, compiled: bo
             assert row["finite"] is True and row["fps"] > 0, (name, row)
             assert row["extrapolated"] == (row["resolution"] == 24)
             assert row["render_memory_bytes"] is None  # CPU: no allocator peak to read
+            if not row["extrapolated"]:  # where a whole frame's time goes: the field MLPs and the rest
+                split = row["time_split"]
+                assert 0 < split["field_mlps_s"] <= split["frame_s"], (name, row)
+                assert split["rest_s"] == pytest.approx(split["frame_s"] - split["field_mlps_s"])
     assert set(renders["student_over_teacher"]) == {
         f"{r}px-{p}" for r in (8, 12, 24) for p in cuda.PRECISIONS
     }
     assert all(v["render_speedup"] > 0 for v in renders["student_over_teacher"].values())
+    assert all(
+        (v["field_mlps_speedup"] is None) == v["extrapolated"]
+        for v in renders["student_over_teacher"].values()
+    )
     return result
 
 

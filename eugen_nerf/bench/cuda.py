@@ -361,6 +361,47 @@ def with_precision(exported, precision: str, device: torch.device):
     return copied
 
 
+class TimedCall:
+    """A field MLP whose every call records its own time into ``spans``: a pair of CUDA events (the GPU time of
+    the kernels it launches, without stalling the stream) or, on the CPU, its seconds."""
+
+    def __init__(self, call: Callable, spans: list, device: torch.device) -> None:
+        self.call, self.spans, self.device = call, spans, device
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        if self.device.type != "cuda":
+            start = time.perf_counter()
+            output = self.call(inputs)
+            self.spans.append(time.perf_counter() - start)
+            return output
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        output = self.call(inputs)
+        end.record()
+        self.spans.append((start, end))
+        return output
+
+
+def mlp_split(exported, render: Callable, device: torch.device) -> dict:
+    """One more frame of ``render(field)`` with every field MLP of ``exported`` timed: the seconds the MLPs
+    take and the seconds of the rest (sampling, encodings, compositing), to say where a frame's time goes."""
+    spans: list = []
+    timed_field = copy.copy(exported)
+    timed_field.fields = {}
+    for name, nerf_field in exported.fields.items():
+        wrapped = copy.copy(nerf_field)
+        for part in ("trunk", "density", "color"):
+            setattr(wrapped, part, TimedCall(getattr(nerf_field, part), spans, device))
+        timed_field.fields[name] = wrapped
+    synchronize(device)
+    start = time.perf_counter()
+    render(timed_field)
+    synchronize(device)
+    frame = time.perf_counter() - start
+    mlps = sum(s.elapsed_time(e) / 1e3 for s, e in spans) if device.type == "cuda" else sum(spans)
+    return {"frame_s": frame, "field_mlps_s": mlps, "rest_s": frame - mlps}
+
+
 def render_memory(fn: Callable[[], torch.Tensor], device: torch.device) -> float | None:
     """Bytes the allocator's peak rose above what was allocated just before ``fn`` (CUDA only)."""
     if device.type != "cuda":
@@ -408,6 +449,18 @@ def bench_renders(fields: dict, settings: Settings) -> dict:
                 if "median_s" in row:
                     row["fps"] = 1.0 / row["median_s"]
                     row["render_memory_bytes"] = render_memory(run, device)
+
+                    def render(timed_field, resolution=resolution, camera=camera):
+                        return render_view(
+                            timed_field,
+                            camera,
+                            sampling,
+                            width=resolution,
+                            height=resolution,
+                            chunk=settings.render_chunk,
+                        )
+
+                    row["time_split"] = mlp_split(field_, render, device)
                 entry["results"].append(row)
             entry["results"].append(extrapolated(name, field_, camera, sampling, precision, settings))
         out[name] = entry
@@ -426,8 +479,14 @@ def bench_renders(fields: dict, settings: Settings) -> dict:
             teacher, student = rows["dense-nerf"], rows["eugen-distill"]
             if teacher and student and "median_s" in teacher and "median_s" in student:
                 key = f"{resolution}px-{precision}"
+                split_t, split_s = teacher.get("time_split"), student.get("time_split")
                 out.setdefault("student_over_teacher", {})[key] = {
                     "render_speedup": teacher["median_s"] / student["median_s"],
+                    "field_mlps_speedup": (
+                        split_t["field_mlps_s"] / split_s["field_mlps_s"]
+                        if split_t and split_s and split_s["field_mlps_s"] > 0
+                        else None
+                    ),
                     "extrapolated": teacher["extrapolated"],
                     "render_memory_ratio": (
                         student["render_memory_bytes"] / teacher["render_memory_bytes"]
