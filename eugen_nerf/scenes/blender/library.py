@@ -38,8 +38,13 @@ Bounds = tuple[list[float], list[float]]
 
 
 def _mesh_asset(name: str, mesh: TriangleMesh, source: str, licence: str) -> tuple[Asset, Bounds]:
-    """A PLY asset and the mesh's box (for the scene-box check)."""
-    bounds = (mesh.vertices.min(axis=0).tolist(), mesh.vertices.max(axis=0).tolist())
+    """A PLY asset and the mesh's box (for the scene-box check). The box is rounded to 1e-6: it enters the
+    scene's fingerprint, and the last bits of numpy's float64 results differ between CPUs (SIMD paths), which
+    would make the same command plan another fingerprint on another machine."""
+    bounds = (
+        np.round(mesh.vertices.min(axis=0), 6).tolist(),
+        np.round(mesh.vertices.max(axis=0), 6).tolist(),
+    )
     return Asset(f"{name}.ply", ply_bytes(mesh.vertices, mesh.faces), source, licence), bounds
 
 
