@@ -351,12 +351,17 @@ def with_precision(exported, precision: str, device: torch.device):
     """``exported`` whose fields' MLPs run in ``precision`` (a shallow copy; fp32 is ``exported`` itself)."""
     if precision == "fp32":
         return exported
+    return with_mlps(exported, lambda mlp: AutocastMLP(mlp, device, precision=precision))
+
+
+def with_mlps(exported, wrap: Callable):
+    """A shallow copy of ``exported`` whose fields call ``wrap(mlp)`` in place of each of their MLPs."""
     copied = copy.copy(exported)
     copied.fields = {}
     for name, nerf_field in exported.fields.items():
         wrapped = copy.copy(nerf_field)
         for part in ("trunk", "density", "color"):
-            setattr(wrapped, part, AutocastMLP(getattr(nerf_field, part), device, precision=precision))
+            setattr(wrapped, part, wrap(getattr(nerf_field, part)))
         copied.fields[name] = wrapped
     return copied
 
@@ -386,13 +391,7 @@ def mlp_split(exported, render: Callable, device: torch.device) -> dict:
     """One more frame of ``render(field)`` with every field MLP of ``exported`` timed: the seconds the MLPs
     take and the seconds of the rest (sampling, encodings, compositing), to say where a frame's time goes."""
     spans: list = []
-    timed_field = copy.copy(exported)
-    timed_field.fields = {}
-    for name, nerf_field in exported.fields.items():
-        wrapped = copy.copy(nerf_field)
-        for part in ("trunk", "density", "color"):
-            setattr(wrapped, part, TimedCall(getattr(nerf_field, part), spans, device))
-        timed_field.fields[name] = wrapped
+    timed_field = with_mlps(exported, lambda mlp: TimedCall(mlp, spans, device))
     synchronize(device)
     start = time.perf_counter()
     render(timed_field)
