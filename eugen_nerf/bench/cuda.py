@@ -433,9 +433,9 @@ def bench_renders(fields: dict, settings: Settings) -> dict:
             for resolution in settings.resolutions:
                 label = f"renders {name} {resolution}px {precision}"
 
-                def run(field_=field_, resolution=resolution, camera=camera):
+                def frame(rendered, resolution=resolution, camera=camera):
                     return render_view(
-                        field_,
+                        rendered,
                         camera,
                         sampling,
                         width=resolution,
@@ -443,23 +443,15 @@ def bench_renders(fields: dict, settings: Settings) -> dict:
                         chunk=settings.render_chunk,
                     )
 
+                def run(field_=field_, frame=frame):
+                    return frame(field_)
+
                 row = {"resolution": resolution, "precision": precision, "extrapolated": False}
                 row.update(measure(label, run, settings, render=True))
                 if "median_s" in row:
                     row["fps"] = 1.0 / row["median_s"]
                     row["render_memory_bytes"] = render_memory(run, device)
-
-                    def render(timed_field, resolution=resolution, camera=camera):
-                        return render_view(
-                            timed_field,
-                            camera,
-                            sampling,
-                            width=resolution,
-                            height=resolution,
-                            chunk=settings.render_chunk,
-                        )
-
-                    row["time_split"] = mlp_split(field_, render, device)
+                    row["time_split"] = mlp_split(field_, frame, device)
                 entry["results"].append(row)
             entry["results"].append(extrapolated(name, field_, camera, sampling, precision, settings))
         out[name] = entry
