@@ -230,3 +230,14 @@ def test_a_changed_eugen_default_keeps_the_dense_runs_but_not_the_eugen_ones():
     assert not same_run(key([], False), key([1, 2, 3], False))
     other_scene = {**key([], True), "scene": "other"}
     assert not same_run(key([], True), other_scene)
+
+
+def test_an_eugen_learning_rate_applies_to_eugen_variants_only_and_names_them():
+    config = suite.BenchISDF(baselines=False, eugen_lr=0.00065)
+    named = suite.variants(config)
+    (dense_name, (dense, _)), (eugen_name, (eugen, _)) = list(named.items())[:2]
+    assert "lr 0.00065" in eugen_name and "lr" not in dense_name
+    assert suite.stream_config(eugen, 1, config).lr == 0.00065
+    default = suite.StreamingConfig().lr
+    assert suite.stream_config(dense, 1, config).lr == default
+    assert suite.stream_config(eugen, 1, replace(config, eugen_lr=None)).lr == default

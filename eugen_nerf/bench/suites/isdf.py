@@ -145,6 +145,9 @@ class BenchISDF:
     """The dense field trains at most this many steps (stream included; the stream is never cut short)."""
     eugen: ISDFEUGenConfig = field(default_factory=ISDFEUGenConfig)
     """The EUGen variant measured (its seed is replaced by each run's seed)."""
+    eugen_lr: float | None = None
+    """Learning rate of the EUGen variants (None: the dense field's, iSDF's 1.3e-3); a set rate names the
+    variant, so its runs are kept apart from those at the dense field's rate."""
     front: bool = False
     """Also dense at widths 64-192 and EUGen at m = 16-128 (and one degree higher at m = 32, 64): the
     quality/speed front."""
@@ -216,11 +219,13 @@ def speed_matched(config: BenchISDF, eugen: ISDFFieldConfig) -> ISDFFieldConfig:
     return by_speed
 
 
-def describe(spec: ISDFEUGenConfig) -> str:
+def describe(spec: ISDFEUGenConfig, lr: float | None = None) -> str:
     layers = ",".join(str(i) for i in spec.layers)
     if spec.layer_type != "eugen":
         return f"{spec.layer_type} (layers {layers}, EUGen's parameters)"
-    extra = "" if not spec.trainable_projections else ", trainable G"
+    extra = ("" if not spec.trainable_projections else ", trainable G") + (
+        "" if lr is None else f", lr {lr:g}"
+    )
     return f"eugen (layers {layers}, m={spec.num_features}, k={spec.degree}, {spec.feature_map}{extra})"
 
 
@@ -230,7 +235,7 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
     eugen = ISDFFieldConfig(eugen=config.eugen)
     out = {
         "dense (iSDF, 256 wide)": dense_isdf_config(),
-        describe(config.eugen): eugen,
+        describe(config.eugen, config.eugen_lr): eugen,
     }
     if config.baselines:
         for kind in ("lowrank", "snnk"):
@@ -250,11 +255,15 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
             out.setdefault(f"dense (width {width})", (dense_isdf_config(width), list(config.front_seeds)))
         for m in FRONT_FEATURES:
             spec = replace(config.eugen, num_features=m)
-            out.setdefault(describe(spec), (ISDFFieldConfig(eugen=spec), list(config.front_seeds)))
+            out.setdefault(
+                describe(spec, config.eugen_lr), (ISDFFieldConfig(eugen=spec), list(config.front_seeds))
+            )
         for m in FRONT_HIGHER_DEGREE:
             spec = replace(config.eugen, num_features=m, degree=config.eugen.degree + 1)
             spec.validate()
-            out.setdefault(describe(spec), (ISDFFieldConfig(eugen=spec), list(config.front_seeds)))
+            out.setdefault(
+                describe(spec, config.eugen_lr), (ISDFFieldConfig(eugen=spec), list(config.front_seeds))
+            )
     return out
 
 
@@ -327,9 +336,11 @@ class Context:
 
 def stream_config(sdf: ISDFFieldConfig, seed: int, config: BenchISDF) -> StreamingConfig:
     sdf = replace(sdf, eugen=replace(sdf.eugen, seed=seed))
-    return StreamingConfig(
+    stream = StreamingConfig(
         sdf=sdf, frame_stride=config.frame_stride, steps_per_frame=config.steps_per_frame, seed=seed
     )
+    is_eugen = bool(sdf.eugen.layers) and sdf.eugen.layer_type == "eugen"
+    return replace(stream, lr=config.eugen_lr) if is_eugen and config.eugen_lr is not None else stream
 
 
 def run_key(stream: StreamingConfig, context: Context) -> dict:
