@@ -159,3 +159,22 @@ def test_stock_dataparser_subcommands_parse_for_our_methods():
     assert isinstance(config.pipeline.datamanager.dataparser, BlenderDataParserConfig)
     config = parse(["eugen-siren", "nerfstudio-data", "--data", str(scene), "--orientation-method", "pca"])
     assert config.pipeline.datamanager.dataparser.resolved().orientation_method == "pca"
+
+
+def test_cpu_training_flushes_denormals_and_restores_the_default_afterwards(monkeypatch):
+    from nerfstudio.engine.trainer import Trainer
+
+    from eugen_nerf.inputs.numerics import cpu_denormals_flushed
+    from eugen_nerf.methods.trainer import SceneTrainer
+
+    denormal = torch.tensor([1e-40])  # below float32's smallest normal number
+    assert (denormal * 1.0).item() != 0.0
+    with cpu_denormals_flushed("cuda"):  # not the CPU: left alone
+        assert (denormal * 1.0).item() != 0.0
+    seen = []
+    monkeypatch.setattr(Trainer, "train", lambda self: seen.append((denormal * 1.0).item()))
+    trainer = SceneTrainer.__new__(SceneTrainer)
+    trainer.device = "cpu"
+    trainer.train()
+    assert seen == [0.0]
+    assert (denormal * 1.0).item() != 0.0

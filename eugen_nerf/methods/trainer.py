@@ -8,6 +8,8 @@
   checkpoint (``--load-dir`` would fail on a leftover of a SIGKILL).
 * Ctrl-C or SIGTERM ends training with one line naming the last complete checkpoint and exit status 130
   (stock nerfstudio prints a traceback and exits 0 on Ctrl-C, and SIGTERM killed it mid-save).
+* On the CPU, denormal floats are flushed to zero while training (:func:`cpu_denormals_flushed`): the tiny
+  gradients of a trained field otherwise make its steps severalfold slower than a fresh field's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from nerfstudio.engine.trainer import Trainer
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from eugen_nerf.inputs.errors import INTERRUPTED_EXIT, sigterm_as_interrupt
-from eugen_nerf.inputs.numerics import check_losses, non_finite_loss
+from eugen_nerf.inputs.numerics import check_losses, cpu_denormals_flushed, non_finite_loss
 
 
 class SceneTrainer(Trainer):
@@ -29,7 +31,8 @@ class SceneTrainer(Trainer):
     def train(self) -> None:
         """nerfstudio's training loop; Ctrl-C or SIGTERM stops it with one line and exit status 130."""
         try:
-            with sigterm_as_interrupt():  # SIGTERM unwinds like Ctrl-C: an unfinished save removes its file
+            # SIGTERM unwinds like Ctrl-C: an unfinished save removes its file
+            with sigterm_as_interrupt(), cpu_denormals_flushed(self.device):
                 super().train()
         except KeyboardInterrupt as error:
             steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
