@@ -31,6 +31,7 @@ from tqdm import tqdm
 from eugen_nerf.distill.field_match import render_and_match_fields
 from eugen_nerf.distill.sampling import PixelRays, cat_rays
 from eugen_nerf.eval.runs import final_rgb
+from eugen_nerf.inputs.numerics import cpu_denormals_flushed
 from eugen_nerf.layers import EUGenLinear
 
 TRAINED_KEYS = ("rgb", "rgb_coarse", "rgb_fine")
@@ -159,7 +160,8 @@ def finetune(
     # leaves the caller's state alone, so that the student depends on the options only (bit-identical reruns).
     forked = [torch.device(device)] if torch.device(device).type == "cuda" else []
     try:
-        with torch.random.fork_rng(devices=forked):
+        # on the CPU, denormals flushed: a trained field's tiny gradients otherwise slow each step severalfold
+        with torch.random.fork_rng(devices=forked), cpu_denormals_flushed(device):
             torch.manual_seed(seed)
             check(0)
             for step in tqdm(range(1, steps + 1), desc="fine-tune", disable=not show_progress, leave=False):

@@ -1,6 +1,9 @@
 """Honest timing: warm-up runs, device synchronisation around each measurement, median of repeats.
 
-CUDA kernels run asynchronously, so a timer that does not synchronise measures launch time only.
+CUDA kernels run asynchronously, so a timer that does not synchronise measures launch time only. On the CPU
+every timed call runs with denormal floats flushed to zero (:func:`cpu_denormals_flushed`), as training
+does: a trained field's tiny activations otherwise slow its CPU arithmetic severalfold, and a dense field
+more than its EUGen twin, which would time the CPU's denormal handling rather than the networks.
 :func:`render_and_score` times rendering alone and computes metrics outside the timed region, so slow
 metrics (LPIPS on CPU) never lower the reported frame rate.
 """
@@ -15,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import torch
+
+from eugen_nerf.inputs.numerics import cpu_denormals_flushed
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -59,11 +64,13 @@ def timed(fn: Callable[[], T], device: torch.device | str, clock: str = "wall") 
     """Run ``fn`` once between two synchronisations; return its result and the seconds it took on ``clock``
     (:data:`CLOCKS`)."""
     now = _clock(clock, device)
-    synchronize(device)
-    start = now()
-    result = fn()
-    synchronize(device)
-    return result, now() - start
+    with cpu_denormals_flushed(device):
+        synchronize(device)
+        start = now()
+        result = fn()
+        synchronize(device)
+        seconds = now() - start
+    return result, seconds
 
 
 class NonFiniteOutput(ArithmeticError):
