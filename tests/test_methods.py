@@ -164,7 +164,7 @@ def test_stock_dataparser_subcommands_parse_for_our_methods():
 def test_cpu_training_flushes_denormals_and_restores_the_default_afterwards(monkeypatch):
     from nerfstudio.engine.trainer import Trainer
 
-    from eugen_nerf.inputs.numerics import cpu_denormals_flushed
+    from eugen_nerf.eval.timing import cpu_denormals_flushed
     from eugen_nerf.methods.trainer import SceneTrainer
 
     denormal = torch.tensor([1e-40])  # below float32's smallest normal number

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from eugen_nerf.distill.field_match import render_and_match_fields
 from eugen_nerf.distill.sampling import PixelRays, cat_rays
 from eugen_nerf.eval.runs import final_rgb
-from eugen_nerf.inputs.numerics import cpu_denormals_flushed
+from eugen_nerf.eval.timing import cpu_denormals_flushed
 from eugen_nerf.layers import EUGenLinear
 
 TRAINED_KEYS = ("rgb", "rgb_coarse", "rgb_fine")

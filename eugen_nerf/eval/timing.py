@@ -13,13 +13,12 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import torch
-
-from eugen_nerf.inputs.numerics import cpu_denormals_flushed
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -48,6 +47,24 @@ CLOCKS = ("wall", "cpu")
 """What a timing counts: wall-clock seconds, or the CPU seconds of this process (every thread's). On a CPU
 shared with other jobs, a one-thread run's CPU seconds are what it would take alone, where its wall-clock
 seconds also count the time other jobs held the core; on CUDA only the wall clock means anything."""
+
+
+@contextmanager
+def cpu_denormals_flushed(device: str | torch.device) -> Iterator[None]:
+    """On the CPU, flush denormal floats to zero inside the block, then return to PyTorch's default (kept).
+
+    Late in training many gradients fall below float32's smallest normal number (about 1.2e-38). x86 CPUs
+    compute with such denormals many times slower than with normal numbers, so a trained field's backward
+    pass gets severalfold slower than a fresh one's; flushed to zero, they change nothing a float32 model can
+    represent. GPUs flush already, so elsewhere this does nothing. The mode is the calling thread's.
+    """
+    if torch.device(device).type != "cpu" or not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
 
 
 def _clock(clock: str, device: torch.device | str) -> Callable[[], float]:

@@ -5,8 +5,6 @@ Where a step can be skipped (a training step), the user chooses: ``abort`` (defa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Literal
 
 import torch
@@ -40,21 +38,3 @@ def non_finite_loss(name: str, value: torch.Tensor, step: int) -> NumericalError
         f"step {step}: loss '{name}' is {float(value.detach().float().flatten()[0])} (non-finite); "
         "stopped before the optimiser step (lower the learning rate, or pass --on-non-finite skip)"
     )
-
-
-@contextmanager
-def cpu_denormals_flushed(device: str | torch.device) -> Iterator[None]:
-    """On the CPU, flush denormal floats to zero inside the block, then return to PyTorch's default (kept).
-
-    Late in training many gradients fall below float32's smallest normal number (about 1.2e-38). x86 CPUs
-    compute with such denormals many times slower than with normal numbers, so a trained field's backward
-    pass gets severalfold slower than a fresh one's; flushed to zero, they change nothing a float32 model can
-    represent. GPUs flush already, so elsewhere this does nothing. The mode is the calling thread's.
-    """
-    if torch.device(device).type != "cpu" or not torch.set_flush_denormal(True):
-        yield
-        return
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)

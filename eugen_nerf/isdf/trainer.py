@@ -25,10 +25,9 @@ import torch
 from rich.progress import Progress
 from torch import Tensor
 
-from eugen_nerf.eval.timing import synchronize
+from eugen_nerf.eval.timing import cpu_denormals_flushed, synchronize
 from eugen_nerf.fields.isdf import ISDFField, ISDFFieldConfig
 from eugen_nerf.inputs.errors import NumericalError
-from eugen_nerf.inputs.numerics import cpu_denormals_flushed
 from eugen_nerf.isdf.frames import DepthFrame
 from eugen_nerf.isdf.keyframes import KeyframeBuffer, KeyframeConfig
 from eugen_nerf.isdf.losses import ISDFLossConfig, isdf_losses

@@ -21,8 +21,9 @@ import torch
 from nerfstudio.engine.trainer import Trainer
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from eugen_nerf.eval.timing import cpu_denormals_flushed
 from eugen_nerf.inputs.errors import INTERRUPTED_EXIT, sigterm_as_interrupt
-from eugen_nerf.inputs.numerics import check_losses, cpu_denormals_flushed, non_finite_loss
+from eugen_nerf.inputs.numerics import check_losses, non_finite_loss
 
 
 class SceneTrainer(Trainer):
