@@ -269,3 +269,45 @@ def test_from_dense_keeps_the_polynomial_form_it_estimates():
 def test_bad_scaling_names_the_argument(kwargs):
     with pytest.raises(ValueError, match="scaling"):
         EUGenLinear(4, 2, **kwargs)
+
+
+def _reference_features(layer, x):
+    """Φ(f(x)) written as the module docstring states it: products of the projections of x⁺ built
+    explicitly, divided by rms(x⁺) per factor, mapped, times rms(x⁺) (linear scaling)."""
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    parts = [x, torch.ones_like(norm)] + ([norm] if layer.use_norm else [])
+    x_plus = torch.cat(parts, dim=-1)
+    rms = x_plus.square().mean(-1, keepdim=True).sqrt()
+    projected = (x_plus / rms) @ layer.projections.to(x).T
+    n, k, m = x.shape[0], layer.degree, layer.num_features
+    products = projected.view(n, k, m).cumprod(dim=1).reshape(n, k * m)
+    phi = {"relu": torch.relu, "identity": lambda z: z, "softplus": nn.functional.softplus}[layer.feature_map]
+    return phi(products) * rms
+
+
+@pytest.mark.parametrize("feature_map", ["relu", "identity", "softplus"])
+@pytest.mark.parametrize("degree, use_norm", [(1, True), (2, True), (2, False), (3, False)])
+def test_linear_features_and_their_first_and_second_derivatives_match_the_reference(
+    feature_map, degree, use_norm
+):
+    """The training path's features (running products, 1/rms folded into the higher orders, ‖x‖ from ‖x‖²)
+    are the reference formula, and so are the input gradient and its gradient (iSDF's eikonal term)."""
+    layer = EUGenLinear(
+        7, 5, num_features=6, degree=degree, use_norm=use_norm, feature_map=feature_map, seed=3
+    ).double()
+    x = (torch.randn(40, 7, dtype=torch.float64) * 2).requires_grad_()
+    ours, reference = layer.features(x), _reference_features(layer, x)
+    torch.testing.assert_close(ours, reference)
+    weights = torch.randn_like(ours)
+    grads = [torch.autograd.grad((f * weights).sum(), x, create_graph=True)[0] for f in (ours, reference)]
+    torch.testing.assert_close(grads[0], grads[1])
+    second = [torch.autograd.grad(g.square().sum(), x, retain_graph=True)[0] for g in grads]
+    torch.testing.assert_close(second[0], second[1])
+
+
+def test_a_zero_input_has_finite_gradients():
+    """‖x‖ enters the layer (norm entry, rms): at x = 0 its gradient is taken as 0, never inf or nan."""
+    layer = EUGenLinear(6, 3, num_features=4, degree=2, use_norm=True, feature_map="relu")
+    x = torch.zeros(3, 6, requires_grad=True)
+    layer(x).sum().backward()
+    assert torch.isfinite(x.grad).all()

@@ -8,7 +8,7 @@ block, carried by the bias ``c``. With identity ``Φ`` and Gaussian projections,
 Two ways to draw the projections:
 
 * ``shared_projections=True`` (default): ``k`` matrices ``G_1..G_k``; order ``i`` is the running
-  product ``G_1 x⁺ ⊙ … ⊙ G_i x⁺``. One ``(k·m) x (d+2)`` matmul and a cumulative product: cost
+  product ``G_1 x⁺ ⊙ … ⊙ G_i x⁺``. One ``(k·m) x (d+2)`` matmul and ``k - 1`` running products: cost
   ``m·d·k``. Each order is still a product of independent projections, so each order's estimate
   is unbiased; orders are correlated with each other.
 * ``shared_projections=False``: every order owns its ``i`` matrices (``k(k+1)/2`` in all, cost
@@ -52,11 +52,24 @@ _FEATURE_MAP_FNS = {
     "sin": torch.sin,
 }
 
+HOMOGENEOUS_MAPS = ("identity", "relu")
+"""Feature maps with ``Φ(a·z) = a·Φ(z)`` for every ``a > 0``."""
+
 
 def input_norm(x: torch.Tensor) -> torch.Tensor:
     """``‖x‖`` over the last dimension, kept in float32 or wider (a half-precision sum overflows)."""
     wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
     return torch.linalg.vector_norm(wide, dim=-1, keepdim=True)
+
+
+def squared_input_norm(x: torch.Tensor) -> torch.Tensor:
+    """``‖x‖²`` over the last dimension, kept in float32 or wider."""
+    wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    return torch.linalg.vecdot(wide, wide).unsqueeze(-1)
+
+
+TINY_SQUARE = 1e-30
+"""``‖x‖²`` below which the layer's ``‖x‖`` is held constant (its gradient there is 0)."""
 
 
 def check_int(name: str, value: int, low: int = 1, high: int | None = None) -> None:
@@ -261,9 +274,10 @@ class EUGenLinear(nn.Module):
         """Whether ``‖x‖`` enters the layer (the norm entry, or the scale of ``x⁺``)."""
         return self.use_norm or self.scaling != "polynomial"
 
-    def input_rms(self, norm: torch.Tensor) -> torch.Tensor:
-        """``rms(x⁺) = ‖x⁺‖ / sqrt(d+2)`` from ``‖x‖``; never 0 (``x⁺`` holds the constant 1)."""
-        square = norm.square() * (1 + int(self.use_norm)) + 1.0
+    def input_rms(self, norm: torch.Tensor | None, square: torch.Tensor | None = None) -> torch.Tensor:
+        """``rms(x⁺) = ‖x⁺‖ / sqrt(d+2)`` from ``‖x‖`` (or ``square``, ``‖x‖²``, when given); never 0 (``x⁺``
+        holds the constant 1)."""
+        square = (norm.square() if square is None else square) * (1 + int(self.use_norm)) + 1.0
         return (square / self.augmented_dim).sqrt()
 
     def projections_of(self, x: torch.Tensor, norm: torch.Tensor | None = None) -> torch.Tensor:
@@ -277,14 +291,32 @@ class EUGenLinear(nn.Module):
         if self.use_norm:
             if norm is None:
                 norm = input_norm(x)
-            out = out + norm * g[:, d + 1]
+            out = torch.addcmul(out, norm, g[:, d + 1])
         return out
 
-    def products(self, projected: torch.Tensor) -> torch.Tensor:
-        """Turn projections ``(N, rows)`` into the order-1..k products ``(N, k·m)``."""
+    def products(self, projected: torch.Tensor, rms: torch.Tensor | None = None) -> torch.Tensor:
+        """Turn projections ``(N, rows)`` into the order-1..k products ``(N, k·m)``.
+
+        Shared projections multiply running products block by block: ``cumprod``'s backward handles zeros
+        with masks, flips and divisions and cost more than the layer's matrix products. With ``rms``
+        (shared projections only), every factor after the first is divided by it: order ``i`` is then
+        ``∏_j p_j / rms^(i-1)``.
+        """
         n, m, k = projected.shape[0], self.num_features, self.degree
         if self.shared_projections:
-            return projected.view(n, k, m).cumprod(dim=1).reshape(n, k * m)
+            if k == 1:
+                return projected
+            factors = projected.split(m, dim=1)  # one backward for all blocks (a slice's zero-fills a copy)
+            # multiplying by 1 / rms: a product's gradient is cheaper than a quotient's
+            inverse = None if rms is None else rms.reciprocal()
+            running = factors[0]
+            blocks = [running]
+            for factor in factors[1:]:
+                running = running * (factor if inverse is None else factor * inverse)
+                blocks.append(running)
+            return torch.cat(blocks, dim=1)
+        if rms is not None:
+            raise ValueError("products with rms need shared projections")
         blocks, start = [], 0
         for order in range(1, k + 1):
             blocks.append(projected[:, start * m : (start + order) * m].view(n, order, m).prod(dim=1))
@@ -300,15 +332,24 @@ class EUGenLinear(nn.Module):
             )
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
+        square = None
         if norm is not None:
             norm = norm.reshape(-1, 1)
         elif self.needs_input_norm:
-            norm = input_norm(flat)
+            # from ‖x‖², whose gradient (2x) is one pass over x where the norm's takes three
+            square = squared_input_norm(flat)
+            if self.use_norm:
+                norm = square.clamp_min(TINY_SQUARE).sqrt()  # the gradient at x = 0 is 0, as the norm's
         projected = self.projections_of(flat, norm)
         if self.scaling == "polynomial":
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected))
+        elif self.scaling == "linear" and self.shared_projections and self.feature_map in HOMOGENEOUS_MAPS:
+            # Φ(a·z) = a·Φ(z) for a > 0, so Φ(∏_j (p_j / rms))·rms = Φ(p_1 · ∏_{j>1} p_j / rms): the same
+            # features with one division per higher order and no scaling of the whole feature block.
+            rms = self.input_rms(norm, square) if self.degree > 1 else None
+            feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected, rms))
         else:
-            rms = self.input_rms(norm)
+            rms = self.input_rms(norm, square)
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected / rms))
             if self.scaling == "linear":
                 feats = feats * rms
