@@ -109,7 +109,39 @@ def check_tiny_result(out: Path, done: subprocess.CompletedProcess, compiled: bo
         (v["field_mlps_speedup"] is None) == v["extrapolated"]
         for v in renders["student_over_teacher"].values()
     )
+    training = result["training"]
+    assert set(training) == {head.name for head in cuda.HEADS}
+    for name, entry in training.items():
+        assert entry["eikonal"] == (name == "isdf")
+        rows = {(r["variant"], r["precision"], r["compile"]): r for r in entry["results"]}
+        assert set(rows) == {
+            (v, p, c) for v in ("dense", "eugen") for p in cuda.TRAINING_PRECISIONS for c in (False, True)
+        }
+        for (variant, precision, compile_), row in rows.items():
+            if compile_ and entry["eikonal"]:
+                assert "double backward" in row["skipped"], (name, row)
+            elif compile_ and not compiled:
+                assert row["skipped"] == "not requested (--no-compile)", (name, row)
+            elif "error" not in row:
+                assert row["finite"] is True and row["median_s"] > 0, (name, row)
+        assert entry["eugen_speedup_over_dense"]["fp32"] > 0, name
     return result
+
+
+def test_a_training_step_computes_gradients_and_leaves_none_behind():
+    """The timed step runs backward through every parameter (the eikonal step through the input gradient
+    too) and clears the gradients, so repeated steps time the same work."""
+    head = next(h for h in cuda.HEADS if h.name == "isdf")
+    mlp = head.mlp(eugen=True).train()
+    points = torch.rand(16, head.in_dim) * 2 - 1
+    seen = []
+    for p in mlp.parameters():
+        p.register_hook(lambda grad, seen=seen: seen.append(bool(torch.isfinite(grad).all())) or grad)
+    loss = cuda.training_step(mlp, points, "fp32", eikonal=True)()
+    assert torch.isfinite(loss) and loss.ndim == 0
+    trainable = [p for p in mlp.parameters() if p.requires_grad]
+    assert len(seen) >= len(trainable) and all(seen)
+    assert all(p.grad is None for p in mlp.parameters())
 
 
 def test_tiny_cpu_run_with_the_training_stack_blocked(tmp_path):

@@ -6,6 +6,8 @@ nothing else of the training stack. One run measures, side by side:
 * **mlps**: every head's MLP at its default sizes and EUGen spec (NeRF trunk, Zip-NeRF view MLP, nerfacto
   colour MLP, iSDF MLP): the dense twin, the EUGen MLP layer by layer and its fused inference form; points/s
   in fp32, TF32, and under bf16 and fp16 autocast, each eager and through ``torch.compile``;
+* **training**: one training step (forward, loss, backward) of each head's dense and EUGen MLP, fp32 and bf16
+  autocast, eager and compiled (iSDF's with its eikonal term, which differentiates the first backward);
 * **renders**: whole views of two exported fields (a dense teacher and its EUGen student, files of
   ``eugen-export``) through the torch-only reference renderer of :mod:`eugen_nerf.export`, in each of
   those precisions (autocast on the field MLPs only, compositing in fp32): frames/s and render memory (the
@@ -312,6 +314,79 @@ def bench_mlps(settings: Settings) -> dict:
                 if d and f and "median_s" in d and "median_s" in f:
                     speedups[f"{precision}{'-compiled' if compiled else ''}"] = d["median_s"] / f["median_s"]
         entry["fused_speedup_over_dense"] = speedups
+        out[head.name] = entry
+    return out
+
+
+TRAINING_PRECISIONS = ("fp32", "bf16")
+"""Precisions of the training steps (fp32, and the mixed precision GPU training uses)."""
+
+
+def training_step(mlp: EUGenMLP, points: torch.Tensor, precision: str, eikonal: bool) -> Callable:
+    """One training step of ``mlp`` on ``points``: forward, a loss, backward (gradients set to None after, so
+    no step adds to the last). ``eikonal``: the loss also holds ``(‖∇ₓ out‖ - 1)²``, whose backward differentiates
+    the first backward, as iSDF's training does."""
+    device = points.device
+
+    def step() -> torch.Tensor:
+        x = points.detach().requires_grad_(eikonal)
+        with autocast(device, precision):
+            out = mlp(x).float()
+        loss = out.square().mean()
+        if eikonal:
+            (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+            loss = loss + (torch.linalg.vector_norm(grad, dim=-1) - 1).square().mean()
+        loss.backward()
+        for p in mlp.parameters():
+            p.grad = None
+        return loss.detach()
+
+    return step
+
+
+def bench_training(settings: Settings) -> dict:
+    """Seconds of one training step of each head's dense and EUGen MLP (the layer-by-layer form that trains),
+    at a quarter of the inference batch, fp32 and bf16 autocast, eager and compiled (iSDF's step, which
+    differentiates a gradient, eagerly only: torch.compile does not compile a double backward)."""
+    device, out = settings.device, {}
+    points_per_step = max(settings.points // 4, 1)
+    for head in HEADS:
+        torch.manual_seed(0)
+        points = torch.rand(points_per_step, head.in_dim, device=device) * 2 - 1
+        eikonal = head.name == "isdf"
+        models = {name: head.mlp(eugen=name == "eugen").to(device).train() for name in ("dense", "eugen")}
+        entry = {"points": points_per_step, "eikonal": eikonal, "results": []}
+        for compiled in (False, True):
+            for precision in TRAINING_PRECISIONS:
+                for variant, mlp in models.items():
+                    row = {"variant": variant, "precision": precision, "compile": compiled}
+                    label = f"training {head.name} {variant} {precision}{' compiled' if compiled else ''}"
+                    if compiled and eikonal:
+                        row["skipped"] = "torch.compile does not compile a double backward"
+                    elif compiled and settings.compile_backend is None:
+                        row["skipped"] = "not requested (--no-compile)"
+                    elif compiled and settings.compile_spent_s > settings.compile_budget_s:
+                        row["skipped"] = f"compile budget of {settings.compile_budget_s:.0f} s spent"
+                    if "skipped" in row:
+                        progress(f"{label}: skipped ({row['skipped']})")
+                        entry["results"].append(row)
+                        continue
+                    model = compile_fn(mlp, settings) if compiled else mlp
+                    row.update(measure(label, training_step(model, points, precision, eikonal), settings))
+                    if compiled:
+                        settings.compile_spent_s += row.get("first_call_s", 0.0)
+                    entry["results"].append(row)
+        by_key = {(r["variant"], r["precision"], r["compile"]): r for r in entry["results"]}
+        entry["eugen_speedup_over_dense"] = {
+            f"{precision}{'-compiled' if compiled else ''}": by_key[("dense", precision, compiled)][
+                "median_s"
+            ]
+            / by_key[("eugen", precision, compiled)]["median_s"]
+            for precision in TRAINING_PRECISIONS
+            for compiled in (False, True)
+            if "median_s" in by_key[("dense", precision, compiled)]
+            and "median_s" in by_key[("eugen", precision, compiled)]
+        }
         out[head.name] = entry
     return out
 
@@ -699,9 +774,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["mlps"] = bench_mlps(settings)
     result["renders"] = bench_renders(fields, settings)
+    result["training"] = bench_training(settings)
     result["compile_time_s"] = settings.compile_spent_s
     result["wall_s"] = time.perf_counter() - settings.started
-    measured = {"mlps": result["mlps"], "renders": result["renders"]}
+    measured = {"mlps": result["mlps"], "renders": result["renders"], "training": result["training"]}
     result["finite"] = finite_figures(measured)
     result["errors"] = failures(measured)
     args.out.mkdir(parents=True, exist_ok=True)
