@@ -750,3 +750,22 @@ def test_a_table_cell_indexes_lists_and_scales_numbers_but_not_flags(tmp_path):
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(InputError):
         Tables(tmp_path / "spec.yaml", tmp_path).render("t")
+
+
+@pytest.mark.slow
+def test_step_time_mode_times_each_variant_from_initial_weights_and_keeps_nothing_else(
+    tmp_path, monkeypatch, capsys
+):
+    from eugen_nerf.bench.suites import methods
+
+    out = tmp_path / "nerf.json"
+    args = ("--scene", ROOT / "scenes/bunny32", "--families", "nerf", "--step-time", "2", "--repeats", "2")
+    args += ("--output-dir", tmp_path / "runs", "--out", out)
+    monkeypatch.setattr("sys.argv", ["methods", *map(str, args)])
+    methods.main()
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if " s a step" in line]
+    assert [line.split(":")[0] for line in lines] == ["eugen-nerf", "dense-nerf"]
+    seconds = [float(re.search(r": ([0-9.]+) s a step", line).group(1)) for line in lines]
+    assert all(s > 0 for s in seconds)
+    assert "1.00x the dense twin's speed" in lines[1]
+    assert not out.exists()  # nothing measured but the steps

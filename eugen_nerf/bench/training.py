@@ -95,6 +95,34 @@ def benchmark_run(
     return config
 
 
+def step_seconds(
+    configs: dict[str, TrainerConfig], scene: Path, steps: int, rounds: int, output_dir: Path
+) -> dict[str, list[float]]:
+    """Seconds per training step of each configuration from its initial weights on ``scene``: ``steps`` steps a
+    round, the configurations taking turns for ``rounds`` rounds, so that load from other processes hits them
+    alike. On the CPU a round counts this process's CPU seconds (with one thread, the step's cost alone on one
+    core); on CUDA, elapsed seconds after a synchronise. A round includes the first step's warm-up and the
+    checkpoint nerfstudio writes at the end (into ``output_dir``)."""
+    cuda = torch.cuda.is_available()
+    out: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(rounds):
+        for name, config in configs.items():
+            run = benchmark_run(config, scene, output_dir, f"step-time-{name}", steps)
+            run.steps_per_save = 10**9
+            run.save_only_latest_checkpoint = True
+            trainer = run.setup(local_rank=0, world_size=1)
+            trainer.setup()
+            if cuda:
+                torch.cuda.synchronize()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            trainer.train()
+            if cuda:
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start if cuda else time.process_time() - start_cpu
+            out[name].append(seconds / steps)
+    return out
+
+
 def train_in_process(
     config: TrainerConfig,
     scene: Path,

@@ -46,7 +46,13 @@ from eugen_nerf.bench.merge import write_report
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
 from eugen_nerf.bench.suites import command_line
-from eugen_nerf.bench.training import PlateauRule, cached_for_checkpoint, train_in_process, train_to_plateau
+from eugen_nerf.bench.training import (
+    PlateauRule,
+    cached_for_checkpoint,
+    step_seconds,
+    train_in_process,
+    train_to_plateau,
+)
 from eugen_nerf.eval.evaluate import score_test_views
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.memory import render_memory
@@ -615,10 +621,34 @@ class BenchMethods:
     """the test view every run renders whole, side by side with the others, for the rows' render FPS and memory."""
     timing_repeats: int = 2
     """timed rounds of the side-by-side renders (the median is reported)."""
+    step_time: int = 0
+    """time this many training steps of each variant from its initial weights, the variants taking turns
+    (--repeats rounds), print the seconds per step and stop: no training to keep, nothing else measured."""
     clock: Literal["cpu", "wall"] = "cpu"
     """what the side-by-side CPU timings count: cpu, this process's CPU seconds (with OMP_NUM_THREADS=1, a
     render's cost alone on one core), or wall, elapsed seconds (meaningful only on an idle machine); CUDA is
     timed by the wall clock."""
+
+
+def print_step_times(args: BenchMethods) -> None:
+    """``--step-time``: seconds per training step of each variant, side by side (see :func:`step_seconds`), and
+    each one's speed against the dense twin's when it is among them."""
+    threads = torch.get_num_threads()
+    clock = "wall seconds (CUDA)" if torch.cuda.is_available() else f"CPU seconds, {threads} thread(s)"
+    for family in args.families:
+        wanted = args.variants or ("eugen", "dense")
+        speed_from = (
+            (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+        )
+        configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
+        chosen = {configs[kind][0]: with_seed(configs[kind][1], args.seeds[0]) for kind in wanted}
+        times = step_seconds(chosen, args.scene, args.step_time, args.repeats, args.output_dir)
+        medians = {label: statistics.median(rounds) for label, rounds in times.items()}
+        dense = medians.get(configs["dense"][0])
+        print(f"{family} on {args.scene}, {args.step_time} steps a round, {args.repeats} rounds ({clock}):")
+        for label, median in medians.items():
+            versus = f" ({dense / median:.2f}x the dense twin's speed)" if dense else ""
+            print(f"  {label}: {median:.3f} s a step{versus}")
 
 
 def main() -> None:
@@ -636,6 +666,10 @@ def main() -> None:
         )
     if not args.baselines and any(name in BASELINE_KINDS for name in args.variants):
         usage_error("eugen-bench nerf", "--variants lowrank and snnk need --baselines")
+
+    if args.step_time:
+        print_step_times(args)
+        return
 
     started = time.time()
     report: dict[str, object] = {
