@@ -298,7 +298,7 @@ class EUGenLinear(nn.Module):
         """Turn projections ``(N, rows)`` into the order-1..k products ``(N, k·m)``.
 
         Shared projections multiply running products block by block: ``cumprod``'s backward handles zeros
-        with masks, flips and divisions and cost more than the layer's matrix products. With ``rms``
+        with masks, flips and divisions and costs more than the layer's matrix products. With ``rms``
         (shared projections only), every factor after the first is divided by it: order ``i`` is then
         ``∏_j p_j / rms^(i-1)``.
         """
