@@ -62,10 +62,26 @@ def input_norm(x: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(wide, dim=-1, keepdim=True)
 
 
+class _SquaredNorm(torch.autograd.Function):
+    """``‖x‖²`` over the last dimension: the norm's one-pass reduction forward, ``2x`` backward (one pass over
+    ``x``, where the norm's own backward takes three), written in differentiable operations so that a
+    gradient of the gradient (iSDF's eikonal term) goes through it."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return x * (2.0 * grad)
+
+
 def squared_input_norm(x: torch.Tensor) -> torch.Tensor:
     """``‖x‖²`` over the last dimension, kept in float32 or wider."""
     wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
-    return torch.linalg.vecdot(wide, wide).unsqueeze(-1)
+    return _SquaredNorm.apply(wide)
 
 
 TINY_SQUARE = 1e-30
@@ -336,7 +352,7 @@ class EUGenLinear(nn.Module):
         if norm is not None:
             norm = norm.reshape(-1, 1)
         elif self.needs_input_norm:
-            # from ‖x‖², whose gradient (2x) is one pass over x where the norm's takes three
+            # from ‖x‖², whose gradient (2x) is one pass over x
             square = squared_input_norm(flat)
             if self.use_norm:
                 norm = square.clamp_min(TINY_SQUARE).sqrt()  # the gradient at x = 0 is 0, as the norm's
