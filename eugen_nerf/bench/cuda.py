@@ -240,6 +240,19 @@ def measure(label: str, fn: Callable[[], torch.Tensor], settings: Settings, rend
     return result
 
 
+def skipped(row: dict, label: str, settings: Settings) -> bool:
+    """Whether the compiled measurement ``row`` is left out (not requested, or the compile budget spent), its
+    reason recorded in the row (a reason already there stands) and shown."""
+    if row["compile"] and "skipped" not in row:
+        if settings.compile_backend is None:
+            row["skipped"] = "not requested (--no-compile)"
+        elif settings.compile_spent_s > settings.compile_budget_s:
+            row["skipped"] = f"compile budget of {settings.compile_budget_s:.0f} s spent"
+    if "skipped" in row:
+        progress(f"{label}: skipped ({row['skipped']})")
+    return "skipped" in row
+
+
 def bench_mlps(settings: Settings) -> dict:
     """Points/s of each head's dense, unfused EUGen and fused EUGen MLP, per precision and compile mode."""
     device, out = settings.device, {}
@@ -283,12 +296,7 @@ def bench_mlps(settings: Settings) -> dict:
                         continue  # inference runs the fused form; the unfused one is the layer-by-layer reference
                     row = {"variant": variant, "precision": precision, "compile": compiled}
                     label = f"mlps {head.name} {variant} {precision}{' compiled' if compiled else ''}"
-                    if compiled and settings.compile_backend is None:
-                        row["skipped"] = "not requested (--no-compile)"
-                    elif compiled and settings.compile_spent_s > settings.compile_budget_s:
-                        row["skipped"] = f"compile budget of {settings.compile_budget_s:.0f} s spent"
-                    if "skipped" in row:
-                        progress(f"{label}: skipped ({row['skipped']})")
+                    if skipped(row, label, settings):
                         entry["results"].append(row)
                         continue
                     call = compile_fn(fn, settings) if compiled else fn
@@ -363,12 +371,7 @@ def bench_training(settings: Settings) -> dict:
                     label = f"training {head.name} {variant} {precision}{' compiled' if compiled else ''}"
                     if compiled and eikonal:
                         row["skipped"] = "torch.compile does not compile a double backward"
-                    elif compiled and settings.compile_backend is None:
-                        row["skipped"] = "not requested (--no-compile)"
-                    elif compiled and settings.compile_spent_s > settings.compile_budget_s:
-                        row["skipped"] = f"compile budget of {settings.compile_budget_s:.0f} s spent"
-                    if "skipped" in row:
-                        progress(f"{label}: skipped ({row['skipped']})")
+                    if skipped(row, label, settings):
                         entry["results"].append(row)
                         continue
                     model = compile_fn(mlp, settings) if compiled else mlp
