@@ -74,6 +74,8 @@ class Head:
     spec: EUGenSpec
     activation: str = "relu"
     out_activation: str | None = None
+    eikonal: bool = False
+    """Its training loss holds the eikonal term, a gradient of the output with respect to the input."""
 
     def mlp(self, eugen: bool, width: int | None = None) -> EUGenMLP:
         activation = nn.Softplus(beta=100.0) if self.activation == "softplus100" else nn.ReLU()
@@ -104,7 +106,7 @@ HEADS = (
          spec=EUGenSpec(num_features=16), out_activation="sigmoid"),
     # iSDF: 5-octave embedding (33), 5 x 256, skip at 2, softplus(beta=100); ISDFEUGenConfig
     Head("isdf", 33, 5, 256, 1, skips=(2,), eugen_layers=(1, 2, 3),
-         spec=EUGenSpec(num_features=64, use_norm=False), activation="softplus100"),
+         spec=EUGenSpec(num_features=64, use_norm=False), activation="softplus100", eikonal=True),
 )  # fmt: skip
 
 
@@ -253,6 +255,22 @@ def skipped(row: dict, label: str, settings: Settings) -> bool:
     return "skipped" in row
 
 
+def speedups(rows: list[dict], variant: str, precisions: tuple[str, ...]) -> dict[str, float]:
+    """Dense's median seconds over ``variant``'s, per precision and compile mode (``fp32``, ``fp32-compiled``,
+    ...), where both were measured."""
+    by_key = {(r["variant"], r["precision"], r["compile"]): r for r in rows}
+    out = {}
+    for precision in precisions:
+        for compiled in (False, True):
+            dense, other = (
+                by_key.get(("dense", precision, compiled)),
+                by_key.get((variant, precision, compiled)),
+            )
+            if dense and other and "median_s" in dense and "median_s" in other:
+                out[f"{precision}{'-compiled' if compiled else ''}"] = dense["median_s"] / other["median_s"]
+    return out
+
+
 def bench_mlps(settings: Settings) -> dict:
     """Points/s of each head's dense, unfused EUGen and fused EUGen MLP, per precision and compile mode."""
     device, out = settings.device, {}
@@ -311,17 +329,7 @@ def bench_mlps(settings: Settings) -> dict:
                     if "median_s" in row:
                         row["points_per_s"] = settings.points / row["median_s"]
                     entry["results"].append(row)
-        by_key = {(r["variant"], r["precision"], r["compile"]): r for r in entry["results"]}
-        speedups = {}
-        for precision in PRECISIONS:
-            for compiled in (False, True):
-                d, f = (
-                    by_key.get(("dense", precision, compiled)),
-                    by_key.get(("eugen-fused", precision, compiled)),
-                )
-                if d and f and "median_s" in d and "median_s" in f:
-                    speedups[f"{precision}{'-compiled' if compiled else ''}"] = d["median_s"] / f["median_s"]
-        entry["fused_speedup_over_dense"] = speedups
+        entry["fused_speedup_over_dense"] = speedups(entry["results"], "eugen-fused", PRECISIONS)
         out[head.name] = entry
     return out
 
@@ -361,7 +369,7 @@ def bench_training(settings: Settings) -> dict:
     for head in HEADS:
         torch.manual_seed(0)
         points = torch.rand(points_per_step, head.in_dim, device=device) * 2 - 1
-        eikonal = head.name == "isdf"
+        eikonal = head.eikonal
         models = {name: head.mlp(eugen=name == "eugen").to(device).train() for name in ("dense", "eugen")}
         entry = {"points": points_per_step, "eikonal": eikonal, "results": []}
         for compiled in (False, True):
@@ -379,17 +387,7 @@ def bench_training(settings: Settings) -> dict:
                     if compiled:
                         settings.compile_spent_s += row.get("first_call_s", 0.0)
                     entry["results"].append(row)
-        by_key = {(r["variant"], r["precision"], r["compile"]): r for r in entry["results"]}
-        entry["eugen_speedup_over_dense"] = {
-            f"{precision}{'-compiled' if compiled else ''}": by_key[("dense", precision, compiled)][
-                "median_s"
-            ]
-            / by_key[("eugen", precision, compiled)]["median_s"]
-            for precision in TRAINING_PRECISIONS
-            for compiled in (False, True)
-            if "median_s" in by_key[("dense", precision, compiled)]
-            and "median_s" in by_key[("eugen", precision, compiled)]
-        }
+        entry["eugen_speedup_over_dense"] = speedups(entry["results"], "eugen", TRAINING_PRECISIONS)
         out[head.name] = entry
     return out
 

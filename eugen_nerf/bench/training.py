@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from nerfstudio.engine.trainer import TrainerConfig
+from nerfstudio.engine.trainer import Trainer, TrainerConfig
 
 from eugen_nerf.inputs.errors import InputError
 
@@ -95,6 +95,20 @@ def benchmark_run(
     return config
 
 
+def timed_training(config: TrainerConfig) -> tuple[Trainer, float, float]:
+    """Set up ``config``'s trainer and train it: the trainer, and the wall seconds (after a synchronise on CUDA)
+    and this process's CPU seconds that training took, set-up excluded."""
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start, start_cpu = time.perf_counter(), time.process_time()
+    trainer.train()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return trainer, time.perf_counter() - start, time.process_time() - start_cpu
+
+
 def step_seconds(
     configs: dict[str, TrainerConfig], scene: Path, steps: int, rounds: int, output_dir: Path
 ) -> dict[str, list[float]]:
@@ -110,16 +124,8 @@ def step_seconds(
             run = benchmark_run(config, scene, output_dir, f"step-time-{name}", steps)
             run.steps_per_save = 10**9
             run.save_only_latest_checkpoint = True
-            trainer = run.setup(local_rank=0, world_size=1)
-            trainer.setup()
-            if cuda:
-                torch.cuda.synchronize()
-            start, start_cpu = time.perf_counter(), time.process_time()
-            trainer.train()
-            if cuda:
-                torch.cuda.synchronize()
-            seconds = time.perf_counter() - start if cuda else time.process_time() - start_cpu
-            out[name].append(seconds / steps)
+            _, wall, cpu = timed_training(run)
+            out[name].append((wall if cuda else cpu) / steps)
     return out
 
 
@@ -153,11 +159,7 @@ def train_in_process(
     record.unlink(missing_ok=True)  # an interrupted retraining must not pass for the run recorded before it
     config.save_config()
     seed_everything(config.machine.seed)
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
-    start = time.perf_counter()
-    trainer.train()
-    seconds_per_step = (time.perf_counter() - start) / steps
+    seconds_per_step = timed_training(config)[1] / steps
     record.write_text(
         json.dumps({"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step}) + "\n"
     )
@@ -316,13 +318,10 @@ def train_to_plateau(
             run.load_dir = path.parent / "nerfstudio_models" if done else None
             config.save_config()
             seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
-            trainer = run.setup(local_rank=0, world_size=1)
-            trainer.setup()
-            start, start_cpu = time.perf_counter(), time.process_time()
-            trainer.train()
-            cpu_per_step = (time.process_time() - start_cpu) / chunk
+            trainer, wall, cpu = timed_training(run)
+            cpu_per_step = cpu / chunk
             before = history[-1]["train_seconds"] if history else 0.0
-            seconds = (before or 0.0) + time.perf_counter() - start
+            seconds = (before or 0.0) + wall
             history.append(
                 {
                     "step": done + chunk,

@@ -630,6 +630,12 @@ class BenchMethods:
     timed by the wall clock."""
 
 
+def speed_source(args: BenchMethods, wanted: tuple[str, ...]) -> tuple[Path, Path] | None:
+    """``variants``'s ``speed_from`` when the dense twin narrowed to EUGen's speed is wanted: the scene its
+    width is timed on and the file that keeps the width found."""
+    return (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+
+
 def print_step_times(args: BenchMethods) -> None:
     """``--step-time``: seconds per training step of each variant, side by side (see :func:`step_seconds`), and
     each one's speed against the dense twin's when it is among them."""
@@ -637,10 +643,9 @@ def print_step_times(args: BenchMethods) -> None:
     clock = "wall seconds (CUDA)" if torch.cuda.is_available() else f"CPU seconds, {threads} thread(s)"
     for family in args.families:
         wanted = args.variants or ("eugen", "dense")
-        speed_from = (
-            (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+        configs = variants(
+            family, args.full_size, args.baselines, args.feature_map, speed_source(args, wanted)
         )
-        configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
         chosen = {configs[kind][0]: with_seed(configs[kind][1], args.seeds[0]) for kind in wanted}
         times = step_seconds(chosen, args.scene, args.step_time, args.repeats, args.output_dir)
         medians = {label: statistics.median(rounds) for label, rounds in times.items()}
@@ -692,10 +697,9 @@ def main() -> None:
         wanted = args.variants or ("eugen", "dense", "narrowed") + (
             (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ()
         )
-        speed_from = (
-            (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+        configs = variants(
+            family, args.full_size, args.baselines, args.feature_map, speed_source(args, wanted)
         )
-        configs = variants(family, args.full_size, args.baselines, args.feature_map, speed_from)
         rows: dict[str, dict[str, object]] = {}
         labels: dict[str, str] = {}
         steps, dense_run = args.steps, None
