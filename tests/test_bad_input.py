@@ -448,7 +448,7 @@ CASES = [
         ],
         "eugen-distill",
         lambda i, s: (
-            "eugen.num-features 32 sets one m for every layer, width-fraction 7/16 one per layer: "
+            "eugen.num-features 32 sets one m for every layer, width-fraction 5/8 one per layer: "
             "add --width-fraction None"
         ),
         parsed_by_tyro=True,
@@ -465,7 +465,7 @@ CASES = [
         ],
         "eugen-distill",
         lambda i, s: (
-            "eugen.num-features 64 sets one m for every layer, width-fraction 7/16 one per layer: "
+            "eugen.num-features 64 sets one m for every layer, width-fraction 5/8 one per layer: "
             "add --width-fraction None"
         ),
     ),

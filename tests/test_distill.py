@@ -532,7 +532,7 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
         "polynomial",
         False,
     )
-    assert defaults.eugen.degree == 1 and defaults.width_fraction == 7 / 16  # m = 112 of a 256-wide teacher
+    assert defaults.eugen.degree == 1 and defaults.width_fraction == 5 / 8  # m = 160 of a 256-wide teacher
     # a low-rank layer has no G to refine
     assert (
         defaults.refine_steps == 300
@@ -553,7 +553,7 @@ def test_defaults_build_the_best_measured_student_and_the_baselines_keep_their_o
     assert (defaults.finetune_novel_rays, defaults.finetune_camera_rays, defaults.finetune_average) == (
         "fresh",
         "all",
-        0.0,
+        0.99,
     )
     colour = DistillOptions(teacher=Path("t"), finetune_target="colour")  # colours rendered ahead: the pools
     assert (colour.finetune_novel_rays, colour.finetune_camera_rays) == ("fixed", "capture")
@@ -1350,25 +1350,31 @@ def test_teacher_projections_are_refused_for_the_baselines(dense_teacher, tmp_pa
     assert not (tmp_path / "run").exists()
 
 
-def test_the_default_layers_are_those_the_teachers_eugen_twin_makes_eugen(vanilla_teacher):
+def test_the_default_layers_are_the_hidden_ones_or_else_the_teachers_eugen_twins(vanilla_teacher):
     from eugen_nerf.distill.options import DistillOptions
     from eugen_nerf.distill.student import resolve_layers
     from eugen_nerf.distill.teacher import load_teacher
     from eugen_nerf.eval.memory import build_untrained
     from eugen_nerf.methods import nerf, nerfacto, zipnerf
 
-    assert DistillOptions(teacher=SCENE).layers == ("twin",)
+    assert DistillOptions(teacher=SCENE).layers == ("hidden", "twin")
 
-    def chosen(config, patterns=("twin",)):
+    def chosen(config, patterns=("hidden", "twin")):
         model, _ = build_untrained(config, SCENE)
         return [ref.path for ref in resolve_layers(model, patterns)]
 
-    trunk = [f"field_{f}.trunk.layers.{i}" for f in ("coarse", "fine") for i in (1, 2, 3, 5, 6)]
+    # NeRF's trunk: 'hidden' is every layer but the first and the skip layer, the last included (its ReLU'd
+    # output feeds the heads); 'twin' is eugen-nerf's own EUGen layers, the last excluded
+    trunk = [f"field_{f}.trunk.layers.{i}" for f in ("coarse", "fine") for i in (1, 2, 3, 5, 6, 7)]
     assert chosen(nerf.dense_nerf.config) == trunk == chosen(nerf.dense_nerf.config, ("hidden",))
+    assert chosen(nerf.dense_nerf.config, ("twin",)) == [p for p in trunk if not p.endswith(".7")]
+    # the colour head's layers: the first reads the view encoding, the last is the output
+    assert not any("color_head" in path for path in chosen(nerf.dense_nerf.config))
     # Zip-NeRF's view MLP: layer 0 is the MLP's first and layer 1 its skip layer, so 'hidden' finds nothing
+    # and the default takes the twin's
     assert chosen(zipnerf.dense_zipnerf.config) == ["field.view_mlp.layers.0", "field.view_mlp.layers.1"]
     assert chosen(zipnerf.dense_zipnerf.config, ("hidden",)) == []
-    assert chosen(nerfacto.dense_nerfacto.config) == ["field.color_mlp.layers.1"]
+    assert chosen(nerfacto.dense_nerfacto.config, ("twin",)) == ["field.color_mlp.layers.1"]
     assert chosen(zipnerf.eugen_zipnerf.config) == []  # its twin's layers are EUGen already
     # a stock nerfstudio teacher has no EUGen twin: 'twin' is 'hidden'
     stock = load_teacher(vanilla_teacher).model

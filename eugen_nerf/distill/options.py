@@ -83,9 +83,13 @@ FractionArg = Annotated[
 DEFAULT_REFINE_STEPS = 300
 """Refinement steps per layer by default (EUGen and SNNK layers)."""
 
-DEFAULT_WIDTH_FRACTION = 7 / 16
-"""``m`` per layer by default: 112 of a 256-wide layer (the best width fraction on a paper-sized NeRF
-teacher)."""
+DEFAULT_WIDTH_FRACTION = 5 / 8
+"""``m`` per layer by default: 160 of a 256-wide layer (with :data:`DEFAULT_LAYERS`, the narrowest width that
+keeps 99% of a paper-sized NeRF teacher's PSNR in closed form)."""
+
+DEFAULT_LAYERS = ("hidden", "twin")
+"""The layers replaced by default: every hidden layer, and the teacher's EUGen twin's layers where it has no
+hidden one (a dense-zipnerf teacher)."""
 
 
 def distill_spec() -> EUGenSpec:
@@ -116,19 +120,21 @@ class DistillOptions:
     """The teacher's config.yml or the run directory holding it."""
     output_dir: Path | None = None
     """The student run directory to write (required unless --list-layers)."""
-    layers: tuple[str, ...] = ("twin",)
-    """Layer paths or glob patterns (see --list-layers), 'twin' (the layers the teacher's EUGen twin method
-    makes EUGen: eugen-nerf's trunk layers 1, 2, 3, 5, 6 of a dense-nerf teacher, eugen-zipnerf's view layers
-    0, 1 of a dense-zipnerf one; 'hidden' for any other teacher), 'hidden' (every hidden, non-skip layer but
-    the first of each MLP), or 'auto' (greedy selection within --psnr-budget)."""
+    layers: tuple[str, ...] = DEFAULT_LAYERS
+    """Layer paths or glob patterns (see --list-layers), 'hidden' (every layer from hidden features to hidden
+    features: not the first of an MLP, not a skip layer, not the last unless its output is activated like a
+    hidden layer's; trunk layers 1, 2, 3, 5, 6, 7 of a dense-nerf teacher, none of a dense-zipnerf one), 'twin'
+    (the layers the teacher's EUGen twin method makes EUGen: eugen-nerf's trunk layers 1, 2, 3, 5, 6 of a
+    dense-nerf teacher, eugen-zipnerf's view layers 0, 1 of a dense-zipnerf one; 'hidden' for any other
+    teacher), or 'auto' (greedy selection among the hidden layers within --psnr-budget, given alone). Several select their union."""
     eugen: EUGenSpec = field(default_factory=distill_spec)
     """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept.
     eugen.num-features counts only with --width-fraction None."""
     width_fraction: FractionArg | None = DEFAULT_WIDTH_FRACTION
-    """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 7/16 gives
-    m = 112 on a 256-wide teacher and m = 28 on a 64-wide one. None: --eugen.num-features for every layer."""
+    """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 5/8 gives
+    m = 160 on a 256-wide teacher and m = 40 on a 64-wide one. None: --eugen.num-features for every layer."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
@@ -175,7 +181,7 @@ class DistillOptions:
     take 3e-4."""
     finetune_rays: int = 512
     """Rays per fine-tune step, drawn from the distillation's rays and the novel views."""
-    finetune_average: float = 0.0
+    finetune_average: float = 0.99
     """Decay per step of an exponential moving average of the fine-tuned parameters; the average is what is
     validated and kept (0: the parameters themselves). Smooths the step-to-step noise of small batches."""
     finetune_parameters: Literal["all", "eugen"] = "all"

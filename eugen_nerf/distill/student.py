@@ -73,6 +73,18 @@ def _activation_name(module: nn.Module | None) -> str:
     return type(module).__name__ if module is not None else "none"
 
 
+def _hidden(mlp: nn.Module, index: int, last: int, skips: set[int]) -> bool:
+    """Whether layer ``index`` maps hidden features to hidden features: not the MLP's first layer (it reads the
+    input encoding), not a skip layer (it reads the input again), and not the last unless ``out_activation``
+    is the MLP's own activation (a trunk whose activated output feeds the heads)."""
+    if index == 0 or index in skips:
+        return False
+    if index < last:
+        return True
+    activation, out = mlp.activation, mlp.out_activation
+    return activation is not None and out is not None and type(out) is type(activation)
+
+
 def list_layers(model: nn.Module) -> list[LayerInfo]:
     """Every layer of every known MLP of ``model``, in depth order."""
     rows = []
@@ -95,7 +107,7 @@ def list_layers(model: nn.Module) -> list[LayerInfo]:
                     mlp_type=type(mlp).__name__,
                     kind=kind,
                     activation=after,
-                    hidden=0 < index < last and index not in skips and isinstance(layer, nn.Linear),
+                    hidden=_hidden(mlp, index, last, skips) and isinstance(layer, nn.Linear),
                 )
             )
     return rows
