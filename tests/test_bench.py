@@ -651,6 +651,63 @@ def test_distill_suite_variants_define_themselves_and_finished_students_are_reus
     assert suite.distilled(teacher, "snnk", {}, tmp_path / "work") == first and len(calls) == 1  # reused
     suite.distilled(teacher, "snnk", {"refine_steps": 9}, tmp_path / "work")  # other options: distilled again
     assert len(calls) == 2
+    # eugen-distill's defaults change: a student of the former defaults is not reused
+    suite.distilled(teacher, "default", {}, tmp_path / "work")
+    assert len(calls) == 3
+    former = suite.variant_options
+
+    def other_defaults(*args):
+        return replace(former(*args), width_fraction=1 / 4)
+
+    monkeypatch.setattr(suite, "variant_options", other_defaults)
+    suite.distilled(teacher, "default", {}, tmp_path / "work")
+    assert len(calls) == 4 and calls[-1].width_fraction == 1 / 4
+
+
+def test_distill_suite_trains_the_teacher_method_asked_for_and_checks_its_variants_first(
+    monkeypatch, tmp_path
+):
+    import sys
+
+    from eugen_nerf.bench.suites import distill as suite
+
+    nerf_config, zipnerf_config = (make() for make, _ in suite.TEACHER_METHODS.values())
+    assert (nerf_config.method_name, zipnerf_config.method_name) == ("dense-nerf", "dense-zipnerf")
+    assert zipnerf_config.pipeline.model.log2_hashmap_size == 16  # the CPU preset, the MLPs at full width
+    assert zipnerf_config.pipeline.model.hidden_dim_color == 256
+    trained = []
+    monkeypatch.setattr(
+        suite,
+        "train_to_plateau",
+        lambda config, scene, out, rule, **kw: (
+            trained.append((config.method_name, out, rule, kw["timestamp"]))
+            or (out / "config.yml", {"history": [{"step": 4}]})
+        ),
+    )
+    scene = tmp_path / "scene"
+    scene.mkdir()
+    (scene / "transforms.json").write_text("{}")  # a nerfstudio-format scene is accepted, as a Blender one
+    argv = [
+        "distill",
+        "--scene",
+        str(scene),
+        "--teachers",
+        str(tmp_path / "t"),
+        "--teacher-method",
+        "dense-zipnerf",
+    ]
+    monkeypatch.setattr(
+        sys, "argv", [*argv, "--teacher-only", "--teacher-max-steps", "40", "--teacher-eval-every", "4"]
+    )
+    suite.main()
+    method, out, rule, timestamp = trained[0]
+    assert (method, out, timestamp) == ("dense-zipnerf", tmp_path / "t", "cpu")
+    assert (rule.max_steps, rule.eval_every, rule.min_steps) == (40, 4, suite.TEACHER_RULE.min_steps)
+    # an unknown variant is refused before any teacher trains
+    monkeypatch.setattr(sys, "argv", [*argv, "--variants", "default", "widest"])
+    with pytest.raises(SystemExit) as stop:
+        suite.main()
+    assert stop.value.code == 2 and len(trained) == 1
 
 
 def test_nerf_suite_times_every_run_side_by_side_and_measures_its_render_memory(monkeypatch):

@@ -1,7 +1,7 @@
 """Distillation with ``eugen-distill``'s defaults: wall time by stage, student/teacher PSNR, render speed.
 
-Runs ``eugen-distill`` on ``--teacher`` exactly as a user does with its defaults (every hidden layer but
-skip layers and the first of each MLP, closed form and per-layer refinement, no fine-tune unless
+Runs ``eugen-distill`` on ``--teacher`` exactly as a user does with its defaults (every hidden layer, or the
+EUGen twin's layers of a teacher without one, closed form and per-layer refinement, no fine-tune unless
 ``--finetune-steps``), then reports the student against the teacher on the test split: PSNR, SSIM, LPIPS, parameters, checkpoint
 size, and the render speed of both timed side by side in one process (the fused student against the
 teacher), beside the goals:
@@ -10,31 +10,36 @@ teacher), beside the goals:
 * student/teacher PSNR >= 99% closed form (>= 99.8% after a fine-tune, when one runs);
 * student/teacher render speed >= 1.5x.
 
-With ``--scene``, the teacher is first trained (or its training continued) on that scene until it plateaus:
-the paper-sized dense NeRF (trunk 8 x 256, 16 + 16 samples, 256 rays a step, RAdam 1e-3), in chunks of 500
-steps scored on the validation views (:class:`~eugen_nerf.bench.training.PlateauRule`), written to
-``--teachers/<scene>/dense-nerf/paper``. A rerun continues an interrupted training from its last checkpoint.
+With ``--scene``, the teacher is first trained (or its training continued) on that scene until it plateaus,
+in chunks of 500 steps scored on the validation views (:class:`~eugen_nerf.bench.training.PlateauRule`):
+``--teacher-method dense-nerf`` (default), the paper-sized dense NeRF (trunk 8 x 256, 16 + 16 samples, 256 rays
+a step, RAdam 1e-3), written to ``--teachers/<scene>/dense-nerf/paper``; ``dense-zipnerf``, Zip-NeRF at the
+benchmarks' CPU preset (its 256-wide MLPs kept), written to ``--teachers/<scene>/dense-zipnerf/cpu``. A rerun
+continues an interrupted training from its last checkpoint.
 
 Writes the JSON report given by ``--output`` and its plot beside it (``.png``).
 
     eugen-bench distill                                             # the protocol's teacher and scene
     python -m eugen_nerf.bench.suites.distill --scene scenes/shiny128 --teachers teachers --output /tmp/d.json
+    python -m eugen_nerf.bench.suites.distill --scene scenes/garden200 --teacher-method dense-zipnerf --output /tmp/z.json
     python -m eugen_nerf.bench.suites.distill --teacher teachers/bunny64/dense-nerf/shipped --output /tmp/d.json
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import tyro
 
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.training import PlateauRule, train_to_plateau
-from eugen_nerf.distill.options import DistillOptions, distill_spec
+from eugen_nerf.distill.options import FINETUNE_OPTIONS, DistillOptions, distill_spec
 from eugen_nerf.distill.run import distill
 from eugen_nerf.inputs.errors import usage_error
 
@@ -46,7 +51,7 @@ GOALS = {
 }
 
 
-FINETUNE_STEPS = 300
+FINETUNE_STEPS = 1000
 """Fine-tuning steps of the ``finetuned`` variant (the command docs/distillation.md shows)."""
 
 VARIANTS: dict[str, dict] = {
@@ -76,21 +81,41 @@ def paper_nerf_teacher():
     return config
 
 
-def trained_teacher(scene: Path, teachers: Path) -> tuple[Path, dict]:
-    """The paper-sized teacher on ``scene`` trained to plateau in ``teachers`` (continued when interrupted)."""
-    if not (scene / "transforms_train.json").is_file():
+def cpu_zipnerf_teacher():
+    """The Zip-NeRF teacher's training configuration: ``dense-zipnerf`` at the benchmarks' CPU preset
+    (:func:`~eugen_nerf.bench.suites.methods.small_zipnerf`: smaller hash grids and fewer samples, the 256-wide
+    MLPs that distillation replaces kept)."""
+    from eugen_nerf.bench.suites.methods import small_zipnerf
+    from eugen_nerf.methods.zipnerf import dense_zipnerf
+
+    config = copy.deepcopy(dense_zipnerf.config)
+    small_zipnerf(config)
+    return config
+
+
+TEACHER_METHODS = {"dense-nerf": (paper_nerf_teacher, "paper"), "dense-zipnerf": (cpu_zipnerf_teacher, "cpu")}
+"""``--teacher-method``: the training configuration and the run folder's name under <teachers>/<scene>/<method>."""
+
+
+def trained_teacher(
+    scene: Path, teachers: Path, method: str = "dense-nerf", rule: PlateauRule = TEACHER_RULE
+) -> tuple[Path, dict]:
+    """The ``method`` teacher (:data:`TEACHER_METHODS`) on ``scene`` trained to plateau by ``rule`` in
+    ``teachers`` (continued when interrupted)."""
+    if not any((scene / name).is_file() for name in ("transforms_train.json", "transforms.json")):
         usage_error(
             "eugen-bench distill",
-            f"{scene} is not a NeRF-Synthetic scene (no transforms_train.json); "
+            f"{scene} is not a scene (no transforms_train.json or transforms.json); "
             f"make it with: eugen-scenes blender {scene.name.rstrip('0123456789')} --output {scene}",
         )
+    make_config, timestamp = TEACHER_METHODS[method]
     return train_to_plateau(
-        paper_nerf_teacher(),
+        make_config(),
         scene,
         teachers,
-        TEACHER_RULE,
-        timestamp="paper",
-        label=f"teacher on {scene.name}",
+        rule,
+        timestamp=timestamp,
+        label=f"{method} teacher on {scene.name}",
     )
 
 
@@ -101,7 +126,15 @@ class BenchDistill:
     scene: Path | None = None
     """train the paper-sized dense NeRF teacher on this scene to plateau first (resumable), and distil it."""
     teachers: Path = Path("teachers")
-    """where --scene's teacher is trained: <teachers>/<scene>/dense-nerf/paper."""
+    """where --scene's teacher is trained: <teachers>/<scene>/dense-nerf/paper (dense-zipnerf/cpu)."""
+    teacher_method: Literal["dense-nerf", "dense-zipnerf"] = "dense-nerf"
+    """with --scene: the teacher trained, the paper-sized dense NeRF or Zip-NeRF at the CPU preset."""
+    teacher_min_steps: int = TEACHER_RULE.min_steps
+    """with --scene: the teacher's plateau rule, at least this many steps."""
+    teacher_max_steps: int = TEACHER_RULE.max_steps
+    """with --scene: the teacher's plateau rule, at most this many steps."""
+    teacher_eval_every: int = TEACHER_RULE.eval_every
+    """with --scene: the teacher's plateau rule, validation PSNR scored every this many steps."""
     teacher_only: bool = False
     """with --scene: train the teacher to plateau and stop."""
     output: Path = Path("benchmarks/distill/distill.json")
@@ -120,7 +153,7 @@ class BenchDistill:
     """eugen-distill --fps-repeats (default: eugen-distill's)."""
     variants: list[str] = field(default_factory=lambda: ["default"])
     """the students distilled, each scored and timed against the teacher: default (eugen-distill's defaults),
-    closed-form (no refinement), finetuned (the defaults, then 300 fine-tuning steps), lowrank, snnk (the
+    closed-form (no refinement), finetuned (the defaults, then 1000 fine-tuning steps), lowrank, snnk (the
     reviewers' layers fitted the same way). The first is the report's headline."""
     work_dir: Path = Path("outputs/bench/distill")
     """where the students are kept (<work-dir>/<teacher's scene>/<variant>); a finished student distilled
@@ -239,11 +272,16 @@ def variant_options(teacher: Path, name: str, given: dict, output_dir: Path) -> 
 
 def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir: Path | None = None) -> dict:
     """The distillation report of the student ``name``: reused from its folder when a finished student there
-    was made from the same teacher with the same options, distilled (and recorded) otherwise."""
+    was made from the same teacher with the same options (eugen-distill's defaults included, so a student of
+    former defaults is distilled again), distilled (and recorded) otherwise."""
     run_dir = teacher if teacher.is_dir() else teacher.parent  # .../<scene>/<method>/<timestamp>
     folder = student_dir or work_dir / f"{run_dir.parent.parent.name}-{run_dir.name}" / name
     record = folder / "bench_distill.json"
-    identity = {"teacher": str(teacher), "variant": name, "options": variant_overrides(name, given)}
+    options = variant_options(teacher, name, given, folder)
+    resolved = {**options.capture_fingerprint(), **{key: getattr(options, key) for key in FINETUNE_OPTIONS}}
+    identity = json.loads(
+        json.dumps({"teacher": str(teacher), "variant": name, "options": resolved}, default=str)
+    )
     if record.is_file():
         saved = json.loads(record.read_text())
         if saved.get("identity") == identity and (folder / "config.yml").is_file():
@@ -251,7 +289,7 @@ def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir
             return saved["report"]
     record.unlink(missing_ok=True)
     print(f"[distill] {name} student -> {folder}", flush=True)
-    report = distill(variant_options(teacher, name, given, folder)).report
+    report = distill(options).report
     report = {k: v for k, v in report.items() if k != "finetune_losses"}
     record.write_text(json.dumps({"identity": identity, "report": report}, indent=2, default=str) + "\n")
     return report
@@ -278,16 +316,22 @@ def main() -> None:
     given = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if any(value < 0 for value in given.values()):
         usage_error("eugen-bench distill", f"negative value in {given}")
+    unknown = [name for name in args.variants if name not in VARIANTS]
+    if unknown or not args.variants:
+        usage_error("eugen-bench distill", f"--variants {args.variants}: choose among {list(VARIANTS)}")
     training = None
     if args.scene is not None:
-        config_path, training = trained_teacher(args.scene, args.teachers)
+        rule = dataclasses.replace(
+            TEACHER_RULE,
+            min_steps=args.teacher_min_steps,
+            max_steps=args.teacher_max_steps,
+            eval_every=args.teacher_eval_every,
+        )
+        config_path, training = trained_teacher(args.scene, args.teachers, args.teacher_method, rule)
         args.teacher = config_path.parent
         if args.teacher_only:
             print(f"teacher trained to plateau: {args.teacher} ({training['history'][-1]['step']} steps)")
             return
-    unknown = [name for name in args.variants if name not in VARIANTS]
-    if unknown or not args.variants:
-        usage_error("eugen-bench distill", f"--variants {args.variants}: choose among {list(VARIANTS)}")
     reports: dict[str, dict] = {}
     for number, name in enumerate(args.variants):
         student_dir = args.student_dir if number == 0 and args.student_dir else None

@@ -81,6 +81,10 @@ class BenchExport:
     """eugen-distill's --refine-steps for the student (its default when not given)."""
     distill_eval_views: int | None = None
     """eugen-distill's --eval-views for the student (its default when not given)."""
+    distill_layers: tuple[str, ...] | None = None
+    """eugen-distill's --layers for the student (its default when not given)."""
+    distill_width_fraction: float | None = None
+    """eugen-distill's --width-fraction for the student (its default when not given)."""
     zipnerf_scene: Path = Path("scenes/bunny64")
     """The scene the Zip-NeRF pair trains on."""
     zipnerf_steps: int = 600
@@ -191,7 +195,14 @@ def student_run(args: BenchExport) -> Path:
 
     given = {
         name: getattr(args, f"distill_{name}")
-        for name in ("image_fraction", "resolution_scale", "refine_steps", "eval_views")
+        for name in (
+            "image_fraction",
+            "resolution_scale",
+            "refine_steps",
+            "eval_views",
+            "layers",
+            "width_fraction",
+        )
         if getattr(args, f"distill_{name}") is not None
     }
     print(f"distilling the student of {args.teacher} into {output}", flush=True)
