@@ -204,6 +204,12 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
     if not torch.cuda.is_available():
         result = run_bench("--device", "cuda", *out)
         assert result.returncode == 2 and "no CUDA device" in result.stdout
+    # --check without --tables would otherwise run (and publish) every suite
+    result = run_bench("--check", *out)
+    assert result.returncode == 2
+    assert result.stdout.strip().splitlines() == [
+        "eugen-bench: error: --check works with --tables: eugen-bench --tables --check ..."
+    ]
     assert not any(tmp_path.iterdir())
 
 

@@ -108,6 +108,9 @@ def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
 
 
 def run(args: BenchArgs) -> int:
+    given = [flag for flag, value in (("--check", args.check), ("--root", args.root != Path("."))) if value]
+    if given and not args.tables:  # without --tables, eugen-bench would run every suite
+        raise InputError(f"{given[0]} works with --tables: eugen-bench --tables {given[0]} ...")
     if args.device == "cuda":
         import torch
 
