@@ -297,11 +297,13 @@ def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir
 
 def variant_summary(name: str, report: dict) -> dict:
     """One student's figures: test-split scores of teacher and student (and of the student before its
-    fine-tune), the PSNR ratios and the render-FPS ratio timed side by side, parameters."""
+    fine-tune), the PSNR ratios and the render-FPS ratio timed side by side, parameters, the goals met."""
     scores = ("psnr", "ssim", "lpips", "parameters", "fps")
+    summary = summarise(report)
     out = {
         "overrides": VARIANTS[name],
-        **summarise(report)["measured"],
+        **summary["measured"],
+        "met": summary["met"],
         "teacher": {k: report["teacher"].get(k) for k in scores},
         "student": {k: report["student"].get(k) for k in scores},
     }
