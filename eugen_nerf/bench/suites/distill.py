@@ -124,7 +124,7 @@ class BenchDistill:
     teacher: Path = Path("teachers/bunny64/dense-nerf/paper")
     """the teacher's config.yml or the run directory holding it (ignored with --scene)."""
     scene: Path | None = None
-    """train the paper-sized dense NeRF teacher on this scene to plateau first (resumable), and distil it."""
+    """train the --teacher-method teacher on this scene to plateau first (resumable), and distil it."""
     teachers: Path = Path("teachers")
     """where --scene's teacher is trained: <teachers>/<scene>/dense-nerf/paper (dense-zipnerf/cpu)."""
     teacher_method: Literal["dense-nerf", "dense-zipnerf"] = "dense-nerf"
@@ -272,8 +272,8 @@ def variant_options(teacher: Path, name: str, given: dict, output_dir: Path) -> 
 
 def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir: Path | None = None) -> dict:
     """The distillation report of the student ``name``: reused from its folder when a finished student there
-    was made from the same teacher with the same options (eugen-distill's defaults included, so a student of
-    former defaults is distilled again), distilled (and recorded) otherwise."""
+    was made from the same teacher with the same options (eugen-distill's defaults included, so a student made
+    under other defaults is distilled again), distilled (and recorded) otherwise."""
     run_dir = teacher if teacher.is_dir() else teacher.parent  # .../<scene>/<method>/<timestamp>
     folder = student_dir or work_dir / f"{run_dir.parent.parent.name}-{run_dir.name}" / name
     record = folder / "bench_distill.json"
