@@ -400,3 +400,7 @@ class DistillOptions:
             **{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},
             "eugen": eugen,
         }
+
+    def recorded(self) -> dict:
+        """The options that make a student: the capture's and the fine-tune's (its report's ``options``)."""
+        return {**self.capture_fingerprint(), **{key: getattr(self, key) for key in FINETUNE_OPTIONS}}

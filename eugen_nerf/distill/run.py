@@ -38,7 +38,7 @@ from tqdm import tqdm
 from eugen_nerf.distill.capture import Capture, LayerEquations, PreactivationProbe
 from eugen_nerf.distill.field_match import named_fields
 from eugen_nerf.distill.finetune import FinetuneLog, finetune
-from eugen_nerf.distill.options import FINETUNE_OPTIONS, DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
 from eugen_nerf.distill.output import (
     StateStore,
     check_output_dir,
@@ -585,10 +585,7 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
     report: dict = {
         "teacher_run": str(run.teacher.config_path),
         "teacher_checkpoint_bytes": run.teacher_state_bytes,
-        "options": {
-            **options.capture_fingerprint(),
-            **{key: getattr(options, key) for key in FINETUNE_OPTIONS},
-        },
+        "options": options.recorded(),
         "world_size": run.world_size,
         "capture": {
             "rays": len(run.rays.rays),

@@ -39,7 +39,7 @@ import tyro
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.training import PlateauRule, train_to_plateau
-from eugen_nerf.distill.options import FINETUNE_OPTIONS, DistillOptions, distill_spec
+from eugen_nerf.distill.options import DistillOptions, distill_spec
 from eugen_nerf.distill.run import distill
 from eugen_nerf.inputs.errors import usage_error
 
@@ -278,9 +278,8 @@ def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir
     folder = student_dir or work_dir / f"{run_dir.parent.parent.name}-{run_dir.name}" / name
     record = folder / "bench_distill.json"
     options = variant_options(teacher, name, given, folder)
-    resolved = {**options.capture_fingerprint(), **{key: getattr(options, key) for key in FINETUNE_OPTIONS}}
     identity = json.loads(
-        json.dumps({"teacher": str(teacher), "variant": name, "options": resolved}, default=str)
+        json.dumps({"teacher": str(teacher), "variant": name, "options": options.recorded()}, default=str)
     )
     if record.is_file():
         saved = json.loads(record.read_text())
