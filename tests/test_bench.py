@@ -832,3 +832,42 @@ def test_step_time_mode_times_each_variant_from_initial_weights_and_keeps_nothin
     assert all(s > 0 for s in seconds)
     assert "1.00x the dense twin's speed" in lines[1]
     assert not out.exists()  # nothing measured but the steps
+
+
+def test_dense_run_trains_the_dense_twin_in_the_folder_given_and_refuses_one_of_another_method(
+    tmp_path, monkeypatch, capsys
+):
+    from eugen_nerf.bench.suites import methods
+
+    def run(*extra):
+        args = (
+            "--scene",
+            ROOT / "scenes/bunny32",
+            "--families",
+            "zipnerf",
+            "--output-dir",
+            tmp_path / "runs",
+        )
+        monkeypatch.setattr("sys.argv", ["methods", *map(str, (*args, "--out", tmp_path / "f.json", *extra))])
+        methods.main()
+
+    for extra in (
+        ("--dense-run", tmp_path / "t/bunny32/dense-zipnerf/cpu"),  # without --plateau
+        ("--plateau", "--dense-run", tmp_path / "t/bunny32/dense-nerf/cpu"),  # another method's run
+        ("--plateau", "--dense-run", tmp_path / "t/garden200/dense-zipnerf/cpu"),  # another scene's
+    ):
+        with pytest.raises(SystemExit):
+            run(*extra)
+        assert "--dense-run" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "f.json").exists()
+
+    places = []
+
+    def train_to_plateau(config, scene, where, rule, name, label):  # records where, trains nothing
+        places.append((where, name, config.machine.seed))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(methods, "train_to_plateau", train_to_plateau)
+    with pytest.raises(KeyboardInterrupt):
+        run("--plateau", "--dense-run", tmp_path / "t/bunny32/dense-zipnerf/cpu", "--seeds", "42")
+    assert places == [(tmp_path / "t", "cpu", 42)]

@@ -611,6 +611,10 @@ class BenchMethods:
     """train the dense twin (first seed) until it plateaus, at most --steps (< --min-gain dB validation PSNR
     gained over the last 20% of its steps, scored every --eval-every steps), then every other run for the
     steps it took, each scored on the same schedule (time to the dense twin's final PSNR); resumable"""
+    dense_run: Path | None = None
+    """with --plateau and one family: the dense twin's first-seed run is trained (or continued) in this folder,
+    ``<dir>/<scene>/<method>/<name>``, instead of under --output-dir, for a run of the same configuration and
+    seed that another suite trains (the ``distill-zipnerf`` teacher at seed 42): one training serves both."""
     eval_every: int = 500
     """with --plateau: steps between validation scores (and checkpoints)."""
     min_steps: int = 2000
@@ -656,6 +660,21 @@ def print_step_times(args: BenchMethods) -> None:
             print(f"  {label}: {median:.3f} s a step{versus}")
 
 
+def dense_run_place(args: BenchMethods, method: str, label: str) -> tuple[Path, str]:
+    """Where the dense twin's first-seed run trains: (output folder, run name) for :func:`train_to_plateau`,
+    ``--dense-run`` split into its parts, or ``--output-dir`` and the variant's own name."""
+    if args.dense_run is None:
+        return args.output_dir, timestamp(label)
+    run = args.dense_run
+    if run.parent.name != method or run.parent.parent.name != args.scene.name:
+        usage_error(
+            "eugen-bench nerf",
+            f"--dense-run {run} is not a {method} run on {args.scene.name} "
+            f"(expected a folder <dir>/{args.scene.name}/{method}/<name>)",
+        )
+    return run.parent.parent.parent, run.name
+
+
 def main() -> None:
     args = tyro.cli(BenchMethods, description=__doc__)
     if not args.families:
@@ -672,6 +691,8 @@ def main() -> None:
     if not args.baselines and any(name in BASELINE_KINDS for name in args.variants):
         usage_error("eugen-bench nerf", "--variants lowrank and snnk need --baselines")
 
+    if args.dense_run is not None and (not args.plateau or len(args.families) != 1):
+        usage_error("eugen-bench nerf", "--dense-run needs --plateau and one --families")
     if args.step_time:
         print_step_times(args)
         return
@@ -706,8 +727,9 @@ def main() -> None:
         if args.plateau:  # the dense twin sets the steps every run trains
             rule = PlateauRule(args.eval_every, 0.2, args.min_gain, args.min_steps, args.steps)
             label, config = configs["dense"]
+            where, name = dense_run_place(args, config.method_name, label)
             dense_run = train_to_plateau(
-                with_seed(config, args.seeds[0]), args.scene, args.output_dir, rule, timestamp(label), label
+                with_seed(config, args.seeds[0]), args.scene, where, rule, name, label
             )
             steps = dense_run[1]["history"][-1]["step"]
             report["plateau"] = {"rule": dense_run[1]["rule"], "finished": dense_run[1]["finished"]}
