@@ -68,6 +68,8 @@ def tiny_config():
 
 
 def test_a_stopped_run_continues_from_its_checkpoint(tmp_path: Path):
+    from nerfstudio.utils import writer
+
     rule = PlateauRule(eval_every=2, min_steps=100, max_steps=2)
     config_path, first = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
     run = config_path.parent
@@ -80,6 +82,8 @@ def test_a_stopped_run_continues_from_its_checkpoint(tmp_path: Path):
         tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=100, max_steps=4)
     )
     assert [h["step"] for h in second["history"]] == [2, 4]
+    assert not writer.EVENT_WRITERS, "each chunk's event writers are closed, not left to log the next chunks"
+    assert len(list(run.glob("events.out.tfevents.*"))) == 2
     assert second["history"][0] == first["history"][0], "the first chunk is not trained again"
     assert second["history"][1]["train_seconds"] > first["history"][0]["train_seconds"]
     assert sorted(p.name for p in (run / "nerfstudio_models").iterdir()) == ["step-000000003.ckpt"]

@@ -103,10 +103,27 @@ def timed_training(config: TrainerConfig) -> tuple[Trainer, float, float]:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     start, start_cpu = time.perf_counter(), time.process_time()
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        close_event_writers()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return trainer, time.perf_counter() - start, time.process_time() - start_cpu
+
+
+def close_event_writers() -> None:
+    """Close and forget the writers a trainer's set-up registered in nerfstudio's module-level lists. Each
+    set-up appends its own (TensorBoard, console), so without this every later training in the process would
+    write each event, and print each progress line, once per training before it."""
+    from nerfstudio.utils import writer
+
+    for event_writer in writer.EVENT_WRITERS:
+        summary = getattr(event_writer, "tb_writer", None)
+        if summary is not None:
+            summary.close()
+    writer.EVENT_WRITERS.clear()
+    writer.EVENT_STORAGE.clear()
 
 
 def step_seconds(
