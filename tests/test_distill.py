@@ -174,7 +174,7 @@ def test_student_run_directory_loads_strictly_and_renders_the_student(dense_resu
     reloaded = load_teacher(run_dir)  # strict: every key and shape of the saved student must fit
     assert reloaded.config.get_checkpoint_dir() == run_dir / "nerfstudio_models"
     assert sum(isinstance(m, EUGenLinear) for m in reloaded.model.modules()) == 6
-    scores = evaluate(reloaded.pipeline, views=2, repeats=1, label="reloaded")
+    scores = evaluate(reloaded.pipeline, views=2, label="reloaded")
     assert scores["psnr"] == pytest.approx(result.report["student"]["psnr"], abs=1e-4)
 
 

@@ -225,7 +225,7 @@ class DistillOptions:
     eval_views: int | None = None
     """Test views scored in the report (all when ``None``)."""
     fps_repeats: int = 3
-    """Timed renders per test view in the report."""
+    """Timed renders per view when teacher and student are timed side by side for the report's frame rates."""
     device: str | None = None
     """Torch device (default: cuda if available, else cpu)."""
     overwrite: bool = False

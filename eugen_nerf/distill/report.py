@@ -1,10 +1,10 @@
 """Score a model on its test split (quality, speed, size) and print / write the distillation report.
 
 Quality is PSNR/SSIM/LPIPS of the rendered test views against the ground truth (metrics from
-:mod:`eugen_nerf.eval`); speed is frames per second from the median render time (one warm-up
-render, ``repeats`` timed renders per view); size is the parameter count without metric modules.
-The teacher's and the student's frame rates in the report come from one side-by-side timing
-(:func:`side_by_side_fps`): two FPS figures measured minutes apart on a shared machine do not make a ratio.
+:mod:`eugen_nerf.eval`), each view rendered once; size is the parameter count without metric modules.
+The teacher's and the student's frame rates come from one side-by-side timing (:func:`side_by_side_fps`,
+the median of ``repeats`` renders per view): two FPS figures measured minutes apart on a shared machine do
+not make a ratio.
 Render memory is measured by ``eugen-eval`` on the written run directories, each in a fresh process.
 """
 
@@ -42,22 +42,17 @@ def view_psnr(model, pipeline, dataset, indices) -> float:
     return float(torch.cat(values).mean())
 
 
-def evaluate(pipeline, views: int | None, repeats: int, label: str) -> dict[str, float]:
-    """Test-split quality, FPS (timed alone) and parameters of ``pipeline.model`` (the shared evaluation loop)."""
+def evaluate(pipeline, views: int | None, label: str) -> dict[str, float]:
+    """Test-split quality and parameters of ``pipeline.model`` (the shared evaluation loop), each view rendered
+    once: the report's frame rates come from :func:`side_by_side_fps`, so timing these renders would be wasted."""
     dataset = pipeline.datamanager.eval_dataset
     count = len(dataset) if views is None else min(views, len(dataset))
-    result = score_test_views(
-        pipeline, list(range(count)), warmup=1, repeats=repeats, label=f"evaluate {label}"
-    )
+    result = score_test_views(pipeline, list(range(count)), warmup=0, repeats=1, label=f"evaluate {label}")
     summary = {
         key: result.mean(key) if key in result.scores else float("nan")  # NaN -> null in the JSON
         for key in ("psnr", "ssim", "lpips")
     }
-    summary.update(
-        fps=result.fps,
-        views=count,
-        parameters=count_parameters(pipeline.model),
-    )
+    summary.update(views=count, parameters=count_parameters(pipeline.model))
     return summary
 
 

@@ -539,7 +539,7 @@ class Distillation:
         if not self.options.evaluate:
             return None
         with self.timer("evaluate"):
-            return evaluate(self.teacher.pipeline, self.options.eval_views, self.options.fps_repeats, label)
+            return evaluate(self.teacher.pipeline, self.options.eval_views, label)
 
     def side_by_side_fps(self) -> dict[str, float] | None:
         """Frame rates of an untouched teacher and of the student, timed side by side (``None`` without
