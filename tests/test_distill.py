@@ -158,6 +158,10 @@ def test_closed_form_student_matches_teacher(dense_result):
     assert report["student"]["parameters"] == report["teacher"]["parameters"] + 6 * 32 * (64 - 32)
     # the speed-up is timed with an untouched teacher beside the student: a ratio, positive and finite
     assert 0 < report["render_speedup"] < float("inf")
+    # the changed MLPs' share of the untouched teacher's render bounds any student changing only them
+    share = report["changed_mlps_render_share"]
+    assert share["modules"] == ["field_coarse.trunk", "field_fine.trunk"]
+    assert 0 < share["share"] < 1 and share["speedup_bound"] == pytest.approx(1 / (1 - share["share"]))
 
 
 def test_student_run_directory_loads_strictly_and_renders_the_student(dense_result):

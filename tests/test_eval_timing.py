@@ -132,3 +132,26 @@ def test_the_cpu_clock_counts_work_not_waiting():
         benchmark_interleaved(fns, "cpu", clock="gpu")
     with pytest.raises(ValueError, match="wall clock on CUDA"):
         benchmark_interleaved(fns, "cuda", clock="cpu")
+
+
+def test_time_inside_counts_every_call_of_each_module_and_removes_its_hooks():
+    import time
+
+    from eugen_nerf.eval.timing import time_inside
+
+    class Sleep(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.03)
+            return x
+
+    slow, fast = Sleep(), torch.nn.Identity()
+
+    def render():
+        time.sleep(0.03)  # outside the modules
+        return fast(slow(slow(torch.ones(2))))
+
+    result, total, inside = time_inside(render, {"slow": slow, "fast": fast}, "cpu")
+    assert torch.equal(result, torch.ones(2))
+    assert inside["slow"] >= 0.06  # both calls
+    assert inside["slow"] + inside["fast"] <= total and total >= 0.09
+    assert not slow._forward_hooks and not slow._forward_pre_hooks and not fast._forward_hooks

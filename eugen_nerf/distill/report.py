@@ -24,6 +24,7 @@ from eugen_nerf.eval import metrics
 from eugen_nerf.eval.evaluate import render_seconds_side_by_side, score_test_views
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import count_parameters
+from eugen_nerf.eval.timing import time_inside
 
 
 def render_rgb(model, camera) -> Tensor:
@@ -70,6 +71,20 @@ def side_by_side_fps(teacher, student, pipeline, views: int = 2, repeats: int = 
     return {name: 1.0 / value for name, value in seconds.items()}
 
 
+def render_share(teacher, pipeline, paths: list[str], view: int = 0) -> dict[str, object]:
+    """The share of ``teacher``'s render of test view ``view`` spent inside the modules at ``paths`` (the MLPs
+    a student changes), and the speed-up a student would reach if they cost nothing: ``1 / (1 - share)``, the
+    bound on any student that changes only them (hash grids, samplers and the other MLPs are the teacher's)."""
+    cameras = pipeline.datamanager.eval_dataset.cameras.to(pipeline.device)
+    modules = {path: teacher.get_submodule(path) for path in paths}
+    with torch.no_grad():
+        _, total, inside = time_inside(
+            lambda: teacher.get_outputs_for_camera(cameras[view : view + 1]), modules, pipeline.device
+        )
+    share = sum(inside.values()) / total
+    return {"modules": list(paths), "share": share, "speedup_bound": 1.0 / max(1.0 - share, 1e-9)}
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -113,6 +128,12 @@ def print_report(report: dict, console: Console | None = None) -> None:
             _fmt(report["student_checkpoint_bytes"], ",d"),
             "",
         )
+        share = report.get("changed_mlps_render_share")
+        if share:
+            table.caption = (
+                f"the MLPs the student changes take {share['share']:.0%} of the teacher's render: "
+                f"no student of them renders more than {share['speedup_bound']:.2f}x faster"
+            )
         console.print(table)
     layers = Table(title="replaced layers")
     for column in ("layer", "R² held-out", "R² train", "ridge", "pairs"):

@@ -48,7 +48,14 @@ from eugen_nerf.distill.output import (
     work_dir,
     write_yaml_atomic,
 )
-from eugen_nerf.distill.report import evaluate, print_report, side_by_side_fps, view_psnr, write_json_atomic
+from eugen_nerf.distill.report import (
+    evaluate,
+    print_report,
+    render_share,
+    side_by_side_fps,
+    view_psnr,
+    write_json_atomic,
+)
 from eugen_nerf.distill.sampling import (
     PixelRays,
     RaySet,
@@ -555,6 +562,20 @@ class Distillation:
         )
         return fps
 
+    def changed_mlps_share(self) -> dict[str, object] | None:
+        """How much of the untouched teacher's render the MLPs holding replaced layers take (``None`` without
+        ``evaluate`` or with nothing replaced): what bounds the student's speed-up."""
+        if not self.options.evaluate or self.rank != 0 or not self.fits:
+            return None
+        mlps = sorted({ref.mlp_path for ref in self.refs if ref.path in self.fits})
+        with self.timer("evaluate"):
+            share = render_share(self.reference, self.teacher.pipeline, mlps)
+        self.say(
+            f"the MLPs the student changes take {share['share']:.0%} of the teacher's render: no student of "
+            f"them renders more than {share['speedup_bound']:.2f}x faster"
+        )
+        return share
+
     def write(self, report: dict) -> None:
         options, teacher = self.options, self.teacher
         work = self.work_dir
@@ -618,6 +639,7 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
     if fps is not None:  # one timing for the report's FPS row and its ratio
         report["teacher"]["fps"], report["student"]["fps"] = fps["teacher"], fps["student"]
         report["render_speedup"] = fps["student"] / fps["teacher"]
+    report["changed_mlps_render_share"] = run.changed_mlps_share()
     run.write(report)
     result.run_dir = str(options.output_dir)
     print_report(report, run.console)

@@ -90,6 +90,41 @@ def timed(fn: Callable[[], T], device: torch.device | str, clock: str = "wall") 
     return result, seconds
 
 
+def time_inside(
+    fn: Callable[[], T], modules: dict[str, torch.nn.Module], device: torch.device | str
+) -> tuple[T, float, dict[str, float]]:
+    """Run ``fn`` once, timing it whole and the seconds spent inside each of ``modules`` (forward hooks,
+    synchronised on CUDA): where a render's time goes. Returns the result, the total seconds and the seconds
+    per module name. Modules nested in one another would count twice: pass disjoint ones."""
+    inside = dict.fromkeys(modules, 0.0)
+    started: dict[str, float] = {}
+    handles = []
+
+    def enter(name: str):
+        def hook(module, args):
+            synchronize(device)
+            started[name] = time.perf_counter()
+
+        return hook
+
+    def leave(name: str):
+        def hook(module, args, output):
+            synchronize(device)
+            inside[name] += time.perf_counter() - started.pop(name)
+
+        return hook
+
+    for name, module in modules.items():
+        handles.append(module.register_forward_pre_hook(enter(name)))
+        handles.append(module.register_forward_hook(leave(name)))
+    try:
+        result, total = timed(fn, device)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return result, total, inside
+
+
 class NonFiniteOutput(ArithmeticError):
     """What was timed produced inf or NaN: its speed means nothing."""
 

@@ -174,6 +174,8 @@ def summarise(report: dict) -> dict:
         "refine_seconds": seconds.get("refine", 0.0),
         "psnr_ratio_closed_form": closed["psnr"] / teacher["psnr"],
         "fps_ratio": report["render_speedup"],
+        # what no student changing only these MLPs can beat: the rest of the render is the teacher's
+        "fps_ratio_bound": (report.get("changed_mlps_render_share") or {}).get("speedup_bound"),
     }
     if "student_closed_form" in report:
         measured["psnr_ratio_finetuned"] = student["psnr"] / teacher["psnr"]
@@ -356,6 +358,7 @@ def write_result(args: BenchDistill, given: dict, training: dict | None, reports
         "provenance": provenance(*([args.scene] if args.scene else [])),
         "teacher": str(args.teacher),
         "teacher_training": training,
+        "teacher_steps": training["history"][-1]["step"] if training else None,
         "options_given": given,
         "headline_variant": headline,
         "complete": list(reports) == list(args.variants),
