@@ -105,11 +105,12 @@ def timed_training(config: TrainerConfig) -> tuple[Trainer, float, float]:
     start, start_cpu = time.perf_counter(), time.process_time()
     try:
         trainer.train()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     finally:
-        close_event_writers()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return trainer, time.perf_counter() - start, time.process_time() - start_cpu
+        close_event_writers()  # after the clock stops: flushing the event files is not training
+    return trainer, wall, cpu
 
 
 def close_event_writers() -> None:
