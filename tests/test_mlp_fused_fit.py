@@ -430,3 +430,73 @@ def test_fused_form_holds_no_dead_buffer():
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
     row = x.shape[0] * 4  # bytes of one float column
     assert tracker.peak <= row * (2 * 128 + 2)  # two 128-wide buffers and the norms' columns
+
+
+def test_a_dense_mlp_runs_the_fused_executor_without_concatenating_its_skip():
+    """An all-dense MLP runs the EUGen MLPs' executor in eval mode: the same output as layer by layer, and
+    without autograd no more than two width-wide buffers at once (the skip's product is added into the
+    layer's output, activations run in place), where the layer-by-layer forward builds the concatenation."""
+    torch.manual_seed(0)
+    mlp = EUGenMLP(in_dim=24, num_layers=8, layer_width=128, skip_connections=(4,), out_activation=nn.ReLU())
+    mlp = mlp.eval()
+    assert mlp.runs_fused
+    x = torch.randn(2048, 24)
+    mlp.fused()
+    with torch.no_grad():
+        expected = mlp.forward_unfused(x)
+        fused_bytes, unfused_bytes = _LiveBytes(), _LiveBytes()
+        with fused_bytes:
+            out = mlp(x)
+        with unfused_bytes:
+            mlp.forward_unfused(x)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    bound = x.shape[0] * 4 * 2 * 128
+    assert fused_bytes.peak <= bound < unfused_bytes.peak
+
+
+def test_only_dense_or_eugen_mlps_run_the_fused_form():
+    """A low-rank MLP without an EUGen layer runs layer by layer (merging a low-rank layer would undo its
+    factorisation); ``fuse_in_eval=False`` turns the fused form off."""
+    assert EUGenMLP(in_dim=8, num_layers=3, layer_width=16).runs_fused
+    assert EUGenMLP(in_dim=8, num_layers=3, layer_width=16, eugen_layers=[1]).runs_fused
+    assert not EUGenMLP(in_dim=8, num_layers=3, layer_width=16, layer_types="lowrank").runs_fused
+    assert not EUGenMLP(in_dim=8, num_layers=3, layer_width=16, fuse_in_eval=False).runs_fused
+
+
+@pytest.mark.parametrize("layer_types", ["dense", ["dense", "eugen"], ["eugen", "dense"], "lowrank"])
+@pytest.mark.parametrize("training", [False, True])
+def test_forward_concat_equals_the_forward_of_the_concatenation(layer_types, training):
+    torch.manual_seed(0)
+    head = EUGenMLP(
+        in_dim=27 + 64,
+        num_layers=2,
+        layer_width=32,
+        out_dim=3,
+        layer_types=layer_types,
+        eugen=TRUNK_SPEC,
+        out_activation=nn.Sigmoid(),
+    ).train(training)
+    parts = [torch.randn(500, 27), torch.randn(500, 64)]
+    with torch.no_grad():
+        expected = head.forward_unfused(torch.cat(parts, dim=-1))
+        out = head.forward_concat(parts)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="91 wide"):
+        head.forward_concat([parts[0], parts[0]])
+
+
+def test_a_dense_first_layer_reads_the_parts_apart():
+    """A colour head (dense first layer, no skip) given its input as parts never builds their concatenation:
+    what it allocates is narrower than its input; with a skip the parts are concatenated."""
+    torch.manual_seed(0)
+    head = EUGenMLP(
+        in_dim=27 + 256, num_layers=2, layer_width=32, out_dim=3, out_activation=nn.Sigmoid()
+    ).eval()
+    assert head.fused().reads_parts_apart
+    parts = [torch.randn(1000, 27), torch.randn(1000, 256)]
+    tracker = _LiveBytes()
+    with torch.no_grad(), tracker:
+        head.forward_concat(parts)
+    assert tracker.peak <= 1000 * 4 * (32 + 3)
+    skipped = EUGenMLP(in_dim=27 + 256, num_layers=3, layer_width=32, out_dim=3, skip_connections=(1,))
+    assert not skipped.eval().fused().reads_parts_apart

@@ -147,10 +147,10 @@ def build_untrained(config, scene: Path, device: torch.device | str = "cpu", see
 
 
 def prepare_fused_forms(model: torch.nn.Module) -> None:
-    """Build every merged inference form (EUGen MLPs build theirs on their first eval-mode call) before the
+    """Build every fused inference form (MLPs build theirs on their first eval-mode call) before the
     measurement: merging is done once per model, as loading is, and is not part of rendering a view."""
     for module in model.modules():
-        if getattr(module, "fuse_in_eval", False) and getattr(module, "has_eugen", False):
+        if getattr(module, "runs_fused", False):
             module.fused()
 
 

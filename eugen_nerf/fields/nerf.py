@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
 from nerfstudio.cameras.rays import RaySamples
 from nerfstudio.field_components.encodings import NeRFEncoding
 from nerfstudio.field_components.field_heads import FieldHeadNames
@@ -83,5 +82,5 @@ class EUGenNeRFField(Field):
     ) -> dict[FieldHeadNames, Tensor]:
         assert density_embedding is not None
         encoded_dir = self.direction_encoding(ray_samples.frustums.directions)
-        rgb = self.color_head(torch.cat([encoded_dir, density_embedding], dim=-1))
+        rgb = self.color_head.forward_concat([encoded_dir, density_embedding])
         return {FieldHeadNames.RGB: rgb}

@@ -120,6 +120,6 @@ class EUGenNerfactoField(Field):
         assert density_embedding is not None
         directions = get_normalized_directions(ray_samples.frustums.directions)
         encoded_dir = self.direction_encoding(directions.view(-1, 3)).float()
-        h = torch.cat([encoded_dir, density_embedding.view(-1, self.geo_feat_dim)], dim=-1)
-        rgb = self.color_mlp(h).view(*ray_samples.frustums.shape, 3)
+        h = [encoded_dir, density_embedding.view(-1, self.geo_feat_dim)]
+        rgb = self.color_mlp.forward_concat(h).view(*ray_samples.frustums.shape, 3)
         return {FieldHeadNames.RGB: rgb}

@@ -219,6 +219,6 @@ class ZipNeRFField(ZipNeRFDensityField):
     ) -> dict[FieldHeadNames, Tensor]:
         assert density_embedding is not None
         directions = encode_directions(ray_samples.frustums.directions.reshape(-1, 3))
-        h = torch.cat([density_embedding.reshape(-1, self.bottleneck_width), directions], dim=-1)
-        rgb = self.view_mlp(h).view(*ray_samples.frustums.shape, 3)
+        h = [density_embedding.reshape(-1, self.bottleneck_width), directions]
+        rgb = self.view_mlp.forward_concat(h).view(*ray_samples.frustums.shape, 3)
         return {FieldHeadNames.RGB: rgb * (1 + 2 * RGB_PADDING) - RGB_PADDING}

@@ -52,6 +52,23 @@ _FEATURE_MAP_FNS = {
     "sin": torch.sin,
 }
 
+_IN_PLACE_ACTIVATIONS = {
+    nn.ReLU: torch.Tensor.relu_,
+    nn.Sigmoid: torch.Tensor.sigmoid_,
+    nn.Tanh: torch.Tensor.tanh_,
+}
+
+
+def activate(activation: nn.Module | None, x: torch.Tensor, inplace: bool) -> torch.Tensor:
+    """``activation(x)`` (``x`` itself when there is none); with ``inplace``, ReLU, sigmoid and tanh overwrite
+    ``x``, which must then be a buffer no one else reads (a layer's fresh output, without autograd): an
+    out-of-place activation holds a second buffer as wide as the layer's output."""
+    if activation is None:
+        return x
+    in_place = _IN_PLACE_ACTIVATIONS.get(type(activation)) if inplace else None
+    return in_place(x) if in_place is not None else activation(x)
+
+
 HOMOGENEOUS_MAPS = ("identity", "relu")
 """Feature maps with ``Φ(a·z) = a·Φ(z)`` for every ``a > 0``."""
 

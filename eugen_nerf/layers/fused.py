@@ -14,12 +14,19 @@ builds such layers: order ``i`` is a unit's pre-activation to the power ``i``, o
 product with the units pivoted before it), the fused form projects onto the ``m`` rows once and multiplies
 (permuted) copies of them, so those layers cost ``m`` projection rows, not ``k·m``.
 
+An all-dense MLP has nothing to merge: its fused form is its own layers run by the same executor, so an
+EUGen MLP and its dense twin are run by one implementation at inference. Without autograd the executor
+works in place where it can (activations, skip products added into the matmul output) and never
+concatenates: a skip adds ``W_skip · input`` to the layer's product, and an input given as parts
+(``fused([a, b])`` for ``torch.cat([a, b], -1)``, a colour head's direction encoding and trunk features)
+is multiplied part by part where the first layer is dense.
+
 All merged matrices are computed once in float64 and cast to the MLP's dtype.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +34,7 @@ from torch import nn
 
 from eugen_nerf.layers.alignment import order_rows
 from eugen_nerf.layers.baselines import LowRankLinear
-from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, input_norm
+from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, activate, input_norm
 
 
 @dataclass
@@ -159,24 +166,63 @@ class FusedMLP:
             steps.append(step)
         return cls(steps, mlp.in_dim, mlp.out_activation)
 
-    def __call__(self, in_tensor: torch.Tensor) -> torch.Tensor:
-        lead = in_tensor.shape[:-1]
-        inputs = in_tensor.reshape(-1, self.in_dim)
+    @property
+    def reads_parts_apart(self) -> bool:
+        """Whether a call on parts of the input (``self([a, b])`` for ``torch.cat([a, b], -1)``) multiplies
+        each part by its columns of the first layer's weight instead of concatenating them: where the first
+        layer is dense and no skip reads the whole input again."""
+        return self.steps[0].layer is None and all(step.skip_weight is None for step in self.steps)
+
+    def __call__(self, in_tensor: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
+        """The MLP's output for ``in_tensor``, or for the concatenation of the tensors ``in_tensor`` lists
+        along their last dimension (built only where :attr:`reads_parts_apart` is false)."""
+        parts = [in_tensor] if isinstance(in_tensor, torch.Tensor) else list(in_tensor)
+        width = sum(part.shape[-1] for part in parts)
+        if width != self.in_dim:
+            raise ValueError(f"the fused MLP expects inputs {self.in_dim} wide in all, got {width}")
+        lead = parts[0].shape[:-1]
+        if len(parts) > 1 and not self.reads_parts_apart:
+            parts = [torch.cat(parts, dim=-1)]
         # Without autograd, element-wise work runs in place on the matmul output: on a CPU the fused
         # layers are memory-bound, so every avoided pass over the (N, rows) buffer counts.
         inplace = not torch.is_grad_enabled()
         norms: dict[str, torch.Tensor] = {}  # ‖input‖², computed once for every skip step
-        x = inputs
-        for step in self.steps:
+        steps = self.steps
+        if len(parts) == 1:
+            inputs = x = parts[0].reshape(-1, self.in_dim)
+        else:
+            inputs = None  # no skip reads it (reads_parts_apart)
+            x = self._first_from_parts(
+                steps[0], [part.reshape(-1, part.shape[-1]) for part in parts], inplace
+            )
+            steps = steps[1:]
+        del parts
+        for step in steps:
             # One call per step, handed its source in a list it empties once its matmul has read it: the
             # step's temporaries (the matmul output, views of it, norms) and its source are freed as soon as
             # they are dead, as a layer-by-layer forward frees each activation once the next layer read it.
             source = [x]
             del x
             x = self._step(step, source, inputs, inplace, norms)
-        if self.out_activation is not None:
-            x = self.out_activation(x)
+        x = activate(self.out_activation, x, inplace)
         return x.reshape(*lead, x.shape[-1])
+
+    @staticmethod
+    def _first_from_parts(step: _Step, parts: list[torch.Tensor], inplace: bool) -> torch.Tensor:
+        """A dense first step on the parts of its input: one matrix product per part with its columns of the
+        weight, summed into the first product's output."""
+        start = 0
+        z = None
+        for part in parts:
+            columns = step.weight[:, start : start + part.shape[1]]
+            start += part.shape[1]
+            if z is None:
+                z = torch.addmm(step.bias, part, columns.T)
+            elif inplace:
+                z.addmm_(part.to(z.dtype), columns.T.to(z.dtype))
+            else:
+                z = z + part @ columns.T
+        return activate(step.activation, z, inplace)
 
     def _step(
         self,
@@ -205,7 +251,7 @@ class FusedMLP:
                 z = torch.cat([rows + skip, z[:, rows.shape[1] :]], dim=1) if step.norm_rows else z + skip
             del rows
         if layer is None:  # dense / low-rank
-            return step.activation(z) if step.activation is not None else z
+            return activate(step.activation, z, inplace)
         projected, rms = z, None
         if layer.needs_input_norm:
             if step.norm_rows:  # source is the previous layer's features: ‖h‖ = hypot(‖R [F; 1]‖, ρ)

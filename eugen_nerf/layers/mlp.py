@@ -5,8 +5,9 @@ Layer ``i`` follows nerfstudio's ``MLP`` exactly (first ``in_dim -> width``, ski
 An EUGen layer replaces ``activation(linear(x))`` as a whole: no activation follows it, its feature
 map is its non-linearity. ``out_activation`` is applied to the output in every case.
 
-In eval mode (and unless ``fuse_in_eval=False``) the forward pass runs the fused form of
-:mod:`eugen_nerf.layers.fused`, rebuilt automatically whenever a parameter changes.
+In eval mode (and unless ``fuse_in_eval=False``) the forward pass of an MLP with an EUGen layer, or of an
+all-dense one, runs the fused form of :mod:`eugen_nerf.layers.fused`, rebuilt automatically whenever a
+parameter changes (:attr:`EUGenMLP.runs_fused`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
-from eugen_nerf.layers.eugen import EUGenLinear, check_int
+from eugen_nerf.layers.eugen import EUGenLinear, activate, check_int
 from eugen_nerf.layers.spec import LAYER_TYPES, EUGenSpec, LayerType
 
 
@@ -173,15 +174,25 @@ class EUGenMLP(nn.Module):
     def has_eugen(self) -> bool:
         return any(isinstance(layer, EUGenLinear) for layer in self.layers)
 
+    @property
+    def runs_fused(self) -> bool:
+        """Whether eval mode runs the fused form: with ``fuse_in_eval``, for an MLP with an EUGen layer (merged)
+        and for an all-dense one (its own layers, run by the same executor as its EUGen twin's). An MLP with
+        low-rank layers and no EUGen layer runs layer by layer: merging would undo their factorisation."""
+        return self.fuse_in_eval and (
+            self.has_eugen or all(type(layer) is nn.Linear for layer in self.layers)
+        )
+
     def forward_unfused(self, in_tensor: torch.Tensor) -> torch.Tensor:
+        inplace = not torch.is_grad_enabled()  # a layer's output is a fresh buffer: activate it in place
         x = in_tensor
         for i, layer in enumerate(self.layers):
             if i in self.skip_connections:
                 x = torch.cat([in_tensor, x], dim=-1)
             x = layer(x)
             if self.applies_activation(i):
-                x = self.activation(x)
-        return self.out_activation(x) if self.out_activation is not None else x
+                x = activate(self.activation, x, inplace)
+        return activate(self.out_activation, x, inplace and x is not in_tensor)
 
     def fused(self):
         """The merged inference form, rebuilt when any parameter, device or dtype changed."""
@@ -216,9 +227,21 @@ class EUGenMLP(nn.Module):
             raise ValueError(
                 f"EUGenMLP expected last dimension in_dim={self.in_dim}, got {tuple(in_tensor.shape)}"
             )
-        if not self.training and self.fuse_in_eval and self.has_eugen:
+        if not self.training and self.runs_fused:
             return self._run_fused(in_tensor)
         return self.forward_unfused(in_tensor)
+
+    def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
+        """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart where its first layer
+        is dense (one matrix product per part), so the concatenation, the widest buffer of a colour head's
+        render, is never built (:attr:`FusedMLP.reads_parts_apart`)."""
+        parts = list(parts)
+        width = sum(part.shape[-1] for part in parts)
+        if width != self.in_dim:
+            raise ValueError(f"EUGenMLP expected parts {self.in_dim} wide in all, got {width}")
+        if not self.training and self.runs_fused and not self.compile_fused:
+            return self.fused()(parts)
+        return self.forward(torch.cat(parts, dim=-1))
 
     def macs_per_point(self) -> int:
         """Multiply-accumulates per point of the unfused form."""
