@@ -182,7 +182,9 @@ def test_student_run_directory_loads_strictly_and_renders_the_student(dense_resu
     assert scores["psnr"] == pytest.approx(result.report["student"]["psnr"], abs=1e-4)
 
 
-def test_converted_but_not_replaced_model_renders_exactly_like_the_teacher(dense_teacher, vanilla_teacher):
+def test_converted_but_not_replaced_model_renders_like_the_teacher(dense_teacher, vanilla_teacher):
+    """Converting the teacher's MLPs to dense EUGenMLPs changes nothing but float rounding: in eval mode they
+    run the fused executor, which adds a skip's product into the layer's output instead of concatenating."""
     from eugen_nerf.distill.sampling import sample_rays
     from eugen_nerf.distill.student import convert_mlps, resolve_layers
     from eugen_nerf.distill.teacher import load_teacher
@@ -198,7 +200,7 @@ def test_converted_but_not_replaced_model_renders_exactly_like_the_teacher(dense
             convert_mlps(teacher.model, resolve_layers(teacher.model, layers))
             after = teacher.model(rays.batch(0, teacher.pipeline.device))
         for key in ("rgb_fine", "depth_fine"):
-            assert torch.equal(before[key], after[key]), key
+            torch.testing.assert_close(after[key], before[key], rtol=1e-5, atol=1e-5, msg=key)
 
 
 def test_stock_vanilla_nerf_teacher_distills(vanilla_teacher, tmp_path):
