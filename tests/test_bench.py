@@ -58,9 +58,8 @@ def test_generated_tables_and_the_index_match_the_benchmark_json():
 
 def test_the_headline_table_is_short_and_names_its_setting():
     headline = Tables(SPEC, ROOT).tables["headline"]
-    assert (
-        len(headline["rows"]) <= 9
-    )  # one row a result: NeRF twice, Zip-NeRF, two teachers distilled, iSDF, SIREN, web, CUDA
+    # one row a result: NeRF twice, Zip-NeRF, two teachers distilled, iSDF, SIREN, web, CUDA
+    assert len(headline["rows"]) <= 9
     assert headline["header"][:3] == ["result", "setting", "hardware"]
     # the CUDA row names the GPU its figures come from, read from the CUDA run's own record
     (cuda,) = [row for row in headline["rows"] if "CUDA" in str(row[0])]

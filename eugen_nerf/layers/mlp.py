@@ -192,7 +192,7 @@ class EUGenMLP(nn.Module):
             x = layer(x)
             if self.applies_activation(i):
                 x = activate(self.activation, x, inplace)
-        return activate(self.out_activation, x, inplace and x is not in_tensor)
+        return activate(self.out_activation, x, inplace)
 
     def fused(self):
         """The merged inference form, rebuilt when any parameter, device or dtype changed."""
