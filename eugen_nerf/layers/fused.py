@@ -19,7 +19,8 @@ EUGen MLP and its dense twin are run by one implementation at inference. Without
 works in place where it can (activations, skip products added into the matmul output) and never
 concatenates: a skip adds ``W_skip · input`` to the layer's product, and an input given as parts
 (``fused([a, b])`` for ``torch.cat([a, b], -1)``, a colour head's direction encoding and trunk features)
-is multiplied part by part where the first layer is dense.
+is multiplied part by part with its columns of the weights, by the first layer and by every skip, its
+norm summed from the parts' norms.
 
 All merged matrices are computed once in float64 and cast to the MLP's dtype.
 """
@@ -97,6 +98,49 @@ def _feature_map(layer: EUGenLinear, products: torch.Tensor, inplace: bool) -> t
     return _FEATURE_MAP_FNS[layer.feature_map](products)
 
 
+def _norm(source: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+    """``‖source‖`` (a tensor, or the concatenation of a list of parts) over the last dimension."""
+    if isinstance(source, torch.Tensor) or len(source) == 1:
+        return input_norm(source if isinstance(source, torch.Tensor) else source[0])
+    return _squared_norm(source).sqrt()
+
+
+def _squared_norm(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``‖cat(parts)‖²`` over the last dimension, from the parts' norms."""
+    total = input_norm(parts[0]).square()
+    for part in parts[1:]:
+        total = total + input_norm(part).square()
+    return total
+
+
+def _add_products(out: torch.Tensor, parts: list[torch.Tensor], weight: torch.Tensor, start: int = 0) -> None:
+    """``out += cat(parts) @ weight[:, start:].T`` in place, one matrix product per part with its columns.
+
+    Autocast does not cast in-place operations: the operands take ``out``'s dtype (bf16 under autocast)."""
+    for part in parts:
+        columns = weight[:, start : start + part.shape[1]]
+        start += part.shape[1]
+        out.addmm_(part.to(out.dtype), columns.T.to(out.dtype))
+
+
+def _product(
+    bias: torch.Tensor | None, source: torch.Tensor | list[torch.Tensor], weight: torch.Tensor, inplace: bool
+) -> torch.Tensor:
+    """``bias + cat(source) @ weight.T`` for a tensor or a list of parts, without building the concatenation:
+    the first part's product starts the output, the others' are added into it (in place when allowed)."""
+    parts = [source] if isinstance(source, torch.Tensor) else source
+    first, columns = parts[0], weight[:, : parts[0].shape[1]]
+    z = first @ columns.T if bias is None else torch.addmm(bias, first, columns.T)
+    if inplace:
+        _add_products(z, parts[1:], weight, first.shape[1])
+        return z
+    start = first.shape[1]
+    for part in parts[1:]:
+        z = z + part @ weight[:, start : start + part.shape[1]].T
+        start += part.shape[1]
+    return z
+
+
 class FusedMLP:
     """Callable merged form of an :class:`EUGenMLP`; equal to its unfused forward (float rounding aside)."""
 
@@ -166,38 +210,22 @@ class FusedMLP:
             steps.append(step)
         return cls(steps, mlp.in_dim, mlp.out_activation)
 
-    @property
-    def reads_parts_apart(self) -> bool:
-        """Whether a call on parts of the input (``self([a, b])`` for ``torch.cat([a, b], -1)``) multiplies
-        each part by its columns of the first layer's weight instead of concatenating them: where the first
-        layer is dense and no skip reads the whole input again."""
-        return self.steps[0].layer is None and all(step.skip_weight is None for step in self.steps)
-
     def __call__(self, in_tensor: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
         """The MLP's output for ``in_tensor``, or for the concatenation of the tensors ``in_tensor`` lists
-        along their last dimension (built only where :attr:`reads_parts_apart` is false)."""
+        along their last dimension (never built: each part is multiplied by its columns of the weights)."""
         parts = [in_tensor] if isinstance(in_tensor, torch.Tensor) else list(in_tensor)
         width = sum(part.shape[-1] for part in parts)
         if width != self.in_dim:
             raise ValueError(f"the fused MLP expects inputs {self.in_dim} wide in all, got {width}")
         lead = parts[0].shape[:-1]
-        if len(parts) > 1 and not self.reads_parts_apart:
-            parts = [torch.cat(parts, dim=-1)]
         # Without autograd, element-wise work runs in place on the matmul output: on a CPU the fused
         # layers are memory-bound, so every avoided pass over the (N, rows) buffer counts.
         inplace = not torch.is_grad_enabled()
         norms: dict[str, torch.Tensor] = {}  # ‖input‖², computed once for every skip step
-        steps = self.steps
-        if len(parts) == 1:
-            inputs = x = parts[0].reshape(-1, self.in_dim)
-        else:
-            inputs = None  # no skip reads it (reads_parts_apart)
-            x = self._first_from_parts(
-                steps[0], [part.reshape(-1, part.shape[-1]) for part in parts], inplace
-            )
-            steps = steps[1:]
+        inputs = [part.reshape(-1, part.shape[-1]) for part in parts]
         del parts
-        for step in steps:
+        x = inputs  # the first step's source: the input, as its parts
+        for step in self.steps:
             # One call per step, handed its source in a list it empties once its matmul has read it: the
             # step's temporaries (the matmul output, views of it, norms) and its source are freed as soon as
             # they are dead, as a layer-by-layer forward frees each activation once the next layer read it.
@@ -207,47 +235,31 @@ class FusedMLP:
         x = activate(self.out_activation, x, inplace)
         return x.reshape(*lead, x.shape[-1])
 
-    @staticmethod
-    def _first_from_parts(step: _Step, parts: list[torch.Tensor], inplace: bool) -> torch.Tensor:
-        """A dense first step on the parts of its input: one matrix product per part with its columns of the
-        weight, summed into the first product's output."""
-        start = 0
-        z = None
-        for part in parts:
-            columns = step.weight[:, start : start + part.shape[1]]
-            start += part.shape[1]
-            if z is None:
-                z = torch.addmm(step.bias, part, columns.T)
-            elif inplace:
-                z.addmm_(part.to(z.dtype), columns.T.to(z.dtype))
-            else:
-                z = z + part @ columns.T
-        return activate(step.activation, z, inplace)
-
     def _step(
         self,
         step: _Step,
-        source: list[torch.Tensor],
-        inputs: torch.Tensor,
+        source: list[torch.Tensor | list[torch.Tensor]],
+        inputs: list[torch.Tensor],
         inplace: bool,
         norms: dict[str, torch.Tensor],
     ) -> torch.Tensor:
-        """One layer of the chain: its output from its source (``source``'s one tensor, taken out of the list)
-        and the MLP's ``inputs`` for a skip."""
+        """One layer of the chain: its output from its source (``source``'s one item, taken out of the list: the
+        previous step's output, or the MLP input's parts) and the MLP's ``inputs`` (parts) for a skip."""
         x = source.pop()
         layer = step.layer
         source_norm = None
         if layer is not None and layer.needs_input_norm and not step.norm_rows:
-            source_norm = input_norm(x)  # the source is a materialised activation: its norm, before it dies
-        z = torch.addmm(step.bias, x, step.weight.T)
+            # the source is a materialised activation or the input: its norm, before it dies
+            source_norm = _norm(x)
+        z = _product(step.bias, x, step.weight, inplace)
         del x
         # into the projection rows only (the norm rows are ||h||'s factor)
         if step.skip_weight is not None:
             rows = z[:, : z.shape[1] - step.norm_rows]
-            if inplace:  # autocast does not cast in-place ops: match the rows' dtype (bf16 under autocast)
-                rows.addmm_(inputs.to(rows.dtype), step.skip_weight.T.to(rows.dtype))
+            if inplace:
+                _add_products(rows, inputs, step.skip_weight)
             else:
-                skip = inputs @ step.skip_weight.T
+                skip = _product(None, inputs, step.skip_weight, inplace)
                 z = torch.cat([rows + skip, z[:, rows.shape[1] :]], dim=1) if step.norm_rows else z + skip
             del rows
         if layer is None:  # dense / low-rank
@@ -264,7 +276,7 @@ class FusedMLP:
                 norm = source_norm
             if step.skip_weight is not None:
                 if "input" not in norms:
-                    norms["input"] = input_norm(inputs).square()
+                    norms["input"] = _squared_norm(inputs)
                 norm = (norm.square() + norms["input"]).sqrt()
             if layer.use_norm:
                 if inplace:

@@ -232,9 +232,9 @@ class EUGenMLP(nn.Module):
         return self.forward_unfused(in_tensor)
 
     def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
-        """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart where its first layer
-        is dense (one matrix product per part), so the concatenation, the widest buffer of a colour head's
-        render, is never built (:attr:`FusedMLP.reads_parts_apart`)."""
+        """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart (one matrix product
+        per part in the first layer and in every skip), so the concatenation, the widest buffer of a colour
+        head's render, is never built."""
         parts = list(parts)
         width = sum(part.shape[-1] for part in parts)
         if width != self.in_dim:
