@@ -113,14 +113,12 @@ def _squared_norm(parts: list[torch.Tensor]) -> torch.Tensor:
     return total
 
 
-def _add_products(out: torch.Tensor, parts: list[torch.Tensor], weight: torch.Tensor, start: int = 0) -> None:
-    """``out += cat(parts) @ weight[:, start:].T`` in place, one matrix product per part with its columns.
-
-    Autocast does not cast in-place operations: the operands take ``out``'s dtype (bf16 under autocast)."""
+def _column_blocks(parts: list[torch.Tensor], weight: torch.Tensor):
+    """``(part, its columns of weight)`` for each part of an input ``cat(parts)`` multiplied by ``weight.T``."""
+    start = 0
     for part in parts:
-        columns = weight[:, start : start + part.shape[1]]
+        yield part, weight[:, start : start + part.shape[1]]
         start += part.shape[1]
-        out.addmm_(part.to(out.dtype), columns.T.to(out.dtype))
 
 
 def _product(
@@ -129,16 +127,21 @@ def _product(
     """``bias + cat(source) @ weight.T`` for a tensor or a list of parts, without building the concatenation:
     the first part's product starts the output, the others' are added into it (in place when allowed)."""
     parts = [source] if isinstance(source, torch.Tensor) else source
-    first, columns = parts[0], weight[:, : parts[0].shape[1]]
-    z = first @ columns.T if bias is None else torch.addmm(bias, first, columns.T)
-    if inplace:
-        _add_products(z, parts[1:], weight, first.shape[1])
-        return z
-    start = first.shape[1]
-    for part in parts[1:]:
-        z = z + part @ weight[:, start : start + part.shape[1]].T
-        start += part.shape[1]
+    z = None
+    for part, columns in _column_blocks(parts, weight):
+        if z is None:
+            z = part @ columns.T if bias is None else torch.addmm(bias, part, columns.T)
+        elif inplace:
+            _add_product(z, part, columns)
+        else:
+            z = z + part @ columns.T
     return z
+
+
+def _add_product(out: torch.Tensor, part: torch.Tensor, columns: torch.Tensor) -> None:
+    """``out += part @ columns.T`` in place. Autocast does not cast in-place operations: the operands take
+    ``out``'s dtype (bf16 under autocast)."""
+    out.addmm_(part.to(out.dtype), columns.T.to(out.dtype))
 
 
 class FusedMLP:
@@ -257,7 +260,8 @@ class FusedMLP:
         if step.skip_weight is not None:
             rows = z[:, : z.shape[1] - step.norm_rows]
             if inplace:
-                _add_products(rows, inputs, step.skip_weight)
+                for part, columns in _column_blocks(inputs, step.skip_weight):
+                    _add_product(rows, part, columns)
             else:
                 skip = _product(None, inputs, step.skip_weight, inplace)
                 z = torch.cat([rows + skip, z[:, rows.shape[1] :]], dim=1) if step.norm_rows else z + skip
