@@ -575,6 +575,24 @@ def test_a_changed_eugen_default_retrains_eugen_runs_but_not_the_dense_twins(tmp
         assert not same_model(path, changed)
 
 
+def test_a_changed_learning_rate_is_another_run(tmp_path):
+    from eugen_nerf.bench.training import same_model
+    from eugen_nerf.methods.zipnerf import dense_zipnerf
+
+    saved = copy.deepcopy(dense_zipnerf.config)
+    saved.output_dir, saved.experiment_name, saved.timestamp = tmp_path, "scene", "run"
+    saved.save_config()
+    path = saved.get_base_dir() / "config.yml"
+    changed = copy.deepcopy(dense_zipnerf.config)
+    changed.optimizers["extra_group"] = copy.deepcopy(changed.optimizers["field_mlps"])
+    assert same_model(path, changed)  # a group the saved run does not name is not compared
+    changed.optimizers["field_mlps"]["optimizer"].lr *= 3
+    assert not same_model(path, changed)
+    changed = copy.deepcopy(dense_zipnerf.config)
+    changed.optimizers["fields"]["scheduler"].lr_final /= 2
+    assert not same_model(path, changed)
+
+
 def test_a_scored_run_is_read_back_until_its_checkpoint_or_key_changes(tmp_path):
     from eugen_nerf.bench.training import cached_for_checkpoint
 

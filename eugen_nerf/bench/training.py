@@ -41,8 +41,10 @@ def plain(value: object) -> object:
 
 
 def same_model(config_path: Path, config: TrainerConfig) -> bool:
-    """Whether the run saved at ``config_path`` was trained with ``config``'s model and data configuration
-    (a changed model default or training rays, say ``train_scales``, trains afresh)."""
+    """Whether the run saved at ``config_path`` was trained with ``config``'s model, data and optimiser
+    configuration (a changed model default, training rays, say ``train_scales``, or learning rate trains
+    afresh). Optimisers are compared group by group over the groups both configurations name: a group one
+    of them lacks is one its model has no parameters for."""
     if not config_path.is_file():
         return False
     saved = yaml.load(config_path.read_text(), Loader=yaml.Loader)
@@ -52,7 +54,10 @@ def same_model(config_path: Path, config: TrainerConfig) -> bool:
             without_unused_eugen_knobs(plain(getattr(pipeline, part))) for part in ("model", "datamanager")
         ]
 
-    return relevant(saved.pipeline) == relevant(config.pipeline)
+    shared = saved.optimizers.keys() & config.optimizers.keys()
+    return relevant(saved.pipeline) == relevant(config.pipeline) and all(
+        plain(saved.optimizers[group]) == plain(config.optimizers[group]) for group in shared
+    )
 
 
 def without_unused_eugen_knobs(model: object) -> object:
