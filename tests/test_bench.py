@@ -687,6 +687,17 @@ def test_distill_suite_variants_define_themselves_and_finished_students_are_reus
     monkeypatch.setattr(suite, "variant_options", other_defaults)
     suite.distilled(teacher, "default", {}, tmp_path / "work")
     assert len(calls) == 4 and calls[-1].width_fraction == 1 / 4
+    # the teacher trained again (or replaced) at the same path: its students are distilled again
+    checkpoints = teacher / "nerfstudio_models"
+    checkpoints.mkdir()
+    (checkpoints / "step-000000999.ckpt").write_bytes(b"first")
+    suite.distilled(teacher, "snnk", {}, tmp_path / "work")
+    assert len(calls) == 5
+    suite.distilled(teacher, "snnk", {}, tmp_path / "work")
+    assert len(calls) == 5  # the same checkpoint: reused
+    (checkpoints / "step-000000999.ckpt").write_bytes(b"other")
+    suite.distilled(teacher, "snnk", {}, tmp_path / "work")
+    assert len(calls) == 6
 
 
 def test_distill_suite_trains_the_teacher_method_asked_for_and_checks_its_variants_first(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -272,16 +273,33 @@ def variant_options(teacher: Path, name: str, given: dict, output_dir: Path) -> 
     return DistillOptions(teacher=teacher, output_dir=output_dir, overwrite=True, eugen=spec, **overrides)
 
 
+def teacher_checkpoint(run_dir: Path) -> dict | None:
+    """The name and SHA-256 of the newest checkpoint in ``run_dir`` (``None`` without one): what makes a teacher
+    the same teacher, so one trained again or replaced at the same path is distilled again."""
+    checkpoints = sorted((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
+    if not checkpoints:
+        return None
+    return {"name": checkpoints[-1].name, "sha256": hashlib.sha256(checkpoints[-1].read_bytes()).hexdigest()}
+
+
 def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir: Path | None = None) -> dict:
     """The distillation report of the student ``name``: reused from its folder when a finished student there
-    was made from the same teacher with the same options (eugen-distill's defaults included, so a student made
-    under other defaults is distilled again), distilled (and recorded) otherwise."""
+    was made from the same teacher (path and checkpoint) with the same options (eugen-distill's defaults
+    included, so a student made under other defaults is distilled again), distilled (and recorded) otherwise."""
     run_dir = teacher if teacher.is_dir() else teacher.parent  # .../<scene>/<method>/<timestamp>
     folder = student_dir or work_dir / f"{run_dir.parent.parent.name}-{run_dir.name}" / name
     record = folder / "bench_distill.json"
     options = variant_options(teacher, name, given, folder)
     identity = json.loads(
-        json.dumps({"teacher": str(teacher), "variant": name, "options": options.recorded()}, default=str)
+        json.dumps(
+            {
+                "teacher": str(teacher),
+                "teacher_checkpoint": teacher_checkpoint(run_dir),
+                "variant": name,
+                "options": options.recorded(),
+            },
+            default=str,
+        )
     )
     if record.is_file():
         saved = json.loads(record.read_text())
