@@ -496,6 +496,28 @@ def test_forward_concat_equals_the_forward_of_the_concatenation(layer_types, ski
         head.forward_concat([parts[0], parts[0]])
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_forward_concat_calls_the_module_hooks_with_the_whole_input(training):
+    """Distillation records an MLP's input with a forward hook on it; a field that hands its colour head the
+    input as parts must still go through those hooks, with the concatenated input and the same output."""
+    torch.manual_seed(0)
+    head = EUGenMLP(in_dim=27 + 64, num_layers=3, layer_width=32, out_dim=3, skip_connections=(1,)).train(
+        training
+    )
+    parts = [torch.randn(50, 27), torch.randn(50, 64)]
+    seen = []
+    handle = head.register_forward_hook(lambda module, args, output: seen.append((args[0], output)))
+    with torch.no_grad():
+        out = head.forward_concat(parts)
+    handle.remove()
+    assert len(seen) == 1
+    torch.testing.assert_close(seen[0][0], torch.cat(parts, dim=-1))
+    torch.testing.assert_close(seen[0][1], out)
+    with torch.no_grad():
+        head.forward_concat(parts)
+    assert len(seen) == 1  # the hook removed: the fused path again
+
+
 @pytest.mark.parametrize(
     "layer_types, skip", [("dense", ()), ("dense", (1,)), (["eugen", "eugen", "dense"], (1,))]
 )

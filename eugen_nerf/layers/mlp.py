@@ -234,14 +234,17 @@ class EUGenMLP(nn.Module):
     def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
         """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart (one matrix product
         per part in the first layer and in every skip), so the concatenation, the widest buffer of a colour
-        head's render, is never built."""
+        head's render, is never built. With forward hooks on the module (distillation's probe and capture
+        record each MLP's input through them) the call goes through ``self`` on the concatenation, so the
+        hooks see what they would see had the field called the module."""
         parts = list(parts)
         width = sum(part.shape[-1] for part in parts)
         if width != self.in_dim:
             raise ValueError(f"EUGenMLP expected parts {self.in_dim} wide in all, got {width}")
-        if not self.training and self.runs_fused and not self.compile_fused:
+        hooked = bool(self._forward_hooks or self._forward_pre_hooks)
+        if not hooked and not self.training and self.runs_fused and not self.compile_fused:
             return self.fused()(parts)
-        return self.forward(torch.cat(parts, dim=-1))
+        return self(torch.cat(parts, dim=-1))
 
     def macs_per_point(self) -> int:
         """Multiply-accumulates per point of the unfused form."""
