@@ -83,14 +83,14 @@ def paper_nerf_teacher():
 
 
 def cpu_zipnerf_teacher():
-    """The Zip-NeRF teacher's training configuration: ``dense-zipnerf`` at the benchmarks' CPU preset
-    (:func:`~eugen_nerf.bench.suites.methods.small_zipnerf`: smaller hash grids and fewer samples, the 256-wide
-    MLPs that distillation replaces kept)."""
-    from eugen_nerf.bench.suites.methods import small_zipnerf
+    """The Zip-NeRF teacher's training configuration: ``dense-zipnerf`` at the realistic scenes' CPU preset
+    (:func:`~eugen_nerf.bench.suites.methods.scene_zipnerf`: smaller hash grids and fewer samples, the 256-wide
+    MLPs that distillation replaces kept; the fields suites' dense twin)."""
+    from eugen_nerf.bench.suites.methods import scene_zipnerf
     from eugen_nerf.methods.zipnerf import dense_zipnerf
 
     config = copy.deepcopy(dense_zipnerf.config)
-    small_zipnerf(config)
+    scene_zipnerf(config)
     return config
 
 
