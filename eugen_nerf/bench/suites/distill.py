@@ -276,10 +276,13 @@ def variant_options(teacher: Path, name: str, given: dict, output_dir: Path) -> 
 def teacher_checkpoint(run_dir: Path) -> dict | None:
     """The name and SHA-256 of the newest checkpoint in ``run_dir`` (``None`` without one): what makes a teacher
     the same teacher, so one trained again or replaced at the same path is distilled again."""
-    checkpoints = sorted((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
-    if not checkpoints:
+    from eugen_nerf.eval.runs import EvalInputError, latest_checkpoint
+
+    try:
+        checkpoint = latest_checkpoint(run_dir / "config.yml")
+    except EvalInputError:
         return None
-    return {"name": checkpoints[-1].name, "sha256": hashlib.sha256(checkpoints[-1].read_bytes()).hexdigest()}
+    return {"name": checkpoint.name, "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest()}
 
 
 def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir: Path | None = None) -> dict:
