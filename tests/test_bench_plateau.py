@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,24 @@ def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
     with pytest.raises(InputError, match="not a run of this configuration"):
         train_to_plateau(tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=10, max_steps=2))
     assert (run / "notes.txt").read_text() == "mine"
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path: Path):
+    rule = PlateauRule(eval_every=2, min_steps=100, max_steps=2)
+    config_path, _ = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    # as a run killed during its first chunk leaves it: its config.yml, no checkpoint and no record
+    shutil.rmtree(config_path.parent / "nerfstudio_models")
+    (config_path.parent / PLATEAU_RECORD).unlink()
+    _, record = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    assert [h["step"] for h in record["history"]] == [2] and record["history"][0]["psnr"] is not None
+    assert (config_path.parent / "nerfstudio_models/step-000000001.ckpt").is_file()
+    # the same leftovers of another model are still refused
+    shutil.rmtree(config_path.parent / "nerfstudio_models")
+    (config_path.parent / PLATEAU_RECORD).unlink()
+    other_width = tiny_config()
+    other_width.pipeline.model.trunk_width = 24
+    with pytest.raises(InputError, match="not a run of this configuration"):
+        train_to_plateau(other_width, SCENE, tmp_path, rule)
 
 
 def test_a_checkpoint_off_the_schedule_is_continued_to_the_next_scored_step(tmp_path: Path):

@@ -283,7 +283,8 @@ def train_to_plateau(
     continues from the newest checkpoint, so a run longer than a working session survives being stopped at
     any point (at most one chunk is trained again). A run directory holding another configuration, seed or
     rule is refused rather than overwritten (other min/max steps continue it); a run of the same configuration
-    that ``ns-train`` started there is continued from its newest checkpoint. Returns the run's ``config.yml`` and the record.
+    that ``ns-train`` started there is continued from its newest checkpoint, or started again when it was
+    stopped before its first one. Returns the run's ``config.yml`` and the record.
     """
     from eugen_nerf.eval.evaluate import score_test_views
 
@@ -307,11 +308,12 @@ def train_to_plateau(
                 "remove it or choose another work folder"
             )
     elif path.parent.exists() and any(path.parent.iterdir()):
-        if not (same_model(path, config) and last_checkpoint_steps(path.parent)):
+        if not same_model(path, config):
             raise InputError(
                 f"{path.parent} holds something that is not a run of this configuration; remove it first"
             )
-        # a run that ns-train started: continued from its newest checkpoint
+        # a run of this configuration that ns-train started is continued from its newest checkpoint; one
+        # stopped before its first checkpoint has nothing to keep and starts again
         record = {"seed": config.machine.seed, "history": []}
     else:
         record = {"seed": config.machine.seed, "history": []}
