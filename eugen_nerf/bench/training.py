@@ -307,15 +307,13 @@ def train_to_plateau(
                 f"{path.parent} holds a run with another configuration, seed or plateau rule; "
                 "remove it or choose another work folder"
             )
-    elif path.parent.exists() and any(path.parent.iterdir()):
-        if not same_model(path, config):
-            raise InputError(
-                f"{path.parent} holds something that is not a run of this configuration; remove it first"
-            )
-        # a run of this configuration that ns-train started is continued from its newest checkpoint; one
-        # stopped before its first checkpoint has nothing to keep and starts again
-        record = {"seed": config.machine.seed, "history": []}
+    elif path.parent.exists() and any(path.parent.iterdir()) and not same_model(path, config):
+        raise InputError(
+            f"{path.parent} holds something that is not a run of this configuration; remove it first"
+        )
     else:
+        # a new run, or one of this configuration without a record (ns-train started it, or it stopped before
+        # its first checkpoint): continued from its newest checkpoint, if any
         record = {"seed": config.machine.seed, "history": []}
     record["rule"] = dataclasses.asdict(rule)
     while True:
