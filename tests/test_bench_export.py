@@ -22,6 +22,7 @@ from eugen_nerf.bench.suites.export import (
     check,
     finite_ms,
     frame_plan,
+    frame_size,
     frame_time_ratio,
     frames_done,
     psnr,
@@ -113,6 +114,14 @@ def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():
     assert single["student_200"] == {"frame_ms": 4.0, "frame_ms_each": [5.0, 4.0]}
     assert frame_time_ratio(results, 64) == 1.84
     assert frame_time_ratio(results, 16) is None
+
+
+def test_frames_default_to_the_scene_size_and_a_non_square_scene_needs_size(tmp_path):
+    square, wide = np.zeros((128, 128, 3)), np.zeros((96, 128, 3))
+    assert frame_size(args(tmp_path), square, TEACHER) == 128
+    assert frame_size(args(tmp_path, size=40), wide, TEACHER) == 40
+    with pytest.raises(InputError, match="128x96, not square; give --size"):
+        frame_size(args(tmp_path), wide, TEACHER)
 
 
 def test_a_frame_time_that_is_not_positive_and_finite_is_refused():

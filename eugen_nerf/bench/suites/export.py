@@ -19,7 +19,7 @@ measured; a rerun measures only what is missing):
 Finished students, exports and Zip-NeRF runs under ``--work-dir`` are reused.
 
     eugen-bench export                                               # the protocol's setting
-    python -m eugen_nerf.bench.suites.export --teacher teachers/bunny64/dense-nerf/paper \\
+    python -m eugen_nerf.bench.suites.export --teacher teachers/shiny128/dense-nerf/paper \\
         --work-dir outputs/bench/export --output benchmarks/export --parts reference browser
 """
 
@@ -65,8 +65,9 @@ class BenchExport:
     """Samples a ray of the page's march (and of the reference renderer it is compared with)."""
     camera: int = 0
     """The test camera the page renders."""
-    size: int = 64
-    """Width and height of the page's frames compared with the truth (the scene's own size)."""
+    size: int | None = None
+    """Width and height of the page's frames compared with the truth; by default each part's scene's own size
+    (its test images', which must then be square)."""
     large_size: int = 200
     """Width and height of one more frame of the student (0: none)."""
     repeats: int = 2
@@ -98,7 +99,7 @@ class BenchExport:
 def check(args: BenchExport) -> None:
     """Every value the suite cannot use, as one :class:`InputError`, before anything is written."""
     for name in ("samples", "size", "repeats", "zipnerf_steps", "zipnerf_repeats"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.camera < 0 or args.large_size < 0:
         raise InputError("--camera and --large-size must not be negative")
@@ -284,6 +285,16 @@ def truth_image(run_path: Path, camera: int) -> np.ndarray:
     return ground_truth(load_run(run_config(run_path), device="cpu"), camera).numpy().astype(np.float64)
 
 
+def frame_size(args: BenchExport, truth: np.ndarray, run: Path) -> int:
+    """``--size``, or the side of the square test image ``truth`` of ``run``'s scene."""
+    if args.size is not None:
+        return args.size
+    height, width = truth.shape[:2]
+    if height != width:
+        raise InputError(f"{run}: its test images are {width}x{height}, not square; give --size")
+    return width
+
+
 def page_frame(browser, field: int, export_path: Path, camera: int, size: int, samples: int) -> tuple:
     """Test camera ``camera`` of page field ``field`` at ``size`` x ``size``: its entry (frame ms, PSNR against
     the reference renderer with the same sampling), the page's picture and the reference's."""
@@ -352,12 +363,13 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
     results = Results(args.output / "browser.json")
     browser_header(results.data, args.samples, args.camera)
     results.data["command"] = command_line()
+    truths = {name: truth_image(run, args.camera) for name, run in runs.items()}
+    size = frame_size(args, truths["teacher"], args.teacher)
     plan = [
         frame
-        for frame in frame_plan(args.size, args.large_size, args.repeats)
+        for frame in frame_plan(size, args.large_size, args.repeats)
         if frames_done(results.data, f"{frame[0]}_{frame[1]}") <= frame[3]
     ]
-    truths = {name: truth_image(runs[name], args.camera) for name in {frame[0] for frame in plan}}
     if plan:
         names = list(exports)
         with served_page([exports[name] for name in names]) as (browser, _):
@@ -372,7 +384,7 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
                     entry["page_vs_truth_db"] = psnr(page, truths[name])
                 print(f"page: {key} {add_frame(results.data, key, entry)}", flush=True)
                 results.save()
-    ratio = frame_time_ratio(results.data, args.size)
+    ratio = frame_time_ratio(results.data, size)
     if ratio is not None:
         results.data["teacher_over_student_frame_time"] = ratio
     results.save()

@@ -26,6 +26,7 @@ from eugen_nerf.bench.suites.export import (
     Results,
     browser_header,
     exported,
+    frame_size,
     march,
     measure_reference,
     page_frame,
@@ -129,7 +130,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
     browser_header(header, samples, camera)
     page.update(chromium=header["browser"], device=header["device"], settings=header["settings"])
     frames = page.setdefault("frames", {})
-    size = args.size
+    size = frame_size(args, truth, args.zipnerf_scene)
     with served_page([exports["eugen"], exports["dense"]]) as (browser, url):
         for repeat in range(args.zipnerf_repeats):
             for field_index, name in enumerate(("eugen", "dense")):
@@ -158,9 +159,9 @@ def measure_zipnerf(args: BenchExport) -> Results:
         extra.append((f"eugen_{args.large_size}", 1, exports["eugen"], args.large_size))
     if any(key not in frames for key, *_ in extra):
         with served_page([halves["eugen"], exports["eugen"]]) as (browser, _):
-            for key, field_index, path, frame_size in extra:
+            for key, field_index, path, side in extra:
                 if key not in frames:
-                    entry, picture, _ = page_frame(browser, field_index, path, camera, frame_size, samples)
+                    entry, picture, _ = page_frame(browser, field_index, path, camera, side, samples)
                     if truth.shape[:2] == picture.shape[:2]:
                         entry["page_vs_truth_db"] = psnr(picture, truth)
                     frames[key] = entry
