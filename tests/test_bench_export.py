@@ -157,7 +157,8 @@ def test_the_published_report_keeps_the_keys_the_readme_table_reads():
         for part in key.split("."):
             value = value[part]
         assert isinstance(value, float), key
-    assert report["teacher_over_student_frame_time"] == frame_time_ratio(report, 64)
+    size = int(next(k for k in cell["key"] if k.startswith("student_")).split(".")[0].split("_")[1])
+    assert report["teacher_over_student_frame_time"] == frame_time_ratio(report, size)
 
 
 @pytest.mark.slow
@@ -174,16 +175,16 @@ def test_quick_mode_measures_the_page_against_the_reference(tmp_path):
         assert len(reference[name]["views"]) == 1
         assert reference[name]["min_reference_vs_nerfstudio_db"] >= 40, reference[name]
     browser = json.loads((out / "browser.json").read_text())
-    for key in ("student_16", "teacher_16", "student_24"):
+    for key in ("student_16", "teacher_16"):
         assert browser[key]["frame_ms"] > 0 and browser[key]["page_vs_reference_db"] >= 30, browser[key]
     assert set(suite.outputs) == {p.name for p in out.iterdir()}
-    for picture in ("page_student.png", "page_teacher.png", "page_student_large.png"):
+    for picture in ("page_student.png", "page_teacher.png"):
         pixels = np.asarray(Image.open(out / picture).convert("RGB"), dtype=np.float64) / 255
         assert (pixels.min(axis=-1) < 0.8).mean() > 0.02, f"{picture} shows no object"
     assert browser["teacher_over_student_frame_time"] > 0
     zipnerf = json.loads((out / "zipnerf.json").read_text())
     frames = zipnerf["browser"]["frames"]
-    for key in ("eugen_16_0", "dense_16_0", "eugen_float16_16", "eugen_24"):
+    for key in ("eugen_16_0", "dense_16_0", "eugen_float16_16"):
         assert frames[key]["page_vs_reference_db"] >= 30, (key, frames[key])
     for name in ("dense", "eugen"):
         assert zipnerf[name]["min_reference_vs_nerfstudio_db"] >= 40, zipnerf[name]
