@@ -12,7 +12,8 @@ measured; a rerun measures only what is missing):
   the web page (the package's ``eugen_nerf/export/viewer``) in headless Chromium, WebGL2 through SwiftShader:
   test camera ``--camera`` of the student and the teacher at ``--size``, in turn, ``--repeats`` times (and of
   the student once at ``--large-size``), each against the reference renderer with the same sampling and
-  against the truth, with the frames' times; the teacher's fastest frame over the student's;
+  against the truth, with the frames' times; the teacher's fastest frame over the student's; with
+  ``--screenshot``, the page as a person sees it, student and teacher side by side;
 * ``zipnerf`` (``zipnerf.json``, ``page_zipnerf_*.png``): the Zip-NeRF head, a small dense-zipnerf /
   eugen-zipnerf pair trained on ``--zipnerf-scene`` (see :mod:`eugen_nerf.bench.suites.export_zipnerf`).
 
@@ -93,7 +94,11 @@ class BenchExport:
     zipnerf_repeats: int = 2
     """Frames of each Zip-NeRF field timed in the page (the fastest counts)."""
     screenshot: Path | None = None
-    """Where to save a screenshot of the page showing the Zip-NeRF pair side by side (none by default)."""
+    """Where to save a screenshot of the page showing the student and the teacher side by side at SIZE, once
+    both frames are drawn (none by default; an existing file is kept)."""
+    zipnerf_screenshot: Path | None = None
+    """Where to save a screenshot of the page showing the Zip-NeRF pair side by side (none by default; an
+    existing file is kept)."""
 
 
 def check(args: BenchExport) -> None:
@@ -388,7 +393,30 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
     if ratio is not None:
         results.data["teacher_over_student_frame_time"] = ratio
     results.save()
+    if args.screenshot is not None and not args.screenshot.is_file():
+        with served_page([exports[name] for name in exports]) as (browser, url):
+            page_screenshot(browser, f"{url}?resolution={size}&samples={args.samples}", args.screenshot)
+        print(f"wrote {args.screenshot}", flush=True)
     return results
+
+
+def page_screenshot(browser, url: str, path: Path) -> None:
+    """The page at ``url`` as a person sees it: fields A and B side by side, taken once both frames are drawn
+    (their captions show the frame times)."""
+    from eugen_nerf.bench.browser import wait_ready
+
+    browser.open(url)
+    state = wait_ready(browser)
+    if state != "ready":
+        raise RuntimeError(f"the page did not load the exports for the screenshot: {state}")
+    browser.evaluate(
+        "document.getElementById('show').value = '2'; document.getElementById('show').onchange()"
+    )
+    captions = "[...document.querySelectorAll('figure.view:not([hidden]) .fps')].map((e) => e.textContent)"
+    while not all("ms/frame" in caption for caption in browser.evaluate(captions)):
+        time.sleep(2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    browser.screenshot(path)
 
 
 def main(args: BenchExport) -> None:

@@ -15,7 +15,6 @@ nerfstudio | reference | page's sampling) go beside the runs, the page's frames 
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 
 import torch
@@ -30,6 +29,7 @@ from eugen_nerf.bench.suites.export import (
     march,
     measure_reference,
     page_frame,
+    page_screenshot,
     psnr,
     save_picture,
 )
@@ -58,23 +58,6 @@ def trained_pair(scene: Path, steps: int, root: Path) -> dict[str, Path]:
         print(f"{METHODS[name]}: {path} ({seconds:.3f} s/step)", flush=True)
         runs[name] = path
     return runs
-
-
-def screenshot(browser, url: str, path: Path) -> None:
-    """The page as a person sees it, both fields side by side, once both frames are drawn."""
-    from eugen_nerf.bench.browser import wait_ready
-
-    browser.open(url)
-    if wait_ready(browser) != "ready":
-        raise RuntimeError("the page did not load the Zip-NeRF exports for the screenshot")
-    browser.evaluate(
-        "document.getElementById('show').value = '2'; document.getElementById('show').onchange()"
-    )
-    captions = "[...document.querySelectorAll('figure.view:not([hidden]) .fps')].map((e) => e.textContent)"
-    while not all("ms/frame" in caption for caption in browser.evaluate(captions)):
-        time.sleep(2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    browser.screenshot(path)
 
 
 def measure_zipnerf(args: BenchExport) -> Results:
@@ -151,8 +134,8 @@ def measure_zipnerf(args: BenchExport) -> Results:
                 frames[key] = entry
                 print(f"page: zipnerf {key} {entry}", flush=True)
                 results.save()
-        if args.screenshot is not None and not args.screenshot.is_file():
-            screenshot(browser, f"{url}?resolution={size}&samples={samples}", args.screenshot)
+        if args.zipnerf_screenshot is not None and not args.zipnerf_screenshot.is_file():
+            page_screenshot(browser, f"{url}?resolution={size}&samples={samples}", args.zipnerf_screenshot)
     # the float16 export in the page (RGBA16F textures), then a larger frame of the EUGen field
     extra = [(f"eugen_float16_{size}", 0, halves["eugen"], size)]
     if args.large_size:
