@@ -9,6 +9,9 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const BAND_MS = 30; // aim of one band's render time
 
+// two significant figures below 10 fps, so a software renderer's slow frame never reads as "0.00 fps"
+const framesPerSecond = (ms) => (ms > 100 ? (1000 / ms).toPrecision(2) : (1000 / ms).toFixed(1));
+
 function showMessage(text) {
   const box = $("message");
   box.textContent = text;
@@ -234,7 +237,7 @@ function loop() {
     const i = pending[state.turn++ % pending.length];
     const r = state.renderers[i];
     if (r.step()) {
-      $(`view-${i}`).querySelector(".fps").textContent = `${r.lastFrameMs.toFixed(0)} ms/frame (${(1000 / r.lastFrameMs).toFixed(2)} fps)`;
+      $(`view-${i}`).querySelector(".fps").textContent = `${r.lastFrameMs.toFixed(0)} ms/frame (${framesPerSecond(r.lastFrameMs)} fps)`;
     }
   }
   requestAnimationFrame(loop);
