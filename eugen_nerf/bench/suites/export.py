@@ -394,7 +394,7 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
         results.data["teacher_over_student_frame_time"] = ratio
     results.save()
     if args.screenshot is not None and not args.screenshot.is_file():
-        with served_page([exports[name] for name in exports]) as (browser, url):
+        with served_page(list(exports.values())) as (browser, url):
             page_screenshot(browser, f"{url}?resolution={size}&samples={args.samples}", args.screenshot)
         print(f"wrote {args.screenshot}", flush=True)
     return results
