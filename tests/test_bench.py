@@ -676,6 +676,12 @@ def test_distill_suite_variants_define_themselves_and_finished_students_are_reus
     assert suite.distilled(teacher, "snnk", {}, tmp_path / "work") == first and len(calls) == 1  # reused
     suite.distilled(teacher, "snnk", {"refine_steps": 9}, tmp_path / "work")  # other options: distilled again
     assert len(calls) == 2
+    # timed on another clock: distilled (and timed) again; the default clock keeps former students reusable
+    suite.distilled(teacher, "snnk", {"refine_steps": 9, "fps_clock": "wall"}, tmp_path / "work")
+    assert len(calls) == 2
+    suite.distilled(teacher, "snnk", {"refine_steps": 9, "fps_clock": "cpu"}, tmp_path / "work")
+    assert len(calls) == 3 and calls[-1].fps_clock == "cpu"
+    calls.pop()
     # eugen-distill's defaults change: a student of the former defaults is not reused
     suite.distilled(teacher, "default", {}, tmp_path / "work")
     assert len(calls) == 3

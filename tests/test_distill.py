@@ -135,7 +135,8 @@ def dense_result(dense_teacher, tmp_path_factory, request):
 
     NormalEquations.update = spy
     try:
-        result = distill(options(dense_teacher, tmp_path_factory.mktemp("student") / "run"))
+        # timed on the CPU clock: the other runs of this file take the default wall clock
+        result = distill(options(dense_teacher, tmp_path_factory.mktemp("student") / "run", fps_clock="cpu"))
     finally:
         NormalEquations.update = original
     return result, grad_modes
@@ -156,12 +157,38 @@ def test_closed_form_student_matches_teacher(dense_result):
     assert report["student"]["psnr"] == pytest.approx(report["teacher"]["psnr"], abs=0.3)
     # each 32-wide layer's 32x32 W became a 32x64 A (k·m = 2·32 features); frozen projections are not parameters
     assert report["student"]["parameters"] == report["teacher"]["parameters"] + 6 * 32 * (64 - 32)
-    # the speed-up is timed with an untouched teacher beside the student: a ratio, positive and finite
+    # the speed-up is timed with an untouched teacher beside the student: a ratio, positive and finite, on the
+    # clock asked for
     assert 0 < report["render_speedup"] < float("inf")
+    assert report["fps_clock"] == "cpu"
     # the changed MLPs' share of the untouched teacher's render bounds any student changing only them
     share = report["changed_mlps_render_share"]
     assert share["modules"] == ["field_coarse.trunk", "field_fine.trunk"]
     assert 0 < share["share"] < 1 and share["speedup_bound"] == pytest.approx(1 / (1 - share["share"]))
+
+
+def test_side_by_side_fps_times_on_the_clock_given(dense_result, monkeypatch):
+    import eugen_nerf.eval.timing as timing
+    from eugen_nerf.distill.report import side_by_side_fps
+
+    result, _ = dense_result
+    clocks = []
+    original = timing.timed
+
+    def spy(fn, device, clock="wall"):
+        clocks.append(clock)
+        return original(fn, device, clock)
+
+    monkeypatch.setattr(timing, "timed", spy)
+    model = result.teacher.model
+    fps = side_by_side_fps(model, model, result.teacher.pipeline, views=1, repeats=1, clock="cpu")
+    assert clocks == ["cpu", "cpu"] and all(0 < value < float("inf") for value in fps.values())
+
+
+def test_cpu_fps_clock_refused_on_cuda_before_any_work(dense_teacher, tmp_path):
+    with pytest.raises(DistillError, match="--fps-clock cpu times CPU work only"):
+        distill(options(dense_teacher, tmp_path / "run", fps_clock="cpu", device="cuda"))
+    assert not (tmp_path / "run").exists()
 
 
 def test_student_run_directory_loads_strictly_and_renders_the_student(dense_result):

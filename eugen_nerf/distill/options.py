@@ -226,6 +226,9 @@ class DistillOptions:
     """Test views scored in the report (all when ``None``)."""
     fps_repeats: int = 3
     """Timed renders per view when teacher and student are timed side by side for the report's frame rates."""
+    fps_clock: Literal["wall", "cpu"] = "wall"
+    """What those timings count: wall-clock seconds, or this process's CPU seconds (CPU only). On a CPU shared
+    with other jobs, ``cpu`` with OMP_NUM_THREADS=1 gives each render's cost alone on a core."""
     device: str | None = None
     """Torch device (default: cuda if available, else cpu)."""
     overwrite: bool = False

@@ -57,9 +57,11 @@ def evaluate(pipeline, views: int | None, label: str) -> dict[str, float]:
     return summary
 
 
-def side_by_side_fps(teacher, student, pipeline, views: int = 2, repeats: int = 2) -> dict[str, float]:
+def side_by_side_fps(
+    teacher, student, pipeline, views: int = 2, repeats: int = 2, clock: str = "wall"
+) -> dict[str, float]:
     """Frames per second of ``teacher`` and ``student`` on the first ``views`` test views of ``pipeline``,
-    timed side by side (:func:`~eugen_nerf.eval.evaluate.render_seconds_side_by_side`)."""
+    timed side by side on ``clock`` (:func:`~eugen_nerf.eval.evaluate.render_seconds_side_by_side`)."""
     dataset = pipeline.datamanager.eval_dataset
     cameras = dataset.cameras.to(pipeline.device)
     seconds = render_seconds_side_by_side(
@@ -67,6 +69,7 @@ def side_by_side_fps(teacher, student, pipeline, views: int = 2, repeats: int = 
         list(range(min(views, len(dataset)))),
         pipeline.device,
         repeats=repeats,
+        clock=clock,
     )
     return {name: 1.0 / value for name, value in seconds.items()}
 
@@ -120,7 +123,9 @@ def print_report(report: dict, console: Console | None = None) -> None:
             ("parameters", ",d"),
         ):
             ratio = student[key] / teacher[key] if teacher[key] else float("nan")
-            label = "fps (side by side)" if key == "fps" and report.get("render_speedup") is not None else key
+            label = key
+            if key == "fps" and report.get("render_speedup") is not None:
+                label = f"fps (side by side, {report.get('fps_clock', 'wall')} clock)"
             table.add_row(label, _fmt(teacher[key], spec), _fmt(student[key], spec), _fmt(ratio, ".4f"))
         table.add_row(
             "checkpoint_bytes",

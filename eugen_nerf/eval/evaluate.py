@@ -258,8 +258,10 @@ def render_seconds_side_by_side(
     device: torch.device | str,
     warmup: int = 1,
     repeats: int = 2,
+    clock: str = "wall",
 ) -> dict[object, float]:
-    """Median seconds to render each of ``views`` for every model, all timed side by side.
+    """Median seconds to render each of ``views`` for every model, all timed side by side on ``clock``
+    (:data:`~eugen_nerf.eval.timing.CLOCKS`).
 
     ``models`` maps a name to ``(model, cameras)``; each repeat renders the view with every model in turn
     (:func:`~eugen_nerf.eval.timing.benchmark_interleaved`: load from elsewhere hits all alike, each first
@@ -271,7 +273,9 @@ def render_seconds_side_by_side(
             for name, (model, cameras) in models.items()
         }
         with torch.no_grad():
-            for name, timing in benchmark_interleaved(fns, device, warmup=warmup, repeats=repeats).items():
+            for name, timing in benchmark_interleaved(
+                fns, device, warmup=warmup, repeats=repeats, clock=clock
+            ).items():
                 timings[name].seconds.extend(timing.seconds)
     return {name: timing.median for name, timing in timings.items()}
 

@@ -152,6 +152,8 @@ class BenchDistill:
     """eugen-distill --finetune-steps (default: eugen-distill's, no fine-tune)."""
     fps_repeats: int | None = None
     """eugen-distill --fps-repeats (default: eugen-distill's)."""
+    fps_clock: Literal["wall", "cpu"] | None = None
+    """eugen-distill --fps-clock (default: eugen-distill's, the wall clock; cpu: each render's CPU seconds)."""
     variants: list[str] = field(default_factory=lambda: ["default"])
     """the students distilled, each scored and timed against the teacher: default (eugen-distill's defaults),
     closed-form (no refinement), finetuned (the defaults, then 1000 fine-tuning steps), lowrank, snnk (the
@@ -161,7 +163,14 @@ class BenchDistill:
     with the same options is reused, so an interrupted suite resumes."""
 
 
-OVERRIDES = ("image_fraction", "resolution_scale", "refine_steps", "finetune_steps", "fps_repeats")
+OVERRIDES = (
+    "image_fraction",
+    "resolution_scale",
+    "refine_steps",
+    "finetune_steps",
+    "fps_repeats",
+    "fps_clock",
+)
 
 
 def summarise(report: dict) -> dict:
@@ -300,6 +309,9 @@ def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir
                 "teacher_checkpoint": teacher_checkpoint(run_dir),
                 "variant": name,
                 "options": options.recorded(),
+                # the timing's clock: a student timed on another clock is timed again (wall, the default,
+                # is left out so that students timed before the option existed stay reusable)
+                **({"fps_clock": options.fps_clock} if options.fps_clock != "wall" else {}),
             },
             default=str,
         )
@@ -338,7 +350,7 @@ def variant_summary(name: str, report: dict) -> dict:
 def main() -> None:
     args = tyro.cli(BenchDistill, description=__doc__)
     given = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
-    if any(value < 0 for value in given.values()):
+    if any(not isinstance(value, str) and value < 0 for value in given.values()):
         usage_error("eugen-bench distill", f"negative value in {given}")
     unknown = [name for name in args.variants if name not in VARIANTS]
     if unknown or not args.variants:
