@@ -26,6 +26,7 @@ from eugen_nerf.bench.suites.export import (
     frame_time_ratio,
     frames_done,
     psnr,
+    student_run,
     summarise_views,
 )
 from eugen_nerf.bench.tables import Tables
@@ -83,6 +84,36 @@ def test_a_report_is_rewritten_whole_and_read_back_by_a_rerun(tmp_path):
     again.data["teacher_64"] = {"frame_ms": 25.0}
     again.save()
     assert set(Results(path).data) == {"student_64", "teacher_64"}
+
+
+def test_the_student_is_reused_only_when_distilled_with_the_same_options(tmp_path, monkeypatch):
+    import eugen_nerf.distill.run as run_module
+
+    calls = []
+
+    def fake_distill(options):
+        calls.append(options)
+        options.output_dir.mkdir(parents=True, exist_ok=True)
+        (options.output_dir / "config.yml").write_text("")
+        report = {"options": json.loads(json.dumps(options.recorded(), default=str))}
+        (options.output_dir / "distill_report.json").write_text(json.dumps(report))
+
+    monkeypatch.setattr(run_module, "distill", fake_distill)
+    narrow = args(tmp_path, distill_width_fraction=0.5, distill_layers=("twin",))
+    assert student_run(narrow) == tmp_path / "w" / "student" and len(calls) == 1
+    assert calls[0].width_fraction == 0.5 and calls[0].layers == ("twin",)
+    student_run(narrow)
+    assert len(calls) == 1  # the same options: reused
+    scored_on_one_view = args(
+        tmp_path, distill_width_fraction=0.5, distill_layers=("twin",), distill_eval_views=1
+    )
+    student_run(scored_on_one_view)  # an option of the scoring only: reused
+    assert len(calls) == 1
+    student_run(args(tmp_path, distill_width_fraction=0.5))  # other layers: distilled again
+    assert len(calls) == 2 and calls[-1].layers != ("twin",)
+    student_run(args(tmp_path, distill_width_fraction=0.5625))  # another width: distilled again
+    assert len(calls) == 3 and calls[-1].width_fraction == 0.5625
+    assert student_run(args(tmp_path, student=tmp_path / "mine")) == tmp_path / "mine" and len(calls) == 3
 
 
 def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():

@@ -168,8 +168,8 @@ def test_closed_form_student_matches_teacher(dense_result):
 
 
 def test_side_by_side_fps_times_on_the_clock_given(dense_result, monkeypatch):
-    import eugen_nerf.eval.timing as timing
     from eugen_nerf.distill.report import side_by_side_fps
+    from eugen_nerf.eval import timing
 
     result, _ = dense_result
     clocks = []

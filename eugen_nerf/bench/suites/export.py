@@ -190,14 +190,14 @@ def exported(run: Path, output: Path, dtype: str = "float32") -> Path:
 
 def student_run(args: BenchExport) -> Path:
     """``--student``, or the teacher's student distilled with eugen-distill's defaults (and the ``--distill-*``
-    values given) into WORK_DIR/student; a finished one is reused."""
+    values given) into WORK_DIR/student; a finished one is reused when its report records the same options
+    (another width or set of layers, or eugen-distill's defaults changed: distilled again)."""
     if args.student is not None:
         return args.student
-    output = args.work_dir / "student"
-    if (output / "distill_report.json").is_file() and (output / "config.yml").is_file():
-        return output
     from eugen_nerf.distill.options import DistillOptions
     from eugen_nerf.distill.run import distill
+
+    output = args.work_dir / "student"
 
     given = {
         name: getattr(args, f"distill_{name}")
@@ -211,9 +211,16 @@ def student_run(args: BenchExport) -> Path:
         )
         if getattr(args, f"distill_{name}") is not None
     }
+    options = DistillOptions(teacher=args.teacher, output_dir=output, overwrite=True, **given)
+    report = output / "distill_report.json"
+    if report.is_file() and (output / "config.yml").is_file():
+        recorded = json.loads(json.dumps(options.recorded(), default=str))
+        if json.loads(report.read_text()).get("options") == recorded:
+            return output
+        print(f"the student in {output} was distilled with other options: distilling it again", flush=True)
     print(f"distilling the student of {args.teacher} into {output}", flush=True)
     with torch.enable_grad():
-        distill(DistillOptions(teacher=args.teacher, output_dir=output, overwrite=True, **given))
+        distill(options)
     return output
 
 
