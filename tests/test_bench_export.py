@@ -20,6 +20,7 @@ from eugen_nerf.bench.suites.export import (
     Results,
     add_frame,
     check,
+    exported,
     finite_ms,
     frame_plan,
     frame_size,
@@ -114,6 +115,37 @@ def test_the_student_is_reused_only_when_distilled_with_the_same_options(tmp_pat
     student_run(args(tmp_path, distill_width_fraction=0.5625))  # another width: distilled again
     assert len(calls) == 3 and calls[-1].width_fraction == 0.5625
     assert student_run(args(tmp_path, student=tmp_path / "mine")) == tmp_path / "mine" and len(calls) == 3
+
+
+def test_an_export_is_made_again_when_its_run_has_a_newer_checkpoint(tmp_path, monkeypatch):
+    import os
+
+    from eugen_nerf.export import cli
+
+    made = []
+
+    class FakeExport:
+        def __init__(self, config, output, dtype, overwrite):
+            self.output = output
+
+        def main(self):
+            made.append(self.output)
+            self.output.mkdir(parents=True, exist_ok=True)
+            (self.output / "field.eugen").write_bytes(b"export")
+
+    monkeypatch.setattr(cli, "Export", FakeExport)
+    run = tmp_path / "run"
+    (run / "nerfstudio_models").mkdir(parents=True)
+    (run / "config.yml").write_text("")
+    checkpoint = run / "nerfstudio_models" / "step-000000099.ckpt"
+    checkpoint.write_bytes(b"first")
+    os.utime(checkpoint, (1_000, 1_000))
+    exported(run, tmp_path / "export")
+    exported(run, tmp_path / "export")
+    assert len(made) == 1  # the export is newer than the checkpoint: reused
+    os.utime(checkpoint, (4_000_000_000, 4_000_000_000))  # the run distilled (or trained) again
+    exported(run, tmp_path / "export")
+    assert len(made) == 2
 
 
 def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():

@@ -179,11 +179,14 @@ def save_picture(image, path: Path, scale: int = 1) -> None:
 
 
 def exported(run: Path, output: Path, dtype: str = "float32") -> Path:
-    """``run`` exported into ``output`` with ``eugen-export``'s defaults (an existing export is reused)."""
+    """``run`` exported into ``output`` with ``eugen-export``'s defaults; an existing export is reused unless the
+    run's checkpoint is newer (a student distilled again, a run trained further: exported again)."""
+    from eugen_nerf.eval.runs import latest_checkpoint
     from eugen_nerf.export import format as fmt
     from eugen_nerf.export.cli import Export
 
-    if not (output / fmt.FILE_NAME).is_file():
+    target = output / fmt.FILE_NAME
+    if not target.is_file() or target.stat().st_mtime < latest_checkpoint(run_config(run)).stat().st_mtime:
         Export(config=run_config(run), output=output, dtype=dtype, overwrite=True).main()
     return output
 
