@@ -27,6 +27,7 @@ from eugen_nerf.bench.suites.export import (
     frame_time_ratio,
     frames_done,
     psnr,
+    screenshot_due,
     student_run,
     summarise_views,
 )
@@ -146,6 +147,23 @@ def test_an_export_is_made_again_when_its_run_has_a_newer_checkpoint(tmp_path, m
     os.utime(checkpoint, (4_000_000_000, 4_000_000_000))  # the run distilled (or trained) again
     exported(run, tmp_path / "export")
     assert len(made) == 2
+
+
+def test_a_screenshot_is_taken_again_when_older_than_an_export_it_shows(tmp_path):
+    import os
+
+    exports = [tmp_path / "student", tmp_path / "teacher"]
+    for export in exports:
+        export.mkdir()
+        (export / "field.eugen").write_bytes(b"export")
+        os.utime(export / "field.eugen", (1_000, 1_000))
+    picture = tmp_path / "screenshot.png"
+    assert not screenshot_due(None, exports)  # none asked for
+    assert screenshot_due(picture, exports)  # missing
+    picture.write_bytes(b"png")
+    assert not screenshot_due(picture, exports)  # newer than both exports: kept
+    os.utime(exports[0] / "field.eugen", (4_000_000_000, 4_000_000_000))  # the student exported again
+    assert screenshot_due(picture, exports)
 
 
 def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():

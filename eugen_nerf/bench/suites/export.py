@@ -403,11 +403,23 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
     if ratio is not None:
         results.data["teacher_over_student_frame_time"] = ratio
     results.save()
-    if args.screenshot is not None and not args.screenshot.is_file():
+    if screenshot_due(args.screenshot, list(exports.values())):
         with served_page(list(exports.values())) as (browser, url):
             page_screenshot(browser, f"{url}?resolution={size}&samples={args.samples}", args.screenshot)
         print(f"wrote {args.screenshot}", flush=True)
     return results
+
+
+def screenshot_due(path: Path | None, exports: list[Path]) -> bool:
+    """Whether a screenshot asked for at ``path`` is to be taken: it is missing, or older than one of the
+    ``exports`` it shows (a field exported again is shown again; a finished screenshot is kept by a rerun)."""
+    from eugen_nerf.export import format as fmt
+
+    if path is None:
+        return False
+    if not path.is_file():
+        return True
+    return path.stat().st_mtime < max((export / fmt.FILE_NAME).stat().st_mtime for export in exports)
 
 
 def page_screenshot(browser, url: str, path: Path) -> None:

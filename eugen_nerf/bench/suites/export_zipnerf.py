@@ -32,6 +32,7 @@ from eugen_nerf.bench.suites.export import (
     page_screenshot,
     psnr,
     save_picture,
+    screenshot_due,
 )
 
 METHODS = {"dense": "dense-zipnerf", "eugen": "eugen-zipnerf"}
@@ -134,7 +135,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
                 frames[key] = entry
                 print(f"page: zipnerf {key} {entry}", flush=True)
                 results.save()
-        if args.zipnerf_screenshot is not None and not args.zipnerf_screenshot.is_file():
+        if screenshot_due(args.zipnerf_screenshot, [exports["eugen"], exports["dense"]]):
             page_screenshot(browser, f"{url}?resolution={size}&samples={samples}", args.zipnerf_screenshot)
     # the float16 export in the page (RGBA16F textures), then a larger frame of the EUGen field
     extra = [(f"eugen_float16_{size}", 0, halves["eugen"], size)]
