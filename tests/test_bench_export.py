@@ -22,6 +22,7 @@ from eugen_nerf.bench.suites.export import (
     check,
     exported,
     finite_ms,
+    forget_other_exports,
     frame_plan,
     frame_size,
     frame_time_ratio,
@@ -166,6 +167,41 @@ def test_a_screenshot_is_taken_again_when_older_than_an_export_it_shows(tmp_path
     assert screenshot_due(picture, exports)
 
 
+def test_a_rerun_forgets_what_it_measured_of_a_field_exported_again(tmp_path):
+    exports = {name: tmp_path / name for name in ("student", "teacher")}
+    for name, export in exports.items():
+        export.mkdir()
+        (export / "field.eugen").write_bytes(name.encode())
+    data = {
+        "student_64": {"frame_ms": 100.0},
+        "student_200": {"frame_ms": 900.0},
+        "teacher_64": {"frame_ms": 180.0},
+        "teacher_over_student_frame_time": 1.8,
+        "settings": {"samples": 128},
+    }
+    assert forget_other_exports(data, exports) == []  # no record yet: taken as these exports' figures
+    assert set(data["exports"]) == {"student", "teacher"} and "student_64" in data
+    assert forget_other_exports(data, exports) == []  # the same exports: everything kept
+    assert data["teacher_over_student_frame_time"] == 1.8
+    (exports["student"] / "field.eugen").write_bytes(b"another student")
+    assert forget_other_exports(data, exports) == ["student"]
+    assert set(data) == {"teacher_64", "settings", "exports"}
+    reference = {"student": {"views": 8}, "teacher": {"views": 8}, "march": {}}
+    forget_other_exports(reference, exports)
+    (exports["teacher"] / "field.eugen").write_bytes(b"another teacher")
+    assert forget_other_exports(reference, exports) == ["teacher"]
+    assert set(reference) == {"student", "march", "exports"}
+    zipnerf = {"eugen": {}, "dense": {}, "eugen_march_vs_nerfstudio_db": 40.0, "browser": {}}
+    frames = {"eugen_64_0": {}, "eugen_float16_64": {}, "dense_64_0": {}}
+    zipnerf["browser"] = page = {"frames": frames, "dense_over_eugen_frame_time": 1.3}
+    pair = {"eugen": exports["student"], "dense": exports["teacher"]}
+    forget_other_exports(zipnerf, pair, also=(page, frames))
+    (exports["student"] / "field.eugen").write_bytes(b"a third student")
+    assert forget_other_exports(zipnerf, pair, also=(page, frames)) == ["eugen"]
+    assert set(zipnerf) == {"dense", "browser", "exports"} and set(frames) == {"dense_64_0"}
+    assert set(page) == {"frames"}
+
+
 def test_frames_alternate_and_the_ratio_compares_the_fastest_of_each():
     plan = frame_plan(64, 200, 2)
     assert [(name, size, repeat) for name, size, _, repeat in plan] == [
@@ -258,13 +294,18 @@ def test_quick_mode_measures_the_page_against_the_reference(tmp_path):
     browser = json.loads((out / "browser.json").read_text())
     for key in ("student_16", "teacher_16"):
         assert browser[key]["frame_ms"] > 0 and browser[key]["page_vs_reference_db"] >= 30, browser[key]
-    assert set(suite.outputs) == {p.name for p in out.iterdir()}
+    screenshots = {"screenshot.png", "screenshot_zipnerf.png"}  # asked for by the quick mode's arguments
+    assert set(suite.outputs) | screenshots == {p.name for p in out.iterdir()}
     for picture in ("page_student.png", "page_teacher.png"):
         pixels = np.asarray(Image.open(out / picture).convert("RGB"), dtype=np.float64) / 255
         assert (pixels.min(axis=-1) < 0.8).mean() > 0.02, f"{picture} shows no object"
     assert browser["teacher_over_student_frame_time"] > 0
+    assert (
+        set(reference["exports"]) == set(browser["exports"]) == {"teacher", "student"}
+    )  # what they measured
     zipnerf = json.loads((out / "zipnerf.json").read_text())
     frames = zipnerf["browser"]["frames"]
+    assert set(zipnerf["exports"]) == {"eugen", "dense"}
     for key in ("eugen_16_0", "dense_16_0", "eugen_float16_16"):
         assert frames[key]["page_vs_reference_db"] >= 30, (key, frames[key])
     for name in ("dense", "eugen"):

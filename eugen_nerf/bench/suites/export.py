@@ -17,7 +17,9 @@ measured; a rerun measures only what is missing):
 * ``zipnerf`` (``zipnerf.json``, ``page_zipnerf_*.png``): the Zip-NeRF head, a small dense-zipnerf /
   eugen-zipnerf pair trained on ``--zipnerf-scene`` (see :mod:`eugen_nerf.bench.suites.export_zipnerf`).
 
-Finished students, exports and Zip-NeRF runs under ``--work-dir`` are reused.
+Finished students, exports and Zip-NeRF runs under ``--work-dir`` are reused. Each report records the
+sha256 of the exports it measured; a rerun on another export of a field (a new student, a run trained
+further) measures that field again instead of keeping its old figures.
 
     eugen-bench export                                               # the protocol's setting
     python -m eugen_nerf.bench.suites.export --teacher teachers/shiny128/dense-nerf/paper \\
@@ -26,6 +28,7 @@ Finished students, exports and Zip-NeRF runs under ``--work-dir`` are reused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -152,6 +155,29 @@ class Results:
         partial = self.path.with_name(f".{self.path.name}.partial")
         partial.write_text(json.dumps(self.data, indent=1) + "\n")
         os.replace(partial, self.path)
+
+
+def forget_other_exports(data: dict, exports: dict[str, Path], also: tuple[dict, ...] = ()) -> list[str]:
+    """Record in a report's ``data`` the sha256 of each field's export and drop what the report (and the dicts
+    ``also``, parts of it) holds of a field measured on another export: its entry (``name``) or entries
+    (``name_…``) and the frame-time ratio. Returns the names forgotten. A report that records no exports is
+    taken as measured on these."""
+    from eugen_nerf.export import format as fmt
+
+    digests = {
+        name: hashlib.sha256((export / fmt.FILE_NAME).read_bytes()).hexdigest()
+        for name, export in exports.items()
+    }
+    recorded = data.get("exports", digests)
+    forgotten = [name for name, digest in digests.items() if recorded.get(name, digest) != digest]
+    for part in (data, *also):
+        for key in [k for k in part if any(k == name or k.startswith(f"{name}_") for name in forgotten)]:
+            del part[key]
+        if forgotten:
+            part.pop("teacher_over_student_frame_time", None)
+            part.pop("dense_over_eugen_frame_time", None)
+    data["exports"] = digests
+    return forgotten
 
 
 def psnr(a, b) -> float:
@@ -376,6 +402,8 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
     from eugen_nerf.bench.browser import served_page
 
     results = Results(args.output / "browser.json")
+    for name in forget_other_exports(results.data, exports):
+        print(f"page: {name} was exported again since its frames were taken: measuring it again", flush=True)
     browser_header(results.data, args.samples, args.camera)
     results.data["command"] = command_line()
     truths = {name: truth_image(run, args.camera) for name, run in runs.items()}
@@ -450,6 +478,11 @@ def main(args: BenchExport) -> None:
         exports = {name: exported(run, args.work_dir / "exports" / name) for name, run in runs.items()}
         if "reference" in args.parts:
             results = Results(args.output / "reference.json")
+            for name in forget_other_exports(results.data, exports):
+                print(
+                    f"reference: {name} was exported again since it was measured: measuring it again",
+                    flush=True,
+                )
             for name in ("teacher", "student"):
                 entry = results.data.setdefault(name, {})
                 measure_reference(entry, runs[name], exports[name], args.samples, args.views, results.save)
