@@ -114,7 +114,7 @@ def test_good_command_line_parses_to_our_config():
             "--pipeline.model.eugen.feature-map",
             "softplus",
             "--pipeline.model.eugen.trainable-projections",
-            "False",
+            "True",
             "--pipeline.model.eugen.fused-inference",
             "False",
         ]
@@ -123,7 +123,7 @@ def test_good_command_line_parses_to_our_config():
     assert (eugen.num_features, eugen.feature_map, eugen.trainable_projections, eugen.fused_inference) == (
         16,
         "softplus",
-        False,
+        True,
         False,
     )
 

@@ -46,12 +46,8 @@ class NeRFEUGenConfig(EUGenSpec):
     """Phi of the trunk's EUGen layers. Identity: each layer is a degree-2 polynomial of its input; behind the
     dense first layer it learns like a dense trunk of EUGen's size, and it trains to a higher PSNR than the ReLU
     map."""
-    trainable_projections: bool = True
-    """Learn the projections G (stored in checkpoints). With trunk layer 1 dense too, EUGen follows its dense
-    twin's PSNR on thin structures more closely than frozen G behind one dense layer (docs/benchmarks.md, NeRF)."""
-    trunk_layers: tuple[int, ...] = (2, 3, 5, 6)
-    """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last). Layers 0 and 1 stay
-    dense: two learned layers lift the positional encoding before the first EUGen chain."""
+    trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6)
+    """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
     head_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
 
