@@ -437,6 +437,68 @@ CASES = [
         parsed_by_tyro=True,
     ),
     Case(
+        "distill-width-fraction-of-without-a-fraction",
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--width-fraction-of",
+            "field_*.trunk.layers.7",
+        ],
+        "eugen-distill",
+        lambda i, s: "width-fraction-of: expected PATTERN=FRACTION, got 'field_*.trunk.layers.7'",
+        parsed_by_tyro=True,
+    ),
+    Case(
+        "distill-width-fraction-of-matching-no-layer",
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--width-fraction-of",
+            "field_*.head.layers.7=1/2",
+        ],
+        "eugen-distill",
+        lambda i, s: (
+            "width-fraction-of 'field_*.head.layers.7=1/2': 'field_*.head.layers.7' matches none of the layers replaced"
+        ),
+    ),
+    Case(
+        "distill-narrow-fraction-with-seeded-projections",
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--narrow-fraction",
+            "1/2",
+            "--projections",
+            "seeded",
+        ],
+        "eugen-distill",
+        lambda i, s: (
+            "narrow-fraction keeps the first of the teacher's pivoted units; projections 'seeded' are not those"
+        ),
+        parsed_by_tyro=True,
+    ),
+    Case(  # the default fraction typed out where it does not apply: not dropped silently as the default is
+        "distill-default-narrow-fraction-typed-for-a-baseline",
+        lambda i, s: [
+            "--teacher",
+            str(TEACHER),
+            "--output-dir",
+            str(s / "out"),
+            "--eugen.layer-type",
+            "lowrank",
+            "--narrow-fraction",
+            "7/16",
+        ],
+        "eugen-distill",
+        lambda i, s: "narrow-fraction narrows EUGen layers; eugen.layer-type lowrank has none",
+    ),
+    Case(
         "distill-num-features-with-width-fraction",
         lambda i, s: [
             "--teacher",

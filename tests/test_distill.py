@@ -1326,6 +1326,107 @@ def test_width_fraction_sizes_each_layer_from_the_one_it_replaces_and_the_studen
         assert layer.projections.shape[0] == 8
 
 
+def test_width_fraction_of_gives_the_layers_it_matches_their_own_width_and_the_student_loads_with_it(
+    dense_teacher, tmp_path
+):
+    """``--width-fraction-of PATTERN=FRACTION``: the layers whose path matches take that fraction, the others
+    ``--width-fraction``; the student's config carries both, so ``ns-eval`` builds the same layers (strict
+    load), and its fused form renders what its layers compute."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    result = distill(
+        options(
+            dense_teacher,
+            tmp_path / "mixed",
+            projections="teacher",
+            evaluate=False,
+            width_fraction=0.25,
+            width_fraction_of=("field_*.trunk.layers.2=1/2", "field_fine.trunk.layers.3=3/4"),
+            degree=1,
+            num_features=EUGenSpec.num_features,
+        )
+    )
+    expected = {"1": 8, "2": 16, "3": 8}  # of the 32-wide test teacher
+    loaded = load_teacher(tmp_path / "mixed", "cpu")
+    assert loaded.config.pipeline.model.width_fraction_of == (
+        "field_*.trunk.layers.2=1/2",
+        "field_fine.trunk.layers.3=3/4",
+    )
+    student = loaded.model.eval()
+    assert len(result.fits) == 6
+    for path in result.fits:
+        layer = student.get_submodule(path)
+        m = 24 if path == "field_fine.trunk.layers.3" else expected[path[-1]]
+        assert layer.num_features == layer.projections.shape[0] == m, path
+    trunk = student.get_submodule("field_fine.trunk")
+    points = torch.randn(512, trunk.in_dim)
+    with torch.no_grad():
+        fused = trunk(points)
+        unfused = trunk.forward_unfused(points)
+    torch.testing.assert_close(fused, unfused, rtol=1e-4, atol=1e-5)
+
+
+def test_the_default_narrowing_applies_only_where_it_can():
+    """By default every EUGen layer made of the teacher's units is tried narrower; the baselines, seeded
+    projections and one m for every layer have nothing it can narrow, and the default steps aside for them
+    (an explicit fraction there is an error)."""
+    from eugen_nerf.distill.options import DEFAULT_NARROW_FRACTION
+
+    teacher = Path("teachers/shiny128/dense-nerf/paper")
+    assert DistillOptions(teacher=teacher).narrow_fraction == DEFAULT_NARROW_FRACTION
+    for other in (
+        dict(eugen=EUGenSpec(layer_type="lowrank")),
+        dict(eugen=EUGenSpec(layer_type="snnk")),
+        dict(projections="seeded"),
+        dict(width_fraction=None),
+    ):
+        assert DistillOptions(teacher=teacher, **other).narrow_fraction is None, other
+        with pytest.raises(DistillError, match="narrow-fraction"):
+            DistillOptions(teacher=teacher, narrow_fraction=1 / 2, **other)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_a_layer_narrowed_from_its_statistics_is_the_layer_distilled_at_the_narrow_width(
+    dense_teacher, tmp_path, degree
+):
+    """``--narrow-fraction f``: a layer solved from its statistics restricted to its first ``f`` units is the
+    layer a run at width ``f`` fits (same units, same inputs, same solve), so with every layer narrowed the two
+    students are equal; the student's config names each narrowed layer, and it loads with those widths. At
+    ``--narrow-r2 1`` no layer narrows, and the decisions say so."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    common = dict(projections="teacher", evaluate=False, degree=degree, num_features=EUGenSpec.num_features)
+    narrow = distill(
+        options(
+            dense_teacher, tmp_path / "n", width_fraction=0.5, narrow_fraction=0.25, narrow_r2=-1.0, **common
+        )
+    )
+    direct = distill(options(dense_teacher, tmp_path / "d", width_fraction=0.25, **common))
+    assert set(narrow.fits) == set(direct.fits)
+    for path, fit in direct.fits.items():  # equal but for rounding, which later layers' inputs carry on
+        assert narrow.fits[path].r2_heldout == pytest.approx(fit.r2_heldout, abs=1e-5)
+        for key in ("weight", "bias", "projections"):
+            ours, theirs = getattr(narrow.fits[path], key), getattr(fit, key)
+            torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4 * float(theirs.abs().max()))
+
+    decisions = narrow.report["narrowed"]
+    assert [d["path"] for d in decisions] == sorted(narrow.fits, key=list(narrow.fits).index)
+    assert all(d["kept"] and d["features"] == [16, 8] for d in decisions)
+    loaded = load_teacher(tmp_path / "n", "cpu")
+    assert set(loaded.config.pipeline.model.width_fraction_of) == {f"{path}=1/4" for path in narrow.fits}
+    for path in narrow.fits:
+        assert loaded.model.get_submodule(path).num_features == 8
+
+    kept = distill(
+        options(
+            dense_teacher, tmp_path / "k", width_fraction=0.5, narrow_fraction=0.25, narrow_r2=1.0, **common
+        )
+    )
+    assert not any(d["kept"] for d in kept.report["narrowed"])
+    assert all(fit.weight.shape[1] == 16 * degree for fit in kept.fits.values())
+    assert load_teacher(tmp_path / "k", "cpu").config.pipeline.model.width_fraction_of == ()
+
+
 @pytest.mark.parametrize("projections, degree", [("teacher", 2), ("teacher-pairs", 2), ("teacher", 1)])
 def test_refined_teacher_units_stay_one_projection_and_the_loaded_student_projects_them_once(
     dense_teacher, tmp_path, projections, degree

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -87,9 +89,41 @@ DEFAULT_WIDTH_FRACTION = 5 / 8
 """``m`` per layer by default: 160 of a 256-wide layer (with :data:`DEFAULT_LAYERS`, the narrowest width that
 keeps 99% of a paper-sized NeRF teacher's PSNR in closed form)."""
 
+DEFAULT_NARROW_FRACTION = 7 / 16
+"""Each EUGen layer is tried at 112 of 256 units (:attr:`DistillOptions.narrow_fraction`) and kept there when it
+fits as well as :data:`DEFAULT_NARROW_R2` says: on a paper-sized NeRF teacher the two last trunk layers pass,
+and the student renders faster for a few hundredths of a dB."""
+
+DEFAULT_NARROW_R2 = 0.99
+"""The held-out R² in closed form a narrowed layer must reach to be kept."""
+
 DEFAULT_LAYERS = ("hidden", "twin")
 """The layers replaced by default: every hidden layer, and the teacher's EUGen twin's layers where it has no
 hidden one (a dense-zipnerf teacher)."""
+
+
+def parse_width_override(entry: str) -> tuple[str, float]:
+    """``PATTERN=FRACTION`` (one entry of ``--width-fraction-of``) as ``(pattern, fraction)``."""
+    pattern, equals, value = str(entry).rpartition("=")
+    if not equals or not pattern:
+        raise DistillError(f"width-fraction-of: expected PATTERN=FRACTION, got {entry!r}")
+    number = fraction(value)
+    if not 0 < number <= 1:
+        raise DistillError(f"width-fraction-of: the fraction of {pattern!r} must be in (0, 1], got {value}")
+    return pattern, number
+
+
+def layer_width_fraction(
+    path: str, width_fraction: float | None, overrides: Sequence[str] = ()
+) -> float | None:
+    """The width fraction of the layer at ``path``: the last of ``overrides`` (``PATTERN=FRACTION``) whose glob
+    pattern matches it, else ``width_fraction``."""
+    chosen = width_fraction
+    for entry in overrides:
+        pattern, number = parse_width_override(entry)
+        if fnmatch.fnmatchcase(path, pattern):
+            chosen = number
+    return chosen
 
 
 def distill_spec() -> EUGenSpec:
@@ -136,6 +170,20 @@ class DistillOptions:
     width_fraction: FractionArg | None = DEFAULT_WIDTH_FRACTION
     """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 5/8 gives
     m = 160 on a 256-wide teacher and m = 40 on a 64-wide one. None: --eugen.num-features for every layer."""
+    width_fraction_of: Annotated[tuple[str, ...], tyro.conf.arg(metavar="PATTERN=FRACTION ...")] = ()
+    """``PATTERN=FRACTION`` entries giving the layers whose path matches the glob PATTERN (see --list-layers)
+    their own width fraction instead of --width-fraction, the last match winning: a layer the teacher's next
+    layers read easily can be narrower (``'field_*.trunk.layers.[67]=1/2'``). Each pattern must match a
+    replaced layer."""
+    narrow_fraction: FractionArg | None = DEFAULT_NARROW_FRACTION
+    """Try every EUGen layer narrower: once a layer is solved at its width, its first units, this fraction of
+    the replaced layer's outputs (the first pivots of ``--projections teacher``; 7/16: 112 of 256), are solved
+    again from the same statistics, and that narrower layer is kept (then refined) when its held-out R² in
+    closed form is at least --narrow-r2. The widths chosen are stored in the config as --width-fraction-of entries. None:
+    every layer keeps its width. Only EUGen layers with the teacher's units (the default --eugen and
+    --projections) and a --width-fraction are narrowed: otherwise the default does not apply."""
+    narrow_r2: float = DEFAULT_NARROW_R2
+    """--narrow-fraction only: the held-out R² a narrower layer must reach in closed form to be kept."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
@@ -253,6 +301,17 @@ class DistillOptions:
             self.eugen.validate()
         except ValueError as error:
             raise DistillError(str(error)) from None
+        self.width_fraction_of = tuple(str(entry) for entry in self.width_fraction_of)
+        for entry in self.width_fraction_of:
+            parse_width_override(entry)
+        if self.narrow_fraction is not None:
+            value = self.narrow_fraction
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise DistillError(f"narrow-fraction must be in (0, 1] or None, got {value!r}")
+        if isinstance(self.narrow_r2, bool) or not isinstance(self.narrow_r2, (int, float)):
+            raise DistillError(f"narrow-r2 must be a number <= 1, got {self.narrow_r2!r}")
+        if not self.narrow_r2 <= 1:
+            raise DistillError(f"narrow-r2 must be a number <= 1, got {self.narrow_r2!r}")
         if self.width_fraction is not None:
             value = self.width_fraction
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
@@ -280,6 +339,11 @@ class DistillOptions:
                 f"eugen.layer-type {self.eugen.layer_type} keeps its own "
                 "(use --projections seeded)"
             )
+        why = self.narrow_conflict()
+        if why is not None and self.narrow_fraction == DEFAULT_NARROW_FRACTION:
+            self.narrow_fraction = None  # the default narrows what it can; here nothing
+        elif why is not None:
+            raise DistillError(why)
         if self.projections == "teacher-pairs" and self.eugen.degree < 2:
             raise DistillError(
                 "projections 'teacher-pairs' multiplies units in orders 2 and up; "
@@ -397,12 +461,32 @@ class DistillOptions:
             "probe_batches",
             "width_fraction",
         )
+        # absent when unused: fingerprints from before these options stay valid
+        if self.width_fraction_of:
+            keys += ("width_fraction_of",)
+        if self.narrow_fraction is not None:
+            keys += ("narrow_fraction", "narrow_r2")
         values = asdict(self)
         eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
         return {
             **{key: values[key] if not isinstance(values[key], tuple) else list(values[key]) for key in keys},
             "eugen": eugen,
         }
+
+    def narrow_conflict(self) -> str | None:
+        """Why --narrow-fraction cannot apply to these options (None when it can, or is None)."""
+        if self.narrow_fraction is None:
+            return None
+        if self.eugen.layer_type != "eugen":
+            return f"narrow-fraction narrows EUGen layers; eugen.layer-type {self.eugen.layer_type} has none"
+        if self.projections != "teacher":
+            return (
+                f"narrow-fraction keeps the first of the teacher's pivoted units; projections "
+                f"{self.projections!r} are not those (use --projections teacher)"
+            )
+        if self.width_fraction is None:
+            return "narrow-fraction narrows the layers of --width-fraction: give one"
+        return None
 
     def recorded(self) -> dict:
         """The options that make a student: the capture's and the fine-tune's (its report's ``options``)."""

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fnmatch
 import io
 import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
@@ -38,7 +40,13 @@ from tqdm import tqdm
 from eugen_nerf.distill.capture import Capture, LayerEquations, PreactivationProbe
 from eugen_nerf.distill.field_match import named_fields
 from eugen_nerf.distill.finetune import FinetuneLog, finetune
-from eugen_nerf.distill.options import DistillError, DistillInterrupted, DistillOptions
+from eugen_nerf.distill.options import (
+    DistillError,
+    DistillInterrupted,
+    DistillOptions,
+    layer_width_fraction,
+    parse_width_override,
+)
 from eugen_nerf.distill.output import (
     StateStore,
     check_output_dir,
@@ -78,7 +86,7 @@ from eugen_nerf.distill.student import (
 )
 from eugen_nerf.distill.teacher import load_teacher
 from eugen_nerf.eval.runs import Run, final_rgb
-from eugen_nerf.layers import LowRankLinear, pivoted_units, unit_projections
+from eugen_nerf.layers import EUGenLinear, LowRankLinear, pivoted_units, unit_projections
 
 
 @dataclass
@@ -201,6 +209,13 @@ class Distillation:
                 raise DistillError(
                     f"{self.teacher.config_path}: no replaceable layer selected (see --list-layers)"
                 )
+            for entry in options.width_fraction_of:
+                pattern = parse_width_override(entry)[0]
+                if not any(fnmatch.fnmatchcase(ref.path, pattern) for ref in self.refs):
+                    raise DistillError(
+                        f"width-fraction-of {entry!r}: {pattern!r} matches none of the layers replaced "
+                        f"({', '.join(ref.path for ref in self.refs)})"
+                    )
             if options.finetune_steps and options.finetune_target == "fields" and not named_fields(model):
                 raise DistillError(
                     f"{self.teacher.config_path}: finetune-target 'fields' matches the teacher's "
@@ -245,6 +260,7 @@ class Distillation:
             "fits": {},
             "decisions": [],
             "teacher_rgb": {},
+            "narrowed": [],
         }
         if self.state["stage"] or self.state["next_batch"]:
             self.say(
@@ -266,7 +282,9 @@ class Distillation:
     def student_layer(self, ref: LayerRef):
         """The unfitted layer replacing ``ref``: seeded, or with the teacher's units as projections."""
         options = self.options
-        layer = make_student_layer(self.mlps[ref.mlp_path], ref, options.spec, options.width_fraction)
+        layer = make_student_layer(
+            self.mlps[ref.mlp_path], ref, options.spec, options.width_fraction, self.widths()
+        )
         units = self.state.get("units", {}).get(ref.path)
         if units is not None:
             with torch.no_grad():
@@ -294,15 +312,74 @@ class Distillation:
                 model(self.rays.batch(b, self.device))
         self.state["units"] = {
             path: pivoted_units(
-                gram, layer_features(options.eugen, self.dense[path].out_features, options.width_fraction)
+                gram,
+                layer_features(
+                    options.eugen,
+                    self.dense[path].out_features,
+                    layer_width_fraction(path, options.width_fraction, options.width_fraction_of),
+                ),
             )
             for path, gram in probe.grams().items()
         }
         self.store.save(self.state)
 
+    def widths(self) -> tuple[str, ...]:
+        """``--width-fraction-of`` entries of the student: the user's, then those of the layers --narrow-fraction
+        narrowed (exact paths, so they win)."""
+        narrowed = [f"{d['path']}={d['fraction']}" for d in self.state.get("narrowed", []) if d["kept"]]
+        return (*self.options.width_fraction_of, *narrowed)
+
+    def narrowed(self, eq: LayerEquations, fit: LayerFit) -> tuple[LayerEquations, LayerFit]:
+        """``--narrow-fraction``: the layer of ``eq`` with only its first units (those of the narrow fraction),
+        solved from ``eq``'s statistics restricted to their features, with that solution, when its held-out R²
+        in closed form reaches ``--narrow-r2``; ``(eq, fit)`` unchanged otherwise. Recorded in the state."""
+        options, layer = self.options, eq.layer
+        count = layer_features(options.eugen, self.dense[eq.ref.path].out_features, options.narrow_fraction)
+        if not isinstance(layer, EUGenLinear) or count >= layer.num_features:
+            return eq, fit
+        fraction = str(Fraction(options.narrow_fraction).limit_denominator(1000))
+        narrow = make_student_layer(
+            self.mlps[eq.ref.mlp_path],
+            eq.ref,
+            options.spec,
+            options.width_fraction,
+            (*self.widths(), f"{eq.ref.path}={fraction}"),
+        )
+        m = layer.num_features
+        with torch.no_grad():  # the first ``count`` rows of every projection block, their features' columns
+            blocks = layer.projections.detach().view(-1, m, layer.projections.shape[-1])
+            narrow.projections.copy_(blocks[:, :count].reshape(-1, blocks.shape[-1]))
+        columns = torch.cat([torch.arange(count) + order * m for order in range(layer.degree)])
+        narrow_eq = LayerEquations(
+            eq.ref,
+            narrow,
+            eq.train.restrict(columns),
+            eq.heldout.restrict(columns),
+            eq.rows,
+            eq.heldout_rows,
+        )
+        narrow_fit = solve_layer(narrow_eq, options.ridges)
+        narrow_fit.projections = narrow.projections.detach().clone()
+        kept = narrow_fit.r2_heldout >= options.narrow_r2
+        self.state.setdefault("narrowed", []).append(
+            {
+                "path": eq.ref.path,
+                "fraction": fraction,
+                "features": [m, count],
+                "r2_heldout_closed_form": [fit.r2_heldout, narrow_fit.r2_heldout],
+                "kept": kept,
+            }
+        )
+        self.say(
+            f"  {eq.ref.path}: {count} of {m} units, R² held-out in closed form {narrow_fit.r2_heldout:.5f} "
+            f"(all {m}: {fit.r2_heldout:.5f}) -> {'narrowed' if kept else 'kept at ' + str(m)}"
+        )
+        return (narrow_eq, narrow_fit) if kept else (eq, fit)
+
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
         mlp = self.mlps[ref.mlp_path]
-        layer = make_student_layer(mlp, ref, self.options.spec, self.options.width_fraction)
+        options = self.options
+        layer = make_student_layer(mlp, ref, options.spec, options.width_fraction, self.widths())
         with torch.no_grad():
             # fit.weight has the layer's rank: its SVD factors it exactly
             if isinstance(layer, LowRankLinear):
@@ -385,6 +462,8 @@ class Distillation:
                     fit = solve_layer(eq, options.ridges)
                     if "units" in self.state:  # the teacher's units are this layer's G: stored with its fit
                         fit.projections = eq.layer.projections.detach().clone()
+                    if options.narrow_fraction is not None:
+                        eq, fit = self.narrowed(eq, fit)
                 if options.refine_steps:
                     with self.timer("refine"):
                         fit = refine_layer(
@@ -589,7 +668,12 @@ class Distillation:
         step = teacher.step + options.finetune_steps
         with self.timer("build"):
             config = student_trainer_config(
-                teacher.config, options.output_dir, sorted(self.fits), options.spec, options.width_fraction
+                teacher.config,
+                options.output_dir,
+                sorted(self.fits),
+                options.spec,
+                options.width_fraction,
+                self.widths(),
             )
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
@@ -631,6 +715,8 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
         else None,
         "teacher": teacher_scores,
     }
+    if options.narrow_fraction is not None:
+        report["narrowed"] = run.state.get("narrowed", [])
     result = DistillResult(None, run.fits, run.statistics, report, run.teacher)
     if run.rank != 0:
         return result

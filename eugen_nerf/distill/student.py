@@ -25,7 +25,7 @@ from nerfstudio.field_components.mlp import MLP
 from nerfstudio.models.base_model import Model, ModelConfig
 from torch import nn
 
-from eugen_nerf.distill.options import DistillError
+from eugen_nerf.distill.options import DistillError, layer_width_fraction
 from eugen_nerf.extensions import extend_model
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, EUGenSpec
 from eugen_nerf.layers.baselines import LowRankLinear
@@ -230,15 +230,21 @@ def layer_features(spec: EUGenSpec, out_features: int, width_fraction: float | N
 
 
 def make_student_layer(
-    mlp: EUGenMLP, ref: LayerRef, spec: EUGenSpec, width_fraction: float | None = None
+    mlp: EUGenMLP,
+    ref: LayerRef,
+    spec: EUGenSpec,
+    width_fraction: float | None = None,
+    width_fraction_of: Sequence[str] = (),
 ) -> nn.Module:
     """The (unfitted) layer that will replace ``ref``, of ``spec.layer_type`` (EUGen, or a reviewers' baseline:
-    SNNK, low-rank), on its MLP's device and dtype; ``m`` from :func:`layer_features`."""
+    SNNK, low-rank), on its MLP's device and dtype; ``m`` from :func:`layer_features`, at the width fraction
+    ``width_fraction_of`` gives the layer's path, else ``width_fraction``."""
     dense = mlp.layers[ref.index]
+    fraction = layer_width_fraction(ref.path, width_fraction, width_fraction_of)
     spec = replace(
         spec,
         seed=layer_seed(spec, ref.path),
-        num_features=layer_features(spec, dense.out_features, width_fraction),
+        num_features=layer_features(spec, dense.out_features, fraction),
     )
     layer = EUGenMLP.make_layer(spec.layer_type, dense.in_features, dense.out_features, spec)
     return layer.to(device=dense.weight.device, dtype=dense.weight.dtype)
@@ -259,14 +265,18 @@ def install_layer(mlp: EUGenMLP, index: int, layer: nn.Module) -> None:
 
 
 def apply_student(
-    model: nn.Module, paths: Sequence[str], spec: EUGenSpec, width_fraction: float | None = None
+    model: nn.Module,
+    paths: Sequence[str],
+    spec: EUGenSpec,
+    width_fraction: float | None = None,
+    width_fraction_of: Sequence[str] = (),
 ) -> list[LayerRef]:
     """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``;
     return their refs."""
     refs = resolve_layers(model, paths)
     mlps = convert_mlps(model, refs)
     for ref in refs:
-        layer = make_student_layer(mlps[ref.mlp_path], ref, spec, width_fraction)
+        layer = make_student_layer(mlps[ref.mlp_path], ref, spec, width_fraction, width_fraction_of)
         install_layer(mlps[ref.mlp_path], ref.index, layer)
     return refs
 
@@ -284,11 +294,14 @@ class StudentModelConfig(ModelConfig):
     """Hyper-parameters of the EUGen layers (each layer's seed is saved in the checkpoint)."""
     width_fraction: float | None = None
     """``m`` of each layer as a fraction of the replaced layer's outputs (None: ``eugen.num_features``)."""
+    width_fraction_of: tuple[str, ...] = ()
+    """``PATTERN=FRACTION``: the width fraction of the layers whose path matches PATTERN, instead of
+    ``width_fraction`` (eugen-distill --width-fraction-of)."""
 
     def setup(self, **kwargs) -> Model:
         self.teacher.eval_num_rays_per_chunk = self.eval_num_rays_per_chunk
         model = self.teacher.setup(**kwargs)
-        apply_student(model, self.layers, self.eugen, self.width_fraction)
+        apply_student(model, self.layers, self.eugen, self.width_fraction, self.width_fraction_of)
         extend_model(model)  # after the swap (viewer controls): populate_modules saw only dense layers
         return model
 
@@ -321,6 +334,7 @@ def student_trainer_config(
     layers: Sequence[str],
     spec: EUGenSpec,
     width_fraction: float | None = None,
+    width_fraction_of: Sequence[str] = (),
 ) -> DistilledTrainerConfig:
     """The ``config.yml`` of a student run: the teacher's, with the student model and new paths.
 
@@ -335,6 +349,7 @@ def student_trainer_config(
             layers=tuple(layers),
             eugen=spec,
             width_fraction=width_fraction,
+            width_fraction_of=tuple(width_fraction_of),
             eval_num_rays_per_chunk=teacher_config.pipeline.model.eval_num_rays_per_chunk,
         ),
     )

@@ -114,6 +114,20 @@ class NormalEquations:
         for key in self.STATE_KEYS:
             dist.all_reduce(getattr(self, key), op=dist.ReduceOp.SUM)
 
+    def restrict(self, columns: torch.Tensor) -> NormalEquations:
+        """The statistics of the fit on the features ``columns`` only (a new object; the targets' are shared
+        values, copied): what the same rows would have accumulated for a layer with just those features."""
+        columns = torch.as_tensor(columns, dtype=torch.long, device=self.gram.device)
+        out = NormalEquations(
+            columns.numel(), self.num_outputs, device=self.gram.device, dtype=self.gram.dtype
+        )
+        out.gram.copy_(self.gram[columns][:, columns])
+        out.cross.copy_(self.cross[columns])
+        out.feature_sum.copy_(self.feature_sum[columns])
+        for key in ("target_sum", "target_sq_sum", "count"):
+            getattr(out, key).copy_(getattr(self, key))
+        return out
+
     def merge_(self, other: NormalEquations) -> NormalEquations:
         for key in self.STATE_KEYS:
             getattr(self, key).add_(getattr(other, key))

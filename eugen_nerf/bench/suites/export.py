@@ -90,6 +90,9 @@ class BenchExport:
     """eugen-distill's --layers for the student (its default when not given)."""
     distill_width_fraction: float | None = None
     """eugen-distill's --width-fraction for the student (its default when not given)."""
+    distill_narrow: bool = True
+    """eugen-distill's --narrow-fraction at its default (no: --narrow-fraction None, every layer at
+    --distill-width-fraction)."""
     zipnerf_scene: Path = Path("scenes/bunny64")
     """The scene the Zip-NeRF pair trains on."""
     zipnerf_steps: int = 600
@@ -240,6 +243,8 @@ def student_run(args: BenchExport) -> Path:
         )
         if getattr(args, f"distill_{name}") is not None
     }
+    if not args.distill_narrow:
+        given["narrow_fraction"] = None
     options = DistillOptions(teacher=args.teacher, output_dir=output, overwrite=True, **given)
     report = output / "distill_report.json"
     if report.is_file() and (output / "config.yml").is_file():
