@@ -308,10 +308,9 @@ class DistillOptions:
             value = self.narrow_fraction
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise DistillError(f"narrow-fraction must be in (0, 1] or None, got {value!r}")
-        if isinstance(self.narrow_r2, bool) or not isinstance(self.narrow_r2, (int, float)):
-            raise DistillError(f"narrow-r2 must be a number <= 1, got {self.narrow_r2!r}")
-        if not self.narrow_r2 <= 1:
-            raise DistillError(f"narrow-r2 must be a number <= 1, got {self.narrow_r2!r}")
+        r2 = self.narrow_r2
+        if isinstance(r2, bool) or not isinstance(r2, (int, float)) or not r2 <= 1:
+            raise DistillError(f"narrow-r2 must be a number <= 1, got {r2!r}")
         if self.width_fraction is not None:
             value = self.width_fraction
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
