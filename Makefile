@@ -1,5 +1,5 @@
-# The README's quick start: `make demo` (distil the shipped NeRF teacher into an EUGen student and compare
-# the two) and `make test` (the default test suite). Both set up the environment first.
+# The README's quick start: `make demo` (compare the shipped NeRF teacher with its shipped EUGen student;
+# DEMO_DISTILL=1 distils the student first) and `make test` (the default test suite). Both set up the environment first.
 PY := .venv/bin/python
 
 .PHONY: setup demo test test-slow bench scenes-setup

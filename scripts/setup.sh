@@ -26,6 +26,8 @@ if [ "$want_scenes" = 1 ]; then
   command -v blender >/dev/null || apt_missing+=(blender)
   command -v colmap >/dev/null || apt_missing+=(colmap)
 fi
+# Debian splits venv (with ensurepip) out of python3.
+if [ ! -x "$VENV/bin/python" ] && ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then apt_missing+=(python3-venv); fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "[setup] installing Debian packages: ${apt_missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
