@@ -1,5 +1,7 @@
 """EUGenMLP, its fused form, and the closed-form fit."""
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -191,6 +193,35 @@ def test_fit_distils_a_dense_relu_layer_and_matches_batch_lstsq():
         reference = torch.linalg.lstsq(design, teacher(x_all)).solution
     assert torch.allclose(solution.weight.T, reference[:-1], atol=1e-6)
     assert (solution.r2 > 0.9).all()
+
+
+def test_pooled_r2_is_finite_when_some_outputs_never_vary():
+    # units of a teacher that fire on the training rays and never on the held-out ones: their held-out
+    # targets have no variance, and the pooled R² must count their error rather than sink to -inf
+    torch.manual_seed(0)
+
+    def pairs(rows, dead):
+        x = torch.randn(rows, 8, dtype=torch.float64)
+        targets = torch.relu(
+            x @ torch.randn(8, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        )
+        targets[:, 6:] *= 0.0 if dead else 0.5
+        return torch.cat([x, x.square()], 1), targets
+
+    train, heldout = NormalEquations(16, 9), NormalEquations(16, 9)
+    train.update(*pairs(4000, dead=False))
+    features, targets = pairs(2000, dead=True)
+    heldout.update(features, targets)
+    solution = train.solve(ridge=1e-8)
+    predicted = features @ solution.weight.T + solution.bias
+    by_rows = 1 - (predicted - targets).square().sum() / (targets - targets.mean(0)).square().sum()
+    pooled = heldout.pooled_r2(solution.weight, solution.bias)
+    assert math.isfinite(pooled) and pooled < 1
+    assert pooled == pytest.approx(float(by_rows), abs=1e-9)
+    assert heldout.pooled_r2(solution.weight * 0.5, solution.bias) < pooled  # a ridge sweep can choose
+    constant = NormalEquations(16, 2)
+    constant.update(features, torch.zeros(len(features), 2, dtype=torch.float64))
+    assert math.isnan(constant.pooled_r2(torch.zeros(2, 16), torch.zeros(2)))
 
 
 def test_fit_state_round_trip_and_merge_equal_single_pass():

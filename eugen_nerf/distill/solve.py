@@ -18,7 +18,7 @@ from torch import Tensor
 
 from eugen_nerf.distill.capture import LayerEquations
 from eugen_nerf.inputs.numerics import check_finite
-from eugen_nerf.layers import LowRankLinear, NormalEquations, order_rows, tie_order_gradients_
+from eugen_nerf.layers import LowRankLinear, order_rows, tie_order_gradients_
 
 
 @dataclass
@@ -51,16 +51,6 @@ class LayerFit:
         return {key: value for key, value in vars(self).items() if not isinstance(value, Tensor)}
 
 
-def pooled_r2(equations: NormalEquations, weight: Tensor, bias: Tensor) -> float:
-    """``1 - Σ_k residual_k / Σ_k variance_k`` on the pairs accumulated in ``equations``."""
-    if equations.count < 2:
-        return float("nan")
-    per_output = equations.r2(weight, bias)
-    total = equations.target_sq_sum - equations.target_sum.square() / equations.count
-    total = total.clamp_min(torch.finfo(total.dtype).tiny)
-    return float(1 - ((1 - per_output) * total).sum() / total.sum())
-
-
 def solve_layer(eq: LayerEquations, ridges: Sequence[float]) -> LayerFit:
     """Solve with each ridge on the training pairs; keep the best held-out R². A low-rank layer's solution is
     reduced to its rank first (reduced-rank regression), so the ridge is chosen for what the layer can hold."""
@@ -70,7 +60,7 @@ def solve_layer(eq: LayerEquations, ridges: Sequence[float]) -> LayerFit:
         solution = eq.train.solve(ridge)
         if rank is not None:
             solution = eq.train.reduce_rank(solution, rank)
-        score = pooled_r2(eq.heldout, solution.weight, solution.bias)
+        score = eq.heldout.pooled_r2(solution.weight, solution.bias)
         if best is None or score > best[0] or (math.isnan(best[0]) and not math.isnan(score)):
             best = (score, solution)
     score, solution = best
@@ -82,14 +72,14 @@ def solve_layer(eq: LayerEquations, ridges: Sequence[float]) -> LayerFit:
         bias=solution.bias,
         ridge=solution.ridge,
         r2_heldout=score,
-        r2_train=pooled_r2(eq.train, solution.weight, solution.bias),
+        r2_train=eq.train.pooled_r2(solution.weight, solution.bias),
         pairs_train=int(eq.train.count),
         pairs_heldout=int(eq.heldout.count),
     )
 
 
 def rows_r2(layer, inputs: Tensor, targets: Tensor) -> float:
-    """Pooled R² of ``layer`` on rows (as :func:`pooled_r2` on statistics)."""
+    """Pooled R² of ``layer`` on rows (as :meth:`NormalEquations.pooled_r2` on statistics)."""
     with torch.no_grad():
         residual = (layer(inputs) - targets).square().sum()
         total = (targets - targets.mean(0)).square().sum().clamp_min(torch.finfo(targets.dtype).tiny)

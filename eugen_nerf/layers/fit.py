@@ -199,18 +199,36 @@ class NormalEquations:
             weight=weight.contiguous(), bias=bias, ridge=solution.ridge, r2=self.r2(weight, bias)
         )
 
-    def r2(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """Per-output R² of ``F Aᵀ + c`` on the accumulated data (from the statistics alone)."""
+    def residuals(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Per-output sum of squared residuals of ``F Aᵀ + c`` on the accumulated data (from the statistics)."""
         a = weight.to(self.gram).T  # (M, out)
         c = bias.to(self.gram)
-        n = self.count
         # Σ‖y - (Fa + c)‖² expanded: Σy² - 2(aᵀFᵀy + cΣy) + aᵀFᵀFa + 2cΣFa + n c²
-        residual = (
+        return (
             self.target_sq_sum
             - 2 * ((a * self.cross).sum(0) + c * self.target_sum)
             + (a * (self.gram @ a)).sum(0)
             + 2 * c * (self.feature_sum @ a)
-            + n * c.square()
+            + self.count * c.square()
         )
-        total = self.target_sq_sum - self.target_sum.square() / n
-        return 1 - residual / total.clamp_min(torch.finfo(total.dtype).tiny)
+
+    def totals(self) -> torch.Tensor:
+        """Per-output sum of squared deviations from the mean target (R²'s denominator)."""
+        return self.target_sq_sum - self.target_sum.square() / self.count
+
+    def r2(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Per-output R² of ``F Aᵀ + c`` on the accumulated data (from the statistics alone). An output that
+        never varies (a dead ReLU unit of a teacher) has no R² of its own: it reads as a huge negative number
+        unless fitted exactly, so pool outputs with :meth:`pooled_r2`, not by averaging these."""
+        total = self.totals()
+        return 1 - self.residuals(weight, bias) / total.clamp_min(torch.finfo(total.dtype).tiny)
+
+    def pooled_r2(self, weight: torch.Tensor, bias: torch.Tensor) -> float:
+        """``1 - Σ_k residual_k / Σ_k total_k`` over the outputs: the fraction of all the targets' variance
+        explained, finite when some outputs never vary; nan with fewer than two samples or no variance."""
+        if self.count < 2:
+            return float("nan")
+        total = self.totals().sum()
+        if total <= 0:
+            return float("nan")
+        return float(1 - self.residuals(weight, bias).sum() / total)
