@@ -148,8 +148,9 @@ class EUGenMLP(nn.Module):
 
     @staticmethod
     def lowrank_rank(spec: EUGenSpec, fan_in: int, fan_out: int) -> int:
-        """Rank of a low-rank baseline layer: ``spec.lowrank_rank``, or EUGen's parameter count
-        ``l·k·m / (d + l)``."""
+        """Rank of a low-rank baseline layer: ``spec.lowrank_rank``, or the rank ``l·k·m / (d + l)`` at
+        which ``U V`` has as many weights as EUGen's ``A`` (EUGen's learned weights when ``G`` is frozen and
+        seeded; a trained ``G`` adds its own)."""
         feature_dim = spec.num_features * spec.degree
         return spec.lowrank_rank or max(1, round(fan_out * feature_dim / (fan_in + fan_out)))
 

@@ -35,7 +35,7 @@ class EUGenSpec:
 
     layer_type: LayerType = "eugen"
     """What the selected layers become: EUGen, or a reviewers' baseline at EUGen's parameter count
-    (lowrank: learned U V of rank l*k*m/(d+l); snnk: ReLU random features of width k*m, degree 1, no norm;
+    (lowrank: learned U V of rank l*k*m/(d+l), as many weights as EUGen's A; snnk: ReLU random features of width k*m, degree 1, no norm;
     dense: the twin)."""
     num_features: int = 64
     """m, random features per polynomial order (feature width m * degree)."""
@@ -60,7 +60,7 @@ class EUGenSpec:
     projection_scale: float = 1.0
     """Multiplies the projections: a frequency for feature-map sin (SIREN), 1 otherwise."""
     lowrank_rank: int | None = None
-    """Rank of lowrank layers; None: EUGen's parameter count, l*k*m / (d + l)."""
+    """Rank of lowrank layers; None: as many weights as EUGen's A (l*k*m), rank l*k*m / (d + l)."""
     fused_inference: bool = True
     """In eval mode, run the merged feature-to-feature form of each EUGen MLP."""
     compile_fused: bool = False
