@@ -35,8 +35,8 @@ class EUGenSpec:
 
     layer_type: LayerType = "eugen"
     """What the selected layers become: EUGen, or a reviewers' baseline at EUGen's parameter count
-    (lowrank: learned U V of rank l*k*m/(d+l), as many weights as EUGen's A; snnk: ReLU random features of width k*m, degree 1, no norm;
-    dense: the twin)."""
+    (lowrank: learned U V of rank l*k*m/(d+l), as many weights as EUGen's A; snnk: ReLU random features of
+    width k*m, degree 1, no norm; dense: the twin)."""
     num_features: int = 64
     """m, random features per polynomial order (feature width m * degree)."""
     degree: int = 2
