@@ -250,8 +250,13 @@ def main(argv: list[str] | None = None) -> None:
     from eugen_nerf.inputs.errors import one_line_errors
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("config", type=Path)
-    parser.add_argument("--view", type=int, default=0)
+    parser.add_argument(
+        "config",
+        type=Path,
+        help="a trained run's config.yml, or (with --scene) a method configuration saved as YAML, built with "
+        "its initial weights",
+    )
+    parser.add_argument("--view", type=int, default=0, help="the test view to render (default: 0)")
     parser.add_argument("--size", type=int, default=None, help="render the view this many pixels wide")
     parser.add_argument("--scene", type=Path, default=None, help="build CONFIG untrained on this scene")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
