@@ -164,7 +164,8 @@ def test_gather_hash_encoding_equals_nerfstudios(features, max_res, log2_size, m
 @pytest.mark.parametrize("features", [1, 2, 4, 3])
 def test_row_gather_reads_the_rows_embedding_reads(features):
     """Rows read as one 4-, 8- or 16-byte scalar with 32-bit indices (3 features: the generic path) equal
-    ``embedding`` with 64-bit ones, bit for bit, and so do the gradients scattered back into the table."""
+    ``embedding`` with 64-bit ones, bit for bit, and the gradients summed back into the table equal
+    ``embedding``'s (on the CPU summed by ``bincount`` in float64, so to rounding)."""
     from eugen_nerf.fields.hashgrid import _GatherRows
 
     torch.manual_seed(0)

@@ -17,7 +17,10 @@ function (same table, hash and trilinear weights; tests compare it with nerfstud
   nerfstudio's forward 0.86 s, this one with ``torch.take`` 0.23 s (0.51 s with the corners innermost);
   nerfacto's default grid (16 levels to 2048, 2^19 rows of 2): 4.20 s and 0.93 s. ``index_select`` on
   32-bit indices then made the forward 1.4x (the preset's grid), 1.6x (nerfacto's) and 1.4x (1 feature a
-  level, Zip-NeRF's proposal grids) faster again, timed side by side.
+  level, Zip-NeRF's proposal grids) faster again, timed side by side;
+- the backward sums the gradient into the table with ``bincount``, one pass over the indices per feature,
+  where ``index_add_`` into a 2-D table runs a tensor operation per index on the CPU: 8 to 80 times faster on
+  the CPU preset's grids, which took a Zip-NeRF training step on one core from 0.83 to 0.36 s.
 
 tiny-cuda-nn, where installed, is untouched.
 """
@@ -61,8 +64,15 @@ class _GatherRows(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         (index,) = ctx.saved_tensors
+        entries, width = ctx.table_shape
+        index, grad = index.reshape(-1), grad.reshape(-1, width)
+        if grad.device.type == "cpu":
+            # On the CPU, index_add_ into a 2-D table runs one tensor operation per index; bincount sums each
+            # feature column in one pass over the indices (in float64, in index order: deterministic).
+            columns = [torch.bincount(index, weights=column, minlength=entries) for column in grad.t()]
+            return torch.stack(columns, dim=1).to(grad.dtype), None
         grad_table = grad.new_zeros(ctx.table_shape)
-        grad_table.index_add_(0, index.reshape(-1), grad.reshape(-1, ctx.table_shape[1]))
+        grad_table.index_add_(0, index, grad)
         return grad_table, None
 
 
