@@ -73,7 +73,7 @@ class MLP:
     steps: list[Step]
     out_activation: str | None = None
 
-    def __call__(self, inputs: Tensor) -> Tensor:
+    def __call__(self, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
         return run_mlp(self, inputs)
 
     def macs_per_point(self) -> int:
@@ -85,17 +85,44 @@ class MLP:
         return total
 
 
-def run_mlp(mlp: MLP, inputs: Tensor) -> Tensor:
-    """The exported MLP at ``inputs`` ``(N, in_dim)``."""
-    x = inputs
+def _add_product(z: Tensor, x: Tensor, weight: Tensor) -> None:
+    """``z += x @ weight.T`` in place (cast to ``z``'s type: autocast does not cast in-place products)."""
+    z.addmm_(x.to(z.dtype), weight.T.to(z.dtype))
+
+
+def _first_product(step: Step, parts: tuple[Tensor, ...]) -> Tensor:
+    """``W [parts] + b`` of the first step, one product per part: the parts are never concatenated."""
+    z = torch.addmm(step.bias, parts[0], step.weight[:, : parts[0].shape[1]].T)
+    column = parts[0].shape[1]
+    for part in parts[1:]:
+        _add_product(z, part, step.weight[:, column : column + part.shape[1]])
+        column += part.shape[1]
+    return z
+
+
+def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
+    """The exported MLP at ``inputs`` ``(N, in_dim)``, or at the concatenation of a tuple of ``(N, d_i)`` parts
+    (read by the first step part by part, without building the concatenation).
+
+    Each step works in place on the product it has just allocated (skip products, activations, norms,
+    orders, feature maps), so a step holds no more than its input and its output at once: the peak memory of
+    a render is set by the widest ``input + output`` pair of steps, for dense and EUGen steps alike."""
+    parts = inputs if isinstance(inputs, tuple) else (inputs,)
+    if len(parts) > 1 and any(step.skip_weight is not None for step in mlp.steps):
+        parts = (torch.cat(parts, dim=-1),)  # a skip reads the whole input again
+    inputs = parts[0]
+    x: Tensor | tuple[Tensor, ...] = parts
     input_sq_norm = None
     for step in mlp.steps:
-        z = torch.addmm(step.bias, x, step.weight.T)
+        if isinstance(x, tuple):
+            z = _first_product(step, x)
+        else:
+            z = torch.addmm(step.bias, x, step.weight.T)
         if step.skip_weight is not None:
             rows = z.shape[1] - step.norm_rows
-            z = torch.cat([z[:, :rows] + inputs @ step.skip_weight.T, z[:, rows:]], dim=1)
+            _add_product(z[:, :rows], inputs, step.skip_weight)
         if step.kind == "dense":
-            x = ACTIVATIONS[step.activation](z)
+            x = _IN_PLACE.get(step.activation, ACTIVATIONS[step.activation])(z)
             continue
         projected, rms = z, None
         if step.needs_input_norm:
@@ -105,7 +132,10 @@ def run_mlp(mlp: MLP, inputs: Tensor) -> Tensor:
                 if step.norm_constant is not None:
                     norm = torch.hypot(norm, norm.new_tensor(step.norm_constant))
             else:
-                norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+                norm = sum(
+                    torch.linalg.vector_norm(part, dim=1, keepdim=True).square()
+                    for part in (x if isinstance(x, tuple) else (x,))
+                ).sqrt()
             if step.skip_weight is not None:
                 if input_sq_norm is None:
                     input_sq_norm = torch.linalg.vector_norm(inputs, dim=1, keepdim=True).square()
@@ -115,24 +145,26 @@ def run_mlp(mlp: MLP, inputs: Tensor) -> Tensor:
             # float32 under bf16/fp16 autocast, every element-wise pass then moving twice the bytes.
             dtype = projected.dtype
             if step.use_norm:
-                projected = projected + norm.to(dtype) * step.norm_projection.to(dtype)
+                projected.addcmul_(norm.to(dtype), step.norm_projection.to(dtype))
             if step.scaling != "polynomial":
                 rms = ((norm.float().square() * (1 + int(step.use_norm)) + 1.0) / step.augmented_dim).sqrt()
                 rms = rms.to(dtype)
-                projected = projected / rms
-        n, m, k = projected.shape[0], step.num_features, step.degree
-        # Running products of the k orders by multiplication (autocast would run cumprod in float32).
-        blocks = projected.view(n, k, m)
-        orders = [blocks[:, 0]]
+                projected.div_(rms)
+        m, k = step.num_features, step.degree
+        # Running products of the k orders, each block multiplied in place by the one before it.
         for order in range(1, k):
-            orders.append(orders[-1] * blocks[:, order])
-        features = FEATURE_MAPS[step.feature_map](torch.cat(orders, dim=1) if k > 1 else orders[0])
+            projected[:, order * m : (order + 1) * m].mul_(projected[:, (order - 1) * m : order * m])
+        features = _FEATURE_MAPS_IN_PLACE.get(step.feature_map, FEATURE_MAPS[step.feature_map])(projected)
         if step.scaling == "linear":
-            features = features * rms
+            features.mul_(rms)
         x = features
         if step.out_weight is not None:
             x = torch.addmm(step.out_bias, x, step.out_weight.T)
     return ACTIVATIONS[mlp.out_activation](x)
+
+
+_IN_PLACE = {"relu": torch.relu_, "sigmoid": torch.sigmoid_}
+_FEATURE_MAPS_IN_PLACE = {"relu": torch.relu_, "sin": torch.sin_}
 
 
 @dataclass
@@ -167,7 +199,7 @@ class NeRFField:
         return self.density(features), features
 
     def color_of(self, directions: Tensor, features: Tensor) -> Tensor:
-        return self.color(torch.cat([self.direction_encoding(directions), features], dim=-1))
+        return self.color((self.direction_encoding(directions), features))
 
     def __call__(self, positions: Tensor, directions: Tensor) -> tuple[Tensor, Tensor]:
         """Density ``(N, 1)`` and colour ``(N, 3)`` at ``positions`` seen along ``directions``."""
@@ -282,7 +314,7 @@ class ZipNeRFField(ZipNeRFDensity):
     rgb_padding: float = 0.0
 
     def color_of(self, directions: Tensor, features: Tensor) -> Tensor:
-        rgb = self.view(torch.cat([features, encode_directions(directions, self.direction_frequencies)], -1))
+        rgb = self.view((features, encode_directions(directions, self.direction_frequencies)))
         return rgb * (1 + 2 * self.rgb_padding) - self.rgb_padding
 
     def macs_per_point(self) -> int:
