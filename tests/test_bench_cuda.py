@@ -146,8 +146,11 @@ def test_a_training_step_computes_gradients_and_leaves_none_behind():
 
 def test_tiny_cpu_run_with_the_training_stack_blocked(tmp_path):
     out = tmp_path / "out"
-    done = run_blocked("--device", "cpu", "--tiny", "--no-compile", "--out", str(out))
-    check_tiny_result(out, done, compiled=False)
+    done = run_blocked("--device", "cpu", "--tiny", "--no-compile", "--out", str(out), "--commit", "0123abc")
+    result = check_tiny_result(out, done, compiled=False)
+    # the code that ran is named even where .git is stale: the commit given, and a hash of the sources
+    assert result["commit"] == "0123abc"
+    assert result["source_sha256"] == cuda.source_sha256() and len(result["source_sha256"]) == 64
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import math
 import platform
@@ -393,7 +394,7 @@ def bench_training(settings: Settings) -> dict:
 
 
 class AutocastMLP:
-    """An exported MLP run in ``precision``, its output widened to fp32 (the renderer composites in fp32)."""
+    """An exported MLP run in ``precision``, its output left in that type (the renderer composites in fp32)."""
 
     def __init__(
         self, mlp: MLP, device: torch.device, call: Callable | None = None, precision: str = "bf16"
@@ -402,7 +403,9 @@ class AutocastMLP:
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         with autocast(self.device, self.precision):
-            return self.call(self.mlp, inputs).float()
+            # in the autocast type: the renderer casts densities and colours to float32 to composite, and
+            # features passed between MLPs stay half-width (a float32 copy would set the render's peak memory)
+            return self.call(self.mlp, inputs)
 
 
 def load_fields(folder: Path, device: torch.device) -> dict:
@@ -628,6 +631,16 @@ def code_commit(start: Path) -> str | None:
     return None
 
 
+def source_sha256() -> str:
+    """SHA-256 over the package's Python sources (path and bytes, in path order): names the code that ran
+    where ``.git`` is absent or stale, as on a machine sent a copy of the work tree."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def machine(device: torch.device) -> dict:
     info = {
         "device": str(device),
@@ -683,6 +696,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=DEFAULT_FIELDS,
         help="folder of the exports (dense-nerf/, eugen-distill/)",
+    )
+    parser.add_argument(
+        "--commit",
+        default=None,
+        help="the code's commit, recorded in cuda.json (default: read from the work tree's .git, which a copied "
+        "tree may hold stale)",
     )
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --tiny, a smoke run)")
     parser.add_argument("--tiny", action="store_true", help="small sizes and few repeats (tests, smoke runs)")
@@ -747,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "command": " ".join([PROG, *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine(device),
-        "commit": code_commit(Path.cwd()),
+        "commit": args.commit or code_commit(Path.cwd()),
+        "source_sha256": source_sha256(),
         "tiny": args.tiny,
         "settings": {
             "points_per_batch": settings.points,

@@ -158,9 +158,12 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
         if step.scaling == "linear":
             features.mul_(rms)
         x = features
+        del z, projected, features  # x alone keeps the features alive (the step's input is already free)
         if step.out_weight is not None:
             x = torch.addmm(step.out_bias, x, step.out_weight.T)
-    return ACTIVATIONS[mlp.out_activation](x)
+    if x is inputs:
+        return ACTIVATIONS[mlp.out_activation](x)
+    return _IN_PLACE.get(mlp.out_activation, ACTIVATIONS[mlp.out_activation])(x)
 
 
 _IN_PLACE = {"relu": torch.relu_, "sigmoid": torch.sigmoid_}

@@ -19,7 +19,8 @@ Two samplings, both stated by :class:`Sampling`:
   least ``min_weight``, and the march stopped once the transmittance falls below ``termination``
   (``early_termination=True``). With both off it is plain volume rendering of the field.
 
-Both composite on the export's background and clamp to ``[0, 1]`` (as nerfstudio does at evaluation).
+Both composite on the export's background and clamp to ``[0, 1]`` (as nerfstudio does at evaluation), in
+float32 whatever type the field MLPs computed in (under autocast their features stay in its type).
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def _shade(field: NeRFField, origins: Tensor, directions: Tensor, bins: Tensor) 
     positions = origins[:, None] + directions[:, None] * mids[..., None]
     dirs = directions[:, None].expand_as(positions)
     density, rgb = field(positions.reshape(-1, 3), dirs.reshape(-1, 3))
-    weights = weights_of(density.view(mids.shape), bins[:, 1:] - bins[:, :-1])
-    return weights, rgb.view(*mids.shape, 3)
+    weights = weights_of(density.float().view(mids.shape), bins[:, 1:] - bins[:, :-1])
+    return weights, rgb.float().view(*mids.shape, 3)
 
 
 def _frustums(
@@ -165,7 +166,7 @@ def _frustums(
     density, features = field.density_and_features(
         means.reshape(-1, *means.shape[-2:]), stds.reshape(-1, stds.shape[-1])
     )
-    return density.view(shape), features
+    return density.float().view(shape), features
 
 
 def _proposals(
@@ -187,7 +188,7 @@ def _proposals(
     density, features = _frustums(field, origins, directions, radii, bins, std_scale)
     weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
     dirs = directions[:, None].expand(*density.shape, 3).reshape(-1, 3)
-    rgb = field.color_of(dirs, features).view(*density.shape, 3)
+    rgb = field.color_of(dirs, features).float().view(*density.shape, 3)
     color = (weights[..., None] * rgb).sum(1)
     return color + exported.background * (1 - weights.sum(1, keepdim=True))
 
@@ -254,7 +255,7 @@ def _march(
         features = None
         if mask.any():
             sigma, features = field.density_and_features(positions[mask], blur[mask])
-            density[mask] = sigma[:, 0]
+            density[mask] = sigma[:, 0].to(density.dtype)
         alpha = 1 - torch.exp(-density * delta)
         # transmittance before each sample: the live value times the chunk's running product
         before = transmittance[live, None] * torch.cumprod(
