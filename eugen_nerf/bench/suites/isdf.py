@@ -221,6 +221,8 @@ def speed_matched(config: BenchISDF, eugen: ISDFFieldConfig) -> ISDFFieldConfig:
 
 def describe(spec: ISDFEUGenConfig, lr: float | None = None) -> str:
     layers = ",".join(str(i) for i in spec.layers)
+    if spec.layer_type == "lowrank":
+        return f"lowrank (layers {layers}, as many weights as EUGen's A)"
     if spec.layer_type != "eugen":
         return f"{spec.layer_type} (layers {layers}, EUGen's parameters)"
     extra = ("" if not spec.trainable_projections else ", trainable G") + (
