@@ -83,9 +83,16 @@ class GatherHashEncoding(HashEncoding):
         assert in_tensor.shape[-1] == 3
         lead = in_tensor.shape[:-1]
         points = in_tensor.reshape(-1, 3)
-        return torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]).view(*lead, -1)
+        if torch.is_grad_enabled():
+            return torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]).view(*lead, -1)
+        # without autograd each chunk is written straight into the output (no concatenation pass)
+        width = self.num_levels * self.features_per_level
+        out = torch.empty(points.shape[0], width, dtype=self.hash_table.dtype, device=points.device)
+        for start in range(0, points.shape[0], CHUNK):
+            self._encode(points[start : start + CHUNK], out=out[start : start + CHUNK])
+        return out.view(*lead, -1)
 
-    def _encode(self, points: Tensor) -> Tensor:
+    def _encode(self, points: Tensor, out: Tensor | None = None) -> Tensor:
         # Layout [..., levels, points]: every broadcast below runs over a long contiguous inner dimension
         # (with the corners last, the inner loops were 2 long and the XOR alone cost a fifth of the forward).
         device = points.device
@@ -107,5 +114,8 @@ class GatherHashEncoding(HashEncoding):
         weights = weights.view(8, levels * n, 1)
         # without autograd the gathered rows are weighted in place: one [8, L * N, F] buffer fewer
         weighted = features.mul_(weights) if not torch.is_grad_enabled() else features * weights
-        encoded = weighted.sum(0)  # [L * N, F]
-        return encoded.view(levels, n, -1).transpose(0, 1).reshape(n, -1)
+        encoded = weighted.sum(0).view(levels, n, -1).transpose(0, 1)  # [N, L, F]
+        if out is None:
+            return encoded.reshape(n, -1)
+        out.view(n, levels, -1).copy_(encoded)
+        return out

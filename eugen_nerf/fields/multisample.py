@@ -143,4 +143,8 @@ def level_weights(stds: Tensor, resolutions: Tensor) -> Tensor:
     Returns:
         ``[..., L]`` weights in (0, 1]: 1 for a blur much smaller than a cell, toward 0 as it grows.
     """
-    return torch.erf(1 / (8 * stds[..., None] ** 2 * resolutions**2 + 1e-12).sqrt())
+    squared = (8 * stds.square())[..., None] * resolutions.square()  # the one [..., L] buffer
+    if stds.requires_grad or resolutions.requires_grad:
+        return torch.erf(torch.rsqrt(squared + 1e-12))
+    # blurs come from the rays' geometry (no gradient): the passes run in place on that buffer
+    return squared.add_(1e-12).rsqrt_().erf_()

@@ -85,7 +85,12 @@ class AntiAliasedHashGrid(nn.Module):
         features = self.encoding(positions.reshape(-1, 3)).float()
         features = features.view(*positions.shape[:-1], self.num_levels, self.features_per_level)
         weights = level_weights(2 * stds, self.resolutions)  # [0, 1] -> the reference's [-1, 1] units
-        return (features * weights[..., None]).mean(dim=-3).flatten(-2)
+        # without autograd the encoding's fresh output is weighted in place: one [..., S, L, F] buffer fewer
+        if torch.is_grad_enabled():
+            features = features * weights[..., None]
+        else:
+            features.mul_(weights[..., None])
+        return features.mean(dim=-3).flatten(-2)
 
     def decay_loss(self) -> Tensor:
         """Zip-NeRF's weight decay on the grid (mean squared feature), which keeps unseen cells near zero."""
