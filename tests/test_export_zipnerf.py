@@ -39,14 +39,15 @@ def look_at(position: list[float]) -> torch.Tensor:
     return torch.cat([torch.stack([right, up, back], 1), eye[:, None]], 1)
 
 
-def tiny_zipnerf_run(method: str, seed: int = 0) -> SimpleNamespace:
-    """What the exporter reads of a run (model, scene box, test cameras) for a tiny Zip-NeRF on an object scene:
+def tiny_zipnerf_run(method: str, seed: int = 0, unbounded: bool = False) -> SimpleNamespace:
+    """What the exporter reads of a run (model, scene box, test cameras) for a tiny Zip-NeRF on an object scene
+    (or, ``unbounded``, an unbounded one: contraction, last-sample background, disparity-spaced samples):
     ``eugen-zipnerf``'s layers or its dense twin's; tables drawn from N(0, 0.5) so densities and colours vary."""
     from nerfstudio.cameras.cameras import Cameras, CameraType
     from nerfstudio.data.scene_box import SceneBox
 
     from eugen_nerf.models.zipnerf import ZipNeRFEUGenConfig, ZipNeRFModelConfig
-    from eugen_nerf.scenes.framing import FRAMING_KEY, OBJECT_DEFAULT
+    from eugen_nerf.scenes.framing import FRAMING_KEY, OBJECT_DEFAULT, UNBOUNDED_FAR, UNBOUNDED_NEAR, Framing
 
     torch.manual_seed(seed)
     eugen = ZipNeRFEUGenConfig(num_features=8)
@@ -54,12 +55,17 @@ def tiny_zipnerf_run(method: str, seed: int = 0) -> SimpleNamespace:
         eugen = ZipNeRFEUGenConfig(density_layers=(), view_layers=())
     config = ZipNeRFModelConfig(eugen=eugen, implementation="torch", **SIZES)
     aabb = torch.tensor([[-1.5] * 3, [1.5] * 3])
-    model = config.setup(scene_box=SceneBox(aabb), num_train_data=1, metadata={FRAMING_KEY: OBJECT_DEFAULT})
+    framing = OBJECT_DEFAULT
+    if unbounded:
+        framing = Framing("unbounded", UNBOUNDED_NEAR, UNBOUNDED_FAR, "last_sample", True, "a test's")
+    model = config.setup(scene_box=SceneBox(aabb), num_train_data=1, metadata={FRAMING_KEY: framing})
     with torch.no_grad():
         for grid in [model.field.grid] + [network.grid for network in model.proposal_networks]:
             grid.encoding.hash_table.normal_(0.0, 0.5)
     model.eval()
     poses = torch.stack([look_at([4.0, 0.5, 1.0]), look_at([-1.0, 3.5, 2.0])])
+    if unbounded:  # cameras inside the unit ball, as auto-scaled captures are
+        poses = torch.stack([look_at([0.6, 0.1, 0.2]), look_at([-0.2, 0.5, 0.3])])
     cameras = Cameras(
         camera_to_worlds=poses,
         fx=16.0,
@@ -114,6 +120,66 @@ def test_reference_proposal_sampling_equals_nerfstudio(tiny, method):
         got = render_view(exported, view, Sampling(kind="nerfstudio"))
         assert expected.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
         assert psnr(got, expected) > 60, f"view {view}: {psnr(got, expected):.1f} dB"
+
+
+@pytest.fixture(scope="module")
+def unbounded(tmp_path_factory) -> tuple[SimpleNamespace, object]:
+    run = tiny_zipnerf_run("eugen-zipnerf", unbounded=True)
+    return run, export_tiny(run, tmp_path_factory.mktemp("zipnerf_unbounded") / "eugen-zipnerf")
+
+
+def test_unbounded_scene_renders_as_nerfstudio_does(unbounded):
+    """Contracted multisamples, disparity-spaced initial samples and the last sample's colour as background:
+    the reference renderer gives nerfstudio's picture from the file."""
+    from eugen_nerf.eval.runs import final_rgb
+
+    run, path = unbounded
+    header = fmt.read(path).header
+    assert header["scene"]["contraction"] is True and header["scene"]["background"] == "last_sample"
+    assert header["scene"]["bounds"] == [[-2.0] * 3, [2.0] * 3]
+    assert header["sampling"]["nerfstudio"]["initial_sampler"] == "uniform_lin_disp_piecewise"
+    assert all(spec["contraction"] for spec in header["fields"].values())
+    exported = load_export(path, device="cpu")
+    cameras = run.pipeline.datamanager.eval_dataset.cameras
+    for view in range(len(cameras)):
+        with torch.no_grad():
+            expected = final_rgb(run.model.get_outputs_for_camera(cameras[view : view + 1])).clamp(0, 1)
+        got = render_view(exported, view, Sampling(kind="nerfstudio"))
+        assert expected.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
+        assert psnr(got, expected) > 60, f"view {view}: {psnr(got, expected):.1f} dB"
+    with pytest.raises(ValueError, match="object scenes"):
+        render_view(exported, 0, Sampling(kind="march"))
+
+
+def test_unbounded_export_is_refused_by_the_web_page_in_one_line(unbounded):
+    from eugen_nerf.export.serve import describe
+
+    with pytest.raises(fmt.ExportFormatError, match="unbounded") as error:
+        describe(unbounded[1])
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_shipped_unbounded_teacher_exports_to_nerfstudios_picture(tmp_path):
+    """The garden200 teacher (trained on the unbounded scene) in float16: its first test view through the
+    reference renderer is nerfstudio's render of the run."""
+    from pathlib import Path
+
+    from eugen_nerf.eval.memory import view_at_size
+    from eugen_nerf.eval.runs import final_rgb, load_run
+    from eugen_nerf.export.exporter import ExportOptions, build_export
+
+    run = load_run(Path(__file__).resolve().parents[1] / "teachers/garden200/dense-zipnerf/cpu", device="cpu")
+    header, buffers = build_export(run, ExportOptions(dtype="float16", grid_resolution=16))
+    fmt.write(tmp_path / fmt.FILE_NAME, header, buffers)
+    camera = view_at_size(run.pipeline.datamanager.eval_dataset.cameras, 0, 32)
+    with torch.no_grad():
+        expected = final_rgb(run.model.get_outputs_for_camera(camera)).clamp(0, 1)
+    got = render_view(
+        load_export(tmp_path, device="cpu"), 0, Sampling(kind="nerfstudio"), width=32, height=32
+    )
+    assert expected.std() > 0.05
+    assert psnr(got, expected) > 60, f"{psnr(got, expected):.1f} dB"
 
 
 def test_file_holds_every_grid_and_the_merged_view_chain(tiny):
@@ -171,7 +237,7 @@ def test_float16_export_renders_close_to_float32(tiny, tmp_path):
 
 
 def test_what_the_file_cannot_describe_is_refused(tiny):
-    from nerfstudio.model_components.ray_samplers import UniformLinDispPiecewiseSampler
+    from nerfstudio.model_components.ray_samplers import UniformSampler
 
     from eugen_nerf.export.exporter import ExportError, check_model
 
@@ -181,12 +247,13 @@ def test_what_the_file_cannot_describe_is_refused(tiny):
         check_model(model, "dense-zipnerf")
     assert "\n" not in str(error.value)
     model = tiny_zipnerf_run("dense-zipnerf").model
-    model.proposal_sampler.initial_sampler = UniformLinDispPiecewiseSampler()
+    model.proposal_sampler.initial_sampler = UniformSampler()
+    model.proposal_sampler.initial_sampler.__class__ = type("OtherSampler", (UniformSampler,), {})
     with pytest.raises(ExportError, match="uniform initial sampler"):
         check_model(model, "dense-zipnerf")
     model = tiny_zipnerf_run("dense-zipnerf").model
-    model.framing = dataclasses.replace(model.framing, contraction=True)
-    with pytest.raises(ExportError, match="contraction"):
+    model.framing = dataclasses.replace(model.framing, contraction=True, background="random")
+    with pytest.raises(ExportError, match="background 'random'"):
         check_model(model, "dense-zipnerf")
 
 

@@ -9,8 +9,9 @@ test cameras moved into that frame.
 Supported: the NeRF head (``eugen-nerf``, ``dense-nerf`` and ``eugen-distill`` students of them) and the Zip-NeRF
 head (``eugen-zipnerf``, ``dense-zipnerf``: the NeRF field's hash table, density and view MLPs, and every
 proposal network's table and MLP, so nerfstudio's proposal sampling renders from the file) on an object scene
-(no scene contraction, a white or black background). Anything else is refused in one line before a file is
-written.
+(no scene contraction, a white or black background); the Zip-NeRF head also on an unbounded scene (scene
+contraction, the last sample's colour as background, disparity-spaced initial samples), whose occupancy grid
+covers the contracted ball's box ``[-2, 2]^3``. Anything else is refused in one line before a file is written.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ import torch
 from rich.progress import Progress
 from torch import nn
 
-from eugen_nerf.export.field import HASH_PRIMES, field_from_header
+from eugen_nerf.export.field import HASH_PRIMES, LAST_SAMPLE, field_from_header
 from eugen_nerf.export.render import MULTISAMPLE_STD_SCALE
 from eugen_nerf.inputs.errors import InputError
 
 SUPPORTED = (
     "the NeRF head (eugen-nerf, dense-nerf and their eugen-distill students) and the Zip-NeRF head "
-    "(eugen-zipnerf, dense-zipnerf) on an object scene"
+    "(eugen-zipnerf, dense-zipnerf) on an object or (Zip-NeRF only) an unbounded scene"
 )
+CONTRACTED_BOUNDS = torch.tensor([[-2.0] * 3, [2.0] * 3], dtype=torch.float64)
+"""The box the fields of an unbounded scene read positions in: the contracted ball of radius 2."""
 ALPHA_THRESHOLDS = {"nerf": 0.001, "zipnerf": 0.01}
 """The occupancy grid's default threshold per head. Zip-NeRF's density is ``softplus(raw - 1)``, about 0.3 where
 training never pushed it down (space no camera sees well), which a cell-long step of a 64^3 grid over a box 3
@@ -221,7 +224,8 @@ def export_zipnerf_field(field: nn.Module, name: str, bounds: torch.Tensor, writ
         "grid": export_hash_grid(field.grid, f"{name}.grid", writer),
         "density": export_mlp(field.density_mlp, f"{name}.density", writer),
         "density_bias": DENSITY_BIAS,
-        "bounds": bounds.tolist(),
+        "bounds": (CONTRACTED_BOUNDS if field.contraction else bounds).tolist(),
+        "contraction": bool(field.contraction),
     }
     if isinstance(field, ZipNeRFField):
         spec.update(
@@ -242,20 +246,22 @@ def check_model(model: nn.Module, method: str) -> None:
     if head == "zipnerf":
         check_zipnerf(model, method)
     framing = model.framing
-    if framing.contraction:
+    if framing.contraction and head != "zipnerf":
         raise ExportError(
-            f"{method}: a scene with contraction (unbounded) is not supported; eugen-export supports {SUPPORTED}"
+            f"{method}: a scene with contraction (unbounded) is supported for the Zip-NeRF head only; "
+            f"eugen-export supports {SUPPORTED}"
         )
-    if framing.background not in ("white", "black"):
+    backgrounds = ("white", "black", LAST_SAMPLE) if framing.contraction else ("white", "black")
+    if framing.background not in backgrounds:
         raise ExportError(
-            f"{method}: background {framing.background!r} is not supported (white or black); "
+            f"{method}: background {framing.background!r} is not supported ({', '.join(backgrounds)}); "
             "set --pipeline.model.background-color when training"
         )
 
 
 def check_zipnerf(model: nn.Module, method: str) -> None:
     """Refuse a Zip-NeRF whose grids or sampler the file cannot describe."""
-    from nerfstudio.model_components.ray_samplers import UniformSampler
+    from nerfstudio.model_components.ray_samplers import UniformLinDispPiecewiseSampler, UniformSampler
 
     for name, grid in [("field", model.field.grid)] + [
         (f"proposal network {i}", network.grid) for i, network in enumerate(model.proposal_networks)
@@ -265,19 +271,40 @@ def check_zipnerf(model: nn.Module, method: str) -> None:
                 f"{method}: its {name}'s hash grid is tiny-cuda-nn's; eugen-export reads the torch grid's table "
                 "(train with --pipeline.model.implementation torch)"
             )
-    if type(model.proposal_sampler.initial_sampler) is not UniformSampler:
+    if type(model.proposal_sampler.initial_sampler) not in (UniformSampler, UniformLinDispPiecewiseSampler):
         raise ExportError(
             f"{method}: its proposal sampler starts with {type(model.proposal_sampler.initial_sampler).__name__}; "
-            "eugen-export supports the uniform initial sampler of object scenes"
+            "eugen-export supports the uniform initial sampler of object scenes and the piecewise "
+            "linear-disparity one of unbounded scenes"
         )
+
+
+def initial_sampler_name(model: nn.Module) -> str:
+    """The file's name (:data:`~eugen_nerf.export.render.INITIAL_SAMPLERS`) of a Zip-NeRF's initial sampler."""
+    from nerfstudio.model_components.ray_samplers import UniformLinDispPiecewiseSampler
+
+    lin_disp = isinstance(model.proposal_sampler.initial_sampler, UniformLinDispPiecewiseSampler)
+    return "uniform_lin_disp_piecewise" if lin_disp else "uniform"
+
+
+def uncontract(points: torch.Tensor) -> torch.Tensor:
+    """The positions that the scene contraction maps to ``points`` (inside the ball of radius 2; a point at or
+    beyond its edge is taken just inside it, a distance of 1000)."""
+    radius = points.norm(dim=-1, keepdim=True).clamp(1e-12, 2 - 1e-3)
+    return torch.where(radius > 1, points / radius / (2 - radius), points)
 
 
 @torch.no_grad()
 def bake_occupancy(
-    field, bounds: torch.Tensor, options: ExportOptions, progress: Progress | None = None
+    field,
+    bounds: torch.Tensor,
+    options: ExportOptions,
+    progress: Progress | None = None,
+    contraction: bool = False,
 ) -> np.ndarray:
     """``(R, R, R)`` uint8, 1 where the field's density makes a cell-long step at least ``alpha_threshold``
-    opaque at any of the cell's ``probes^3`` probes, then dilated."""
+    opaque at any of the cell's ``probes^3`` probes, then dilated. With ``contraction`` the grid is over the
+    contracted space and each probe is read at the position contracted onto it."""
     r, p = options.grid_resolution, options.grid_probes
     low, high = bounds[0].double(), bounds[1].double()
     cell = (high - low) / r
@@ -290,7 +317,8 @@ def bake_occupancy(
     index = torch.stack(torch.meshgrid(torch.arange(r), torch.arange(r), indexing="ij"), -1).reshape(-1, 2)
     for x in range(r):
         corners = torch.cat([torch.full((index.shape[0], 1), x), index], 1).double()
-        points = (low + (corners[:, None] + sub[None]) * cell).reshape(-1, 3).float()
+        points = (low + (corners[:, None] + sub[None]) * cell).reshape(-1, 3)
+        points = (uncontract(points) if contraction else points).float()
         density = torch.cat([field.density_and_features(chunk)[0] for chunk in points.split(65536)])
         grid[x] = (density.view(-1, sub.shape[0]).max(1).values >= threshold).view(r, r).cpu().numpy()
         if progress:
@@ -364,6 +392,7 @@ def _zipnerf_fields(model, bounds: torch.Tensor, writer: _Writer) -> tuple[dict,
     sampling = {
         "near": 0.0 if getattr(model.collider, "reset_near_plane", True) else near,
         "far": far,
+        "initial_sampler": initial_sampler_name(model),
         "proposal_fields": [f"proposal_{min(i, networks - 1)}" for i in range(levels)],
         "proposal_samples": list(config.num_proposal_samples_per_ray)[:levels],
         "nerf_samples": config.num_nerf_samples_per_ray,
@@ -389,7 +418,7 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
         options = dataclasses.replace(options, alpha_threshold=ALPHA_THRESHOLDS[head])
     near, far = model.collider_planes()
     aabb = run.pipeline.datamanager.train_dataparser_outputs.scene_box.aabb.double()
-    bounds = (aabb - origin) / unit
+    bounds = CONTRACTED_BOUNDS if framing.contraction else (aabb - origin) / unit
     if head == "nerf":
         fields, sampling = _nerf_fields(model, writer)
         rendered = "fine"
@@ -398,9 +427,9 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
         rendered = "nerf"
     # the rendered field as the file holds it (its dtype included), so the grid is the one the page's field sees
     parsed = field_from_header(fields[rendered], writer.buffers, torch.device("cpu"), torch.float32)
-    occupancy = bake_occupancy(parsed, bounds, options, progress)
+    occupancy = bake_occupancy(parsed, bounds, options, progress, contraction=framing.contraction)
     writer.buffers["occupancy"] = occupancy
-    background = [1.0, 1.0, 1.0] if framing.background == "white" else [0.0, 0.0, 0.0]
+    background = {"white": [1.0, 1.0, 1.0], "black": [0.0, 0.0, 0.0]}.get(framing.background, LAST_SAMPLE)
     header = {
         "head": head,
         "dtype": options.dtype,
@@ -411,7 +440,7 @@ def build_export(run, options: ExportOptions, progress: Progress | None = None) 
             "background": background,
             "bounds": bounds.tolist(),
             "frame": {"origin": origin.tolist(), "unit": unit},
-            "contraction": False,
+            "contraction": bool(framing.contraction),
         },
         "occupancy": {
             "buffer": "occupancy",

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from eugen_nerf.export import format as fmt
+from eugen_nerf.fields.multisample import contract_gaussians
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -38,6 +39,8 @@ FEATURE_MAPS = {
     "sin": torch.sin,
 }
 HEADS = ("nerf", "zipnerf")
+LAST_SAMPLE = "last_sample"
+"""The background that is each ray's last sample's colour (the scene's ``background`` in the file)."""
 """Field heads an export may hold."""
 
 
@@ -277,12 +280,15 @@ class ZipNeRFDensity:
     """Zip-NeRF's density network (a proposal network, and the NeRF field's first half): the hash grid at each
     multisample over ``bounds`` (the unit cube's box), features down-weighted per level by the blur and averaged
     over the multisamples, the density MLP, ``softplus(h[0] + density_bias)`` (0 unless every multisample lies
-    inside the box)."""
+    inside the box). With ``contraction`` (unbounded scenes) the multisamples and their blur are first contracted
+    into the ball of radius 2 (mip-NeRF 360's, :func:`~eugen_nerf.fields.multisample.contract_gaussians`) and
+    ``bounds`` is that ball's box, ``[-2, 2]^3``."""
 
     grid: HashGrid
     density: MLP
     bounds: Tensor
     density_bias: float
+    contraction: bool = False
 
     def density_and_features(self, means: Tensor, blur: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Density ``(N, 1)`` and the density MLP's output ``(N, width)`` of ``N`` frustums, each given by its
@@ -291,6 +297,10 @@ class ZipNeRFDensity:
         if means.dim() == 2:
             means = means[:, None]
             blur = None if blur is None else blur[:, None]
+        if self.contraction:
+            means, blur = contract_gaussians(
+                means, means.new_zeros(means.shape[:-1]) if blur is None else blur
+            )
         low, high = self.bounds[0], self.bounds[1]
         extent = high - low
         unit = (means - low) / extent
@@ -364,7 +374,9 @@ class ExportedField:
     """``(2, 3)``: the box of the occupancy grid (nothing is rendered outside it by the page's sampling)."""
     near: float
     far: float
-    background: Tensor
+    background: Tensor | None
+    """RGB, or None: each ray's last sample's colour (``"last_sample"`` in the file, nerfstudio's background of
+    unbounded scenes)."""
     cameras: list[Camera] = field(default_factory=list)
     path: Path | None = None
 
@@ -375,6 +387,11 @@ class ExportedField:
     @property
     def device(self) -> torch.device:
         return self.bounds.device
+
+    @property
+    def contraction(self) -> bool:
+        """Whether the scene is unbounded, its fields reading contracted positions."""
+        return bool(self.header["scene"].get("contraction", False))
 
 
 def _tensor(buffers, name, device, dtype) -> Tensor | None:
@@ -431,6 +448,7 @@ def field_from_header(spec: dict, buffers, device, dtype) -> NeRFField | ZipNeRF
             mlp_from_header(spec["density"], buffers, device, dtype),
             torch.tensor(spec["bounds"], device=device, dtype=dtype),
             float(spec["density_bias"]),
+            bool(spec.get("contraction", False)),
         )
         if "view" not in spec:
             return ZipNeRFDensity(*density)
@@ -489,7 +507,9 @@ def load_export(
             torch.tensor(scene["bounds"], dtype=dtype, device=device),
             float(scene["near"]),
             float(scene["far"]),
-            torch.tensor(scene["background"], dtype=dtype, device=device),
+            None
+            if scene["background"] == LAST_SAMPLE
+            else torch.tensor(scene["background"], dtype=dtype, device=device),
             cameras,
             parsed.path,
         )

@@ -7,19 +7,21 @@ Two samplings, both stated by :class:`Sampling`:
   training), then ``importance_samples`` more drawn from the coarse weights (nerfstudio's ``PDFSampler``
   at evaluation: deterministic, 0.01 histogram padding, the coarse samples kept), the ``fine`` field at all of
   them. The same picture as ``ns-render`` of the run, from the export alone.
-  For the Zip-NeRF head, Zip-NeRF's own: ``proposal_samples[0]`` uniform intervals through the first proposal
-  network, each later level's intervals drawn from the previous level's weights (``PDFSampler`` at evaluation,
-  the previous intervals not kept), ``nerf_samples`` intervals through the NeRF field; every interval is a
-  frustum of the pixel's cone, read as six multisamples (:func:`eugen_nerf.fields.multisample.frustum_multisamples`,
-  its deterministic evaluation pattern).
-* ``"march"``: what the web page renders: ``samples`` uniform intervals between near and far through one field
+  For the Zip-NeRF head, Zip-NeRF's own: ``proposal_samples[0]`` intervals of its initial sampler (uniform;
+  on an unbounded scene uniform in distance up to 1 and in disparity beyond, :data:`INITIAL_SAMPLERS`) through
+  the first proposal network, each later level's intervals drawn from the previous level's weights
+  (``PDFSampler`` at evaluation, the previous intervals not kept), ``nerf_samples`` intervals through the NeRF
+  field; every interval is a frustum of the pixel's cone, read as six multisamples
+  (:func:`eugen_nerf.fields.multisample.frustum_multisamples`, its deterministic evaluation pattern), contracted
+  first on an unbounded scene.
+* ``"march"``: what the web page renders (object scenes only): ``samples`` uniform intervals between near and far through one field
   (``fine``; for Zip-NeRF ``nerf``, each interval read at one point, its middle, blurred as the frustum's
   multisamples are there), a sample counting only inside the occupancy grid's box and in an occupied cell
   (``occupancy=True``; elsewhere its density is taken as 0), colour evaluated only where a sample's weight is at
   least ``min_weight``, and the march stopped once the transmittance falls below ``termination``
   (``early_termination=True``). With both off it is plain volume rendering of the field.
 
-Both composite on the export's background and clamp to ``[0, 1]`` (as nerfstudio does at evaluation), in
+Both composite on the export's background (on an unbounded scene, each ray's last sample's colour) and clamp to ``[0, 1]`` (as nerfstudio does at evaluation), in
 float32 whatever type the field MLPs computed in (under autocast their features stay in its type).
 """
 
@@ -94,9 +96,33 @@ def spacing_bins(count: int, like: Tensor) -> Tensor:
     return torch.linspace(0.0, 1.0, count + 1, device=like.device, dtype=like.dtype)[None]
 
 
-def to_distance(spacing: Tensor, near: float, far: float) -> Tensor:
-    """Spacing coordinates to distances along the ray, as nerfstudio's ``UniformSampler`` maps them."""
-    return spacing * far + (1 - spacing) * near
+INITIAL_SAMPLERS = ("uniform", "uniform_lin_disp_piecewise")
+"""Zip-NeRF's first proposal level: nerfstudio's ``UniformSampler`` (object scenes) or
+``UniformLinDispPiecewiseSampler`` (unbounded scenes: linear up to distance 1, then linear in disparity)."""
+
+
+def _lin_disp(x: float, like: Tensor) -> Tensor:
+    x = torch.tensor(x, dtype=like.dtype, device=like.device)
+    return torch.where(x < 1, x / 2, 1 - 1 / (2 * x))
+
+
+def to_distance(spacing: Tensor, near: float, far: float, sampler: str = "uniform") -> Tensor:
+    """Spacing coordinates to distances along the ray, as nerfstudio's ``sampler`` (:data:`INITIAL_SAMPLERS`)
+    maps them."""
+    if sampler == "uniform":
+        return spacing * far + (1 - spacing) * near
+    if sampler != "uniform_lin_disp_piecewise":
+        raise ValueError(f"initial sampler {sampler!r}: this renderer reads {', '.join(INITIAL_SAMPLERS)}")
+    s_near, s_far = (_lin_disp(plane, spacing) for plane in (near, far))
+    s = spacing * s_far + (1 - spacing) * s_near
+    return torch.where(s < 0.5, 2 * s, 1 / (2 - 2 * s))
+
+
+def composite(exported: ExportedField, weights: Tensor, rgb: Tensor) -> Tensor:
+    """``sum(w * rgb)`` over each ray's samples ``(R, S)``, ``(R, S, 3)``, on the export's background (a colour,
+    or each ray's last sample's colour)."""
+    background = rgb[:, -1] if exported.background is None else exported.background
+    return (weights[..., None] * rgb).sum(1) + background * (1 - weights.sum(1, keepdim=True))
 
 
 def weights_of(density: Tensor, deltas: Tensor) -> Tensor:
@@ -176,21 +202,21 @@ def _proposals(
     run = exported.header["sampling"]["nerfstudio"]
     near, far, padding = run["near"], run["far"], run["histogram_padding"]
     std_scale = run.get("multisample_std_scale", MULTISAMPLE_STD_SCALE)
+    sampler = run.get("initial_sampler", "uniform")
     counts = [*run["proposal_samples"], run["nerf_samples"]]
     spacing = spacing_bins(counts[0], origins).expand(origins.shape[0], -1)
     for level, name in enumerate(run["proposal_fields"]):
-        bins = to_distance(spacing, near, far)
+        bins = to_distance(spacing, near, far, sampler)
         density, _ = _frustums(exported.fields[name], origins, directions, radii, bins, std_scale)
         weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
         spacing = pdf_bins(spacing, weights, counts[level + 1], padding, include_original=False)
-    bins = to_distance(spacing, near, far)
+    bins = to_distance(spacing, near, far, sampler)
     field = exported.fields[exported.header["occupancy"]["field"]]
     density, features = _frustums(field, origins, directions, radii, bins, std_scale)
     weights = weights_of(density, bins[:, 1:] - bins[:, :-1])
     dirs = directions[:, None].expand(*density.shape, 3).reshape(-1, 3)
     rgb = field.color_of(dirs, features).float().view(*density.shape, 3)
-    color = (weights[..., None] * rgb).sum(1)
-    return color + exported.background * (1 - weights.sum(1, keepdim=True))
+    return composite(exported, weights, rgb)
 
 
 def _nerfstudio(
@@ -208,8 +234,7 @@ def _nerfstudio(
     # the importance samples are drawn in spacing coordinates, as nerfstudio's PDFSampler draws them
     spacing = pdf_bins(spacing, weights, importance_samples, run["histogram_padding"])
     weights, rgb = _shade(fine, origins, directions, to_distance(spacing, near, far))
-    color = (weights[..., None] * rgb).sum(1)
-    return color + exported.background * (1 - weights.sum(1, keepdim=True))
+    return composite(exported, weights, rgb)
 
 
 def occupied(exported: ExportedField, positions: Tensor) -> Tensor:
@@ -231,6 +256,11 @@ def _march(
     chunk: int = 16,
 ) -> Tensor:
     """The page's loop, a ``chunk`` of samples of every live ray at a time (the result is the loop's)."""
+    if exported.contraction or exported.background is None:
+        raise ValueError(
+            "the march (the web page's sampling) renders object scenes; this export is of an unbounded scene: "
+            "render it with Sampling(kind='nerfstudio')"
+        )
     field = exported.fields[sampling.field or exported.header["occupancy"]["field"]]
     rays = origins.shape[0]
     bins = to_distance(spacing_bins(sampling.samples, origins)[0], exported.near, exported.far)
