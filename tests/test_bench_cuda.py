@@ -148,9 +148,40 @@ def test_tiny_cpu_run_with_the_training_stack_blocked(tmp_path):
     out = tmp_path / "out"
     done = run_blocked("--device", "cpu", "--tiny", "--no-compile", "--out", str(out), "--commit", "0123abc")
     result = check_tiny_result(out, done, compiled=False)
+    assert set(result["renders"]["not_rendered"]) == set(cuda.OPTIONAL_FIELDS)  # none in a clone
     # the code that ran is named even where .git is stale: the commit given, and a hash of the sources
     assert result["commit"] == "0123abc"
     assert result["source_sha256"] == cuda.source_sha256() and len(result["source_sha256"]) == 64
+
+
+def test_zipnerf_pair_is_rendered_when_its_exports_are_present(tmp_path):
+    """With the optional Zip-NeRF exports beside the shipped pair (here tiny unbounded ones), the renders hold
+    both comparisons; without them, cuda.json names the commands that make them."""
+    from test_export_zipnerf import export_tiny, tiny_zipnerf_run
+
+    fields = tmp_path / "fields"
+    for name in cuda.FIELDS:
+        (fields / name).mkdir(parents=True)
+        (fields / name / "field.eugen").symlink_to(
+            ROOT / "benchmarks" / "cuda" / "fields" / name / "field.eugen"
+        )
+    for name, method in (("dense-zipnerf", "dense-zipnerf"), ("eugen-distill-zipnerf", "eugen-zipnerf")):
+        export_tiny(tiny_zipnerf_run(method, unbounded=True), fields / name)
+    out = tmp_path / "out"
+    done = run_blocked(
+        "--device", "cpu", "--tiny", "--no-compile", "--out", str(out), "--fields", str(fields)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    renders = json.loads((out / "cuda.json").read_text())["renders"]
+    assert "not_rendered" not in renders
+    assert renders["dense-zipnerf"]["head"] == "zipnerf"
+    for key in ("student_over_teacher", "zipnerf_student_over_teacher"):
+        assert set(renders[key]) == {f"{r}px-{p}" for r in (8, 12, 24) for p in cuda.PRECISIONS}
+        assert all(
+            math.isfinite(v["render_speedup"]) and v["render_speedup"] > 0 for v in renders[key].values()
+        )
+    split = renders["eugen-distill-zipnerf"]["results"][0]["time_split"]
+    assert 0 < split["field_mlps_s"] <= split["frame_s"]  # the view and density MLPs were timed
 
 
 @pytest.mark.slow

@@ -8,8 +8,9 @@ nothing else of the training stack. One run measures, side by side:
   in fp32, TF32, and under bf16 and fp16 autocast, each eager and through ``torch.compile``;
 * **training**: one training step (forward, loss, backward) of each head's dense and EUGen MLP, fp32 and bf16
   autocast, eager and compiled (iSDF's with its eikonal term, which differentiates the first backward);
-* **renders**: whole views of two exported fields (a dense teacher and its EUGen student, files of
-  ``eugen-export``) through the torch-only reference renderer of :mod:`eugen_nerf.export`, in each of
+* **renders**: whole views of exported fields (files of ``eugen-export``), each dense teacher beside its EUGen
+  student (:data:`PAIRS`: the shipped NeRF pair, and the unbounded Zip-NeRF pair when its exports are present)
+  through the torch-only reference renderer of :mod:`eugen_nerf.export`, in each of
   those precisions (autocast on the field MLPs only, compositing in fp32): frames/s and render memory (the
   allocator's peak above what was allocated before the render) at 200 and 400
   pixels, and 800 pixels extrapolated from timed ray batches (labelled as such).
@@ -41,7 +42,7 @@ from eugen_nerf.eval.timing import synchronize
 from eugen_nerf.export import Sampling, load_export, render_view
 from eugen_nerf.export.field import MLP, run_mlp
 from eugen_nerf.export.format import FILE_NAME, ExportFormatError
-from eugen_nerf.export.render import camera_rays, render_rays
+from eugen_nerf.export.render import camera_radii, camera_rays, render_rays
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 
 PROG = "python -m eugen_nerf.bench.cuda"
@@ -54,6 +55,20 @@ FIELDS = {
     ),
 }
 """The exported fields rendered (subfolders of ``--fields``) and the commands that make each."""
+OPTIONAL_FIELDS = {
+    "dense-zipnerf": "eugen-export teachers/garden200/dense-zipnerf/cpu --output {dir} --dtype float16",
+    "eugen-distill-zipnerf": (
+        "eugen-distill --teacher teachers/garden200/dense-zipnerf/cpu --output-dir outputs/garden200-student "
+        "--no-evaluate && eugen-export outputs/garden200-student --output {dir} --dtype float16"
+    ),
+}
+"""Exported fields rendered when present (the unbounded garden200 Zip-NeRF teacher and its default student:
+10 MB in all, left out of the repository); a missing one is recorded with the command that makes it."""
+PAIRS = {
+    "student_over_teacher": ("dense-nerf", "eugen-distill"),
+    "zipnerf_student_over_teacher": ("dense-zipnerf", "eugen-distill-zipnerf"),
+}
+"""Each comparison in ``renders``: its key, then (teacher, student)."""
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 """fp32: float32 throughout (PyTorch's default, no TF32); tf32: float32 with matrix products on TF32 tensor
 cores; bf16/fp16: ``torch.autocast`` to that type (renders: the field MLPs only, compositing in fp32)."""
@@ -409,8 +424,8 @@ class AutocastMLP:
 
 
 def load_fields(folder: Path, device: torch.device) -> dict:
-    """The exported fields of :data:`FIELDS` under ``folder``; one line naming a missing file and the command
-    that makes it."""
+    """The exported fields of :data:`FIELDS` under ``folder``, and those of :data:`OPTIONAL_FIELDS` present there;
+    one line naming a missing required file and the command that makes it."""
     for name, command in FIELDS.items():
         path = folder / name / FILE_NAME
         if not path.is_file():
@@ -418,7 +433,8 @@ def load_fields(folder: Path, device: torch.device) -> dict:
                 f"{PROG}: error: missing exported field {path}; make it with: {command.format(dir=folder / name)}"
             )
     loaded = {}
-    for name in FIELDS:
+    present = [name for name in OPTIONAL_FIELDS if (folder / name / FILE_NAME).is_file()]
+    for name in [*FIELDS, *present]:
         try:
             loaded[name] = load_export(folder / name, device=device)
         except ExportFormatError as error:
@@ -439,8 +455,14 @@ def with_mlps(exported, wrap: Callable):
     copied.fields = {}
     for name, nerf_field in exported.fields.items():
         wrapped = copy.copy(nerf_field)
-        for part in ("trunk", "density", "color"):
-            setattr(wrapped, part, wrap(getattr(nerf_field, part)))
+        for part in (
+            "trunk",
+            "density",
+            "color",
+            "view",
+        ):  # NeRF's MLPs, Zip-NeRF's (proposals: density only)
+            if getattr(nerf_field, part, None) is not None:
+                setattr(wrapped, part, wrap(getattr(nerf_field, part)))
         copied.fields[name] = wrapped
     return copied
 
@@ -492,12 +514,37 @@ def render_memory(fn: Callable[[], torch.Tensor], device: torch.device) -> float
     return float(torch.cuda.max_memory_allocated(device) - before)
 
 
+def ratios(teacher: dict, student: dict) -> dict:
+    """The student's render speed-up, field-MLP speed-up and render memory against its teacher's (one
+    resolution and precision)."""
+    split_t, split_s = teacher.get("time_split"), student.get("time_split")
+    return {
+        "render_speedup": teacher["median_s"] / student["median_s"],
+        "field_mlps_speedup": (
+            split_t["field_mlps_s"] / split_s["field_mlps_s"]
+            if split_t and split_s and split_s["field_mlps_s"] > 0
+            else None
+        ),
+        "extrapolated": teacher["extrapolated"],
+        "render_memory_ratio": (
+            student["render_memory_bytes"] / teacher["render_memory_bytes"]
+            if teacher.get("render_memory_bytes") and student.get("render_memory_bytes") is not None
+            else None
+        ),
+    }
+
+
 def bench_renders(fields: dict, settings: Settings) -> dict:
     """Frames/s and render memory of each exported field, per resolution and precision."""
     device = settings.device
     coarse, importance = settings.render_samples or (None, None)
     sampling = Sampling(kind=settings.sampling, coarse_samples=coarse, importance_samples=importance)
     out = {}
+    missing = {name: command for name, command in OPTIONAL_FIELDS.items() if name not in fields}
+    if missing:
+        out["not_rendered"] = {
+            name: f"no export; make it with: {command}" for name, command in missing.items()
+        }
     for name, exported in fields.items():
         camera = exported.cameras[0]
         entry = {
@@ -534,37 +581,24 @@ def bench_renders(fields: dict, settings: Settings) -> dict:
                 entry["results"].append(row)
             entry["results"].append(extrapolated(name, field_, camera, sampling, precision, settings))
         out[name] = entry
-    for precision in PRECISIONS:
-        for resolution in (*settings.resolutions, settings.extrapolate_to):
-            rows = {}
-            for name in FIELDS:
-                rows[name] = next(
-                    (
-                        r
-                        for r in out[name]["results"]
-                        if r["resolution"] == resolution and r["precision"] == precision
-                    ),
-                    None,
+    for key_name, (teacher_name, student_name) in PAIRS.items():
+        if teacher_name not in out or student_name not in out:
+            continue
+        for precision in PRECISIONS:
+            for resolution in (*settings.resolutions, settings.extrapolate_to):
+                teacher, student = (
+                    next(
+                        (
+                            r
+                            for r in out[name]["results"]
+                            if r["resolution"] == resolution and r["precision"] == precision
+                        ),
+                        None,
+                    )
+                    for name in (teacher_name, student_name)
                 )
-            teacher, student = rows["dense-nerf"], rows["eugen-distill"]
-            if teacher and student and "median_s" in teacher and "median_s" in student:
-                key = f"{resolution}px-{precision}"
-                split_t, split_s = teacher.get("time_split"), student.get("time_split")
-                out.setdefault("student_over_teacher", {})[key] = {
-                    "render_speedup": teacher["median_s"] / student["median_s"],
-                    "field_mlps_speedup": (
-                        split_t["field_mlps_s"] / split_s["field_mlps_s"]
-                        if split_t and split_s and split_s["field_mlps_s"] > 0
-                        else None
-                    ),
-                    "extrapolated": teacher["extrapolated"],
-                    "render_memory_ratio": (
-                        student["render_memory_bytes"] / teacher["render_memory_bytes"]
-                        if teacher.get("render_memory_bytes")
-                        and student.get("render_memory_bytes") is not None
-                        else None
-                    ),
-                }
+                if teacher and student and "median_s" in teacher and "median_s" in student:
+                    out.setdefault(key_name, {})[f"{resolution}px-{precision}"] = ratios(teacher, student)
     return out
 
 
@@ -575,16 +609,18 @@ def extrapolated(name, field_, camera, sampling, precision, settings) -> dict:
     big = camera.resized(resolution, resolution)
     big.camera_to_world = big.camera_to_world.to(field_.device, field_.bounds.dtype)
     origins, directions = camera_rays(big)
+    radii = camera_radii(big)  # the pixels' cones (Zip-NeRF's frustums)
     generator = torch.Generator().manual_seed(0)
     total = settings.ray_batches * settings.ray_batch
     chosen = torch.randperm(origins.shape[0], generator=generator)[:total].to(origins.device)
-    o, d = origins[chosen], directions[chosen]
+    o, d, r = origins[chosen], directions[chosen], radii[chosen]
 
     def run():
+        batches = zip(o.split(settings.ray_batch), d.split(settings.ray_batch), r.split(settings.ray_batch))
         return torch.cat(
             [
-                render_rays(field_, oo, dd, sampling, chunk=settings.render_chunk)
-                for oo, dd in zip(o.split(settings.ray_batch), d.split(settings.ray_batch))
+                render_rays(field_, oo, dd, sampling, chunk=settings.render_chunk, radii=rr)
+                for oo, dd, rr in batches
             ]
         )
 
@@ -687,7 +723,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="EUGen against dense on a GPU with torch alone: every head's MLP (dense, EUGen, fused; fp32 "
-        "TF32, bf16 and fp16 autocast; eager and torch.compile) and whole-view renders of two exported fields. "
+        "TF32, bf16 and fp16 autocast; eager and torch.compile) and whole-view renders of exported teachers and their students. "
         "Writes OUT/cuda.json.",
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/cuda"), help="folder of cuda.json")
@@ -695,7 +731,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--fields",
         type=Path,
         default=DEFAULT_FIELDS,
-        help="folder of the exports (dense-nerf/, eugen-distill/)",
+        help="folder of the exports: dense-nerf/ and eugen-distill/ (shipped); dense-zipnerf/ and "
+        "eugen-distill-zipnerf/ rendered when present (cuda.json's not_rendered names the commands that make them)",
     )
     parser.add_argument(
         "--commit",
