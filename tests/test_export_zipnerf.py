@@ -147,16 +147,22 @@ def test_unbounded_scene_renders_as_nerfstudio_does(unbounded):
         got = render_view(exported, view, Sampling(kind="nerfstudio"))
         assert expected.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
         assert psnr(got, expected) > 60, f"view {view}: {psnr(got, expected):.1f} dB"
-    with pytest.raises(ValueError, match="object scenes"):
-        render_view(exported, 0, Sampling(kind="march"))
 
 
-def test_unbounded_export_is_refused_by_the_web_page_in_one_line(unbounded):
-    from eugen_nerf.export.serve import describe
-
-    with pytest.raises(fmt.ExportFormatError, match="unbounded") as error:
-        describe(unbounded[1])
-    assert "\n" not in str(error.value)
+def test_unbounded_march_approaches_nerfstudios_picture_as_samples_grow(unbounded):
+    """The page's march on an unbounded scene (disparity-spaced intervals, contracted occupancy, the last
+    interval's colour as background) converges to the proposal sampling's picture."""
+    exported = load_export(unbounded[1], device="cpu")
+    reference = render_view(exported, 0, Sampling(kind="nerfstudio"))
+    errors = [
+        psnr(
+            render_view(exported, 0, Sampling(samples=n, occupancy=False, early_termination=False)), reference
+        )
+        for n in (32, 512)
+    ]
+    assert errors[1] > errors[0] and errors[1] > 25, errors
+    occupied = render_view(exported, 0, Sampling(samples=512))
+    assert psnr(occupied, reference) > 25  # the grid over the contracted box keeps what the field holds
 
 
 @pytest.mark.slow

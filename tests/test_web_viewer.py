@@ -208,17 +208,20 @@ def exports(tmp_path_factory, one_thread) -> dict[str, Path]:
     return {method: export_run(path, root / method) for method, path in runs.items()}
 
 
-@pytest.mark.slow  # ~1 min: two tiny Zip-NeRF exports and four frames through SwiftShader
+@pytest.mark.slow  # ~1 min each: two tiny Zip-NeRF exports and four frames through SwiftShader
 @pytest.mark.usefixtures("chromium")
-def test_page_renders_a_zipnerf_export_as_the_reference(tmp_path):
+@pytest.mark.parametrize("unbounded", [False, True], ids=["object", "unbounded"])
+def test_page_renders_a_zipnerf_export_as_the_reference(tmp_path, unbounded):
     """The hash-grid head: the shader's hash lookup, trilinear blend, blurred level weights and view MLP match
-    the reference renderer's march, EUGen and dense, with occupancy skipping and early termination or without."""
+    the reference renderer's march, EUGen and dense, with occupancy skipping and early termination or without;
+    on an unbounded scene also its disparity spacing, contraction and last-sample background."""
     from test_export_zipnerf import export_tiny, tiny_zipnerf_run
 
     from eugen_nerf.export.serve import make_server
 
     methods = ("eugen-zipnerf", "dense-zipnerf")
-    exports = [export_tiny(tiny_zipnerf_run(method), tmp_path / method) for method in methods]
+    runs = [tiny_zipnerf_run(method, unbounded=unbounded) for method in methods]
+    exports = [export_tiny(run, tmp_path / method) for run, method in zip(runs, methods, strict=True)]
     server = make_server(exports, 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

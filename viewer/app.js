@@ -37,7 +37,7 @@ class FieldRenderer {
     const override = Number(params.get("max-texture-size")) || Infinity;
     const limits = { maxTextureSize: Math.min(gl.getParameter(gl.MAX_TEXTURE_SIZE), override) };
     const rendered = parsed.header.occupancy.field; // NeRF's fine field, Zip-NeRF's nerf field
-    const field = { ...parsed.header.fields[rendered], head: parsed.header.head, near: scene.near, far: scene.far, background: scene.background };
+    const field = { ...parsed.header.fields[rendered], head: parsed.header.head, near: scene.near, far: scene.far, background: scene.background, contraction: Boolean(scene.contraction) };
     const { source, atlas, table } = new FieldProgram(field, parsed.buffers).build(limits);
     this.atlasSize = [atlas.width, atlas.height];
     this.program = this.compile(source);

@@ -3,7 +3,10 @@
 // the shader, the table in a second float texture, each level down-weighted by the interval's blur). The sampling is the reference renderer's "march"
 // (eugen_nerf/export/render.py): uniform intervals between near and far, samples outside the occupancy grid's
 // box or in empty cells skipped, colour evaluated only where a sample's weight is at least MIN_WEIGHT, the
-// march stopped once the transmittance is below TERMINATION (when early termination is on).
+// march stopped once the transmittance is below TERMINATION (when early termination is on). On an unbounded
+// scene (Zip-NeRF, scene.contraction) the intervals are uniform in disparity beyond distance 1, positions are
+// contracted into the ball of radius 2 where the grid and occupancy lie, and the background is the ray's colour
+// at its last interval.
 
 export const FORMAT_NAME = "eugen-field";
 export const FORMAT_VERSION = 1;
@@ -472,6 +475,13 @@ vec4 gridLevel(vec3 u, int level) {
 }
 
 float densityAt(vec3 p, float blur) {
+${field.contraction ? `  // unbounded scene: the point and its blur contracted into the ball of radius 2 (contract_gaussians)
+  float r = max(length(p), 1e-12);
+  if (r > 1.0) {
+    float q = (2.0 - 1.0 / r) / r;
+    blur *= pow(max(q * q / (r * r), 1e-30), 1.0 / 3.0);
+    p *= q;
+  }` : ""}
   vec3 u = (p - GRID_LOW) / GRID_EXTENT;
   if (any(lessThanEqual(u, vec3(0.0))) || any(greaterThanEqual(u, vec3(1.0)))) return 0.0;
   float s = 2.0 * blur / ${glsl(cubeRoot)}; // the blur in the grid's [-1, 1] units
@@ -527,6 +537,8 @@ export const MULTISAMPLE_STD_SCALE = 0.5;
 
 // The fragment shader: the field's code (densityAt, colorAt, rayDirection) inside the page's march.
 // blurred: the field reads each interval's blur (Zip-NeRF), from the pixel's cone radius.
+function linDisp(x) { return x < 1 ? x / 2 : 1 - 1 / (2 * x); }
+
 function shaderSource(field, code, blurred) {
   return `#version 300 es
 precision highp float;
@@ -547,7 +559,12 @@ uniform vec3 uLow;
 uniform vec3 uHigh;
 const float NEAR = ${glsl(field.near)};
 const float FAR = ${glsl(field.far)};
-const vec3 BACKGROUND = vec3(${field.background.map(glsl).join(", ")});
+const bool CONTRACTION = ${field.contraction ? "true" : "false"};
+// the spacing of an unbounded scene's intervals: linear up to distance 1, then in disparity
+const float S_NEAR = ${glsl(linDisp(field.near))};
+const float S_FAR = ${glsl(linDisp(field.far))};
+const bool LAST_SAMPLE = ${field.background === "last_sample" ? "true" : "false"};
+const vec3 BACKGROUND = vec3(${(field.background === "last_sample" ? [0, 0, 0] : field.background).map(glsl).join(", ")});
 out vec4 outColor;
 vec4 softplusv(vec4 x) { return mix(log(1.0 + exp(x)), x, step(20.0, x)); }
 // sin of a large argument (the encoding's reach 2 pi 2^8 |x|): reduced by 2 pi in two parts first (Cody-Waite),
@@ -558,7 +575,13 @@ float sinr(float x) {
 }
 float softplus1(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
 ${code}
+float spacingToDistance(float s) {
+  float x = s * S_FAR + (1.0 - s) * S_NEAR;
+  return x < 0.5 ? 2.0 * x : 1.0 / (2.0 - 2.0 * x);
+}
+
 bool occupied(vec3 p) {
+  if (CONTRACTION) { float r = max(length(p), 1e-12); if (r > 1.0) p *= (2.0 - 1.0 / r) / r; }
   vec3 u = (p - uLow) / (uHigh - uLow);
   if (any(lessThan(u, vec3(0.0))) || any(greaterThanEqual(u, vec3(1.0)))) return false;
   ivec3 size = textureSize(uOcc, 0);
@@ -580,20 +603,32 @@ void main() {
   float radius = ${blurred ? "sqrt(length(d - pixelDirection(pixel + vec2(1.0, 0.0))) * length(d - pixelDirection(pixel - vec2(0.0, 1.0)))) * 0.577350269" : "0.0"};
   float delta = (FAR - NEAR) / float(uSamples);
   int first = 0, last = uSamples - 1;
-  if (uOccupancy) { // only the samples inside the grid's box can count
+  rayDirection(d);
+  vec3 background = BACKGROUND;
+  if (LAST_SAMPLE) { // the ray's colour at its last interval's middle
+    float t0 = spacingToDistance(float(uSamples - 1) / float(uSamples)), t1 = spacingToDistance(1.0);
+    float t = 0.5 * (t0 + t1);
+    densityAt(o + d * t, ${glsl(MULTISAMPLE_STD_SCALE / Math.SQRT2)} * radius * t);
+    background = colorAt();
+  }
+  if (uOccupancy && !CONTRACTION) { // only the samples inside the grid's box can count
     vec3 inv = 1.0 / d;
     vec3 t0 = (uLow - o) * inv, t1 = (uHigh - o) * inv;
     float enter = max(max(min(t0.x, t1.x), min(t0.y, t1.y)), min(t0.z, t1.z));
     float exit = min(min(max(t0.x, t1.x), max(t0.y, t1.y)), max(t0.z, t1.z));
-    if (exit < enter) { outColor = vec4(BACKGROUND, 1.0); return; }
+    if (exit < enter) { outColor = vec4(background, 1.0); return; }
     first = max(0, int(floor((enter - NEAR) / delta - 0.5)) - 1);
     last = min(uSamples - 1, int(ceil((exit - NEAR) / delta - 0.5)) + 1);
   }
-  rayDirection(d);
   vec3 color = vec3(0.0);
   float transmittance = 1.0;
   for (int i = first; i <= last; i++) {
     float t = NEAR + (float(i) + 0.5) * delta;
+    if (CONTRACTION) {
+      float t0 = spacingToDistance(float(i) / float(uSamples)), t1 = spacingToDistance(float(i + 1) / float(uSamples));
+      t = 0.5 * (t0 + t1);
+      delta = t1 - t0;
+    }
     vec3 p = o + d * t;
     if (uOccupancy && !occupied(p)) continue;
     float sigma = densityAt(p, ${glsl(MULTISAMPLE_STD_SCALE / Math.SQRT2)} * radius * t);
@@ -603,7 +638,7 @@ void main() {
     transmittance *= 1.0 - alpha;
     if (uEarlyTermination && transmittance < ${glsl(TERMINATION)}) break;
   }
-  outColor = vec4(clamp(color + transmittance * BACKGROUND, 0.0, 1.0), 1.0);
+  outColor = vec4(clamp(color + transmittance * background, 0.0, 1.0), 1.0);
 }
 `;
 }

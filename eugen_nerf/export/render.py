@@ -14,7 +14,9 @@ Two samplings, both stated by :class:`Sampling`:
   field; every interval is a frustum of the pixel's cone, read as six multisamples
   (:func:`eugen_nerf.fields.multisample.frustum_multisamples`, its deterministic evaluation pattern), contracted
   first on an unbounded scene.
-* ``"march"``: what the web page renders (object scenes only): ``samples`` uniform intervals between near and far through one field
+* ``"march"``: what the web page renders: ``samples`` uniform intervals between near and far (on an unbounded
+  scene uniform in disparity beyond distance 1, read in the contracted space, the background each ray's colour
+  at its last interval) through one field
   (``fine``; for Zip-NeRF ``nerf``, each interval read at one point, its middle, blurred as the frustum's
   multisamples are there), a sample counting only inside the occupancy grid's box and in an occupied cell
   (``occupancy=True``; elsewhere its density is taken as 0), colour evaluated only where a sample's weight is at
@@ -237,6 +239,13 @@ def _nerfstudio(
     return composite(exported, weights, rgb)
 
 
+def contract_points(positions: Tensor) -> Tensor:
+    """mip-NeRF 360's scene contraction of points into the ball of radius 2 (where an unbounded export's
+    occupancy grid lies)."""
+    radius = positions.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return torch.where(radius > 1, (2 - 1 / radius) * positions / radius, positions)
+
+
 def occupied(exported: ExportedField, positions: Tensor) -> Tensor:
     """Whether each position lies inside the grid's box in an occupied cell."""
     low, high = exported.bounds[0], exported.bounds[1]
@@ -255,16 +264,20 @@ def _march(
     sampling: Sampling,
     chunk: int = 16,
 ) -> Tensor:
-    """The page's loop, a ``chunk`` of samples of every live ray at a time (the result is the loop's)."""
-    if exported.contraction or exported.background is None:
-        raise ValueError(
-            "the march (the web page's sampling) renders object scenes; this export is of an unbounded scene: "
-            "render it with Sampling(kind='nerfstudio')"
-        )
+    """The page's loop, a ``chunk`` of samples of every live ray at a time (the result is the loop's). On an
+    unbounded scene the intervals are spaced as Zip-NeRF's first samples are (uniform in disparity beyond
+    distance 1), the occupancy grid is read at the contracted positions, and the background is each ray's
+    colour at its last interval."""
     field = exported.fields[sampling.field or exported.header["occupancy"]["field"]]
     rays = origins.shape[0]
-    bins = to_distance(spacing_bins(sampling.samples, origins)[0], exported.near, exported.far)
+    spacing = "uniform_lin_disp_piecewise" if exported.contraction else "uniform"
+    bins = to_distance(spacing_bins(sampling.samples, origins)[0], exported.near, exported.far, spacing)
     mids, deltas = (bins[:-1] + bins[1:]) / 2, bins[1:] - bins[:-1]
+    background = exported.background
+    if background is None:  # each ray's colour at its last interval's middle
+        last = origins + directions * mids[-1]
+        _, features = field.density_and_features(last, MULTISAMPLE_STD_SCALE * radii * mids[-1] / 2**0.5)
+        background = field.color_of(directions, features).float()
     color = torch.zeros(rays, 3, device=origins.device, dtype=origins.dtype)
     transmittance = torch.ones(rays, device=origins.device, dtype=origins.dtype)
     live = torch.arange(rays, device=origins.device)
@@ -277,7 +290,7 @@ def _march(
         # a frustum's blur at its middle (used by Zip-NeRF's grid; NeRF reads points)
         blur = MULTISAMPLE_STD_SCALE * radii[live, None] * t[None] / 2**0.5
         mask = (
-            occupied(exported, positions)
+            occupied(exported, contract_points(positions) if exported.contraction else positions)
             if sampling.occupancy
             else torch.ones(positions.shape[:2], dtype=torch.bool, device=o.device)
         )
@@ -305,7 +318,7 @@ def _march(
         ).prod(1)
         if sampling.early_termination:
             live = live[transmittance[live] >= sampling.termination]
-    return color + exported.background * transmittance[:, None]
+    return color + background * transmittance[:, None]
 
 
 @torch.no_grad()

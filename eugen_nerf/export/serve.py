@@ -27,11 +27,6 @@ def page_dir() -> Path:
 def describe(path: Path) -> dict:
     """The page's entry for an export (checked readable first: a bad one is one line, before serving)."""
     parsed = fmt.read(path)
-    if parsed.header.get("scene", {}).get("contraction"):
-        raise fmt.ExportFormatError(
-            f"{parsed.path}: an unbounded (contracted) scene; the web page renders object scenes (render this "
-            "export with eugen_nerf.export.render_view)"
-        )
     source = parsed.header.get("source", {})
     eugen = source.get("eugen_layers", 0)
     kind = f"EUGen, {eugen} layers" if eugen else "dense"
