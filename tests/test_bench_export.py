@@ -56,6 +56,10 @@ def args(tmp_path: Path, **changes) -> BenchExport:
         ({"teacher": Path("/no/such/run")}, "--teacher /no/such/run: no config.yml there"),
         ({"student": Path("/no/such/run")}, "leave --student out to distil one"),
         ({"parts": ("zipnerf",), "zipnerf_scene": Path("/no/scene")}, "make it with: eugen-scenes render"),
+        (
+            {"parts": ("zipnerf",), "zipnerf_teacher": Path("/no/run")},
+            "--zipnerf-teacher /no/run: no config.yml there",
+        ),
     ],
 )
 def test_values_the_suite_cannot_use_are_one_clear_error(tmp_path, changes, message):

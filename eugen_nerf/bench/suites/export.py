@@ -95,6 +95,11 @@ class BenchExport:
     --distill-width-fraction)."""
     zipnerf_scene: Path = Path("scenes/bunny64")
     """The scene the Zip-NeRF pair trains on."""
+    zipnerf_teacher: Path | None = None
+    """A trained Zip-NeRF teacher (its folder or config.yml; e.g. teachers/garden200/dense-zipnerf/cpu, the
+    unbounded garden): the zipnerf part then measures it beside its student distilled with eugen-distill's
+    defaults into WORK_DIR/zipnerf-student, instead of a pair trained on --zipnerf-scene, and writes
+    zipnerf_distilled.json and page_zipnerf_distilled_*.png."""
     zipnerf_steps: int = 600
     """Training steps of each Zip-NeRF run."""
     zipnerf_repeats: int = 2
@@ -128,7 +133,12 @@ def check(args: BenchExport) -> None:
             f"--student {args.student}: no config.yml there; give the student's run or leave --student out "
             "to distil one"
         )
-    if "zipnerf" in args.parts and not (args.zipnerf_scene / "transforms_train.json").is_file():
+    if "zipnerf" in args.parts and args.zipnerf_teacher is not None:
+        if not run_config(args.zipnerf_teacher).is_file():
+            raise InputError(
+                f"--zipnerf-teacher {args.zipnerf_teacher}: no config.yml there; give a trained Zip-NeRF run's folder"
+            )
+    elif "zipnerf" in args.parts and not (args.zipnerf_scene / "transforms_train.json").is_file():
         raise InputError(
             f"--zipnerf-scene {args.zipnerf_scene} is not a NeRF-Synthetic scene (no transforms_train.json); "
             f"make it with: eugen-scenes render --output {args.zipnerf_scene}"

@@ -10,6 +10,9 @@ fastest counts), the float16 export, and a ``--large-size`` frame of the EUGen f
 ``zipnerf.json`` after every step; a rerun measures only what is missing. Pictures to look at (ground truth |
 nerfstudio | reference | page's sampling) go beside the runs, the page's frames (truth | page | reference) to
 ``--output``.
+
+With ``--zipnerf-teacher`` the pair is that trained run (``dense``) and its student distilled with
+``eugen-distill``'s defaults (``eugen``), measured the same way into ``zipnerf_distilled.json``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from eugen_nerf.bench.suites.export import (
     page_frame,
     page_screenshot,
     psnr,
+    run_config,
     save_picture,
     screenshot_due,
 )
@@ -62,6 +66,27 @@ def trained_pair(scene: Path, steps: int, root: Path) -> dict[str, Path]:
     return runs
 
 
+def distilled_student(teacher: Path, root: Path) -> Path:
+    """The config.yml of ``teacher``'s student distilled with eugen-distill's defaults into ``root/student`` (not
+    scored: the suite scores it); a finished one distilled with the same options is reused."""
+    import json
+
+    from eugen_nerf.distill.options import DistillOptions
+    from eugen_nerf.distill.run import distill
+
+    output = root / "student"
+    options = DistillOptions(teacher=teacher, output_dir=output, overwrite=True, evaluate=False)
+    report = output / "distill_report.json"
+    if report.is_file() and (output / "config.yml").is_file():
+        recorded = json.loads(json.dumps(options.recorded(), default=str))
+        if json.loads(report.read_text()).get("options") == recorded:
+            return output / "config.yml"
+    print(f"distilling the student of {teacher} into {output}", flush=True)
+    with torch.enable_grad():
+        distill(options)
+    return output / "config.yml"
+
+
 def measure_zipnerf(args: BenchExport) -> Results:
     """The ``zipnerf`` part (see the module docstring)."""
     from eugen_nerf.bench.browser import served_page
@@ -70,9 +95,16 @@ def measure_zipnerf(args: BenchExport) -> Results:
     from eugen_nerf.export.field import load_export
     from eugen_nerf.export.render import Sampling, render_view
 
-    root = args.work_dir / "zipnerf"
-    runs = trained_pair(args.zipnerf_scene.resolve(), args.zipnerf_steps, root)
-    results = Results(args.output / "zipnerf.json")
+    stem = "zipnerf" if args.zipnerf_teacher is None else "zipnerf_distilled"
+    root = args.work_dir / stem
+    if args.zipnerf_teacher is None:
+        runs = trained_pair(args.zipnerf_scene.resolve(), args.zipnerf_steps, root)
+    else:
+        runs = {
+            "dense": run_config(args.zipnerf_teacher),
+            "eugen": distilled_student(args.zipnerf_teacher, root),
+        }
+    results = Results(args.output / f"{stem}.json")
     data = results.data
     data["command"] = command_line()
     exports, halves, truth = {}, {}, None
@@ -118,7 +150,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
     header: dict = {}
     browser_header(header, samples, camera)
     page.update(chromium=header["browser"], device=header["device"], settings=header["settings"])
-    size = frame_size(args, truth, args.zipnerf_scene)
+    size = frame_size(args, truth, args.zipnerf_teacher or args.zipnerf_scene)
     with served_page([exports["eugen"], exports["dense"]]) as (browser, url):
         for repeat in range(args.zipnerf_repeats):
             for field_index, name in enumerate(("eugen", "dense")):
@@ -132,10 +164,10 @@ def measure_zipnerf(args: BenchExport) -> Results:
                     entry["page_vs_truth_db"] = psnr(picture, truth)
                     if repeat == 0:
                         save_picture(
-                            [truth, picture, reference], args.output / f"page_zipnerf_{name}.png", scale=4
+                            [truth, picture, reference], args.output / f"page_{stem}_{name}.png", scale=4
                         )
                 elif repeat == 0:
-                    save_picture([picture, reference], args.output / f"page_zipnerf_{name}.png", scale=4)
+                    save_picture([picture, reference], args.output / f"page_{stem}_{name}.png", scale=4)
                 frames[key] = entry
                 print(f"page: zipnerf {key} {entry}", flush=True)
                 results.save()
