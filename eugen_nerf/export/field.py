@@ -39,9 +39,9 @@ FEATURE_MAPS = {
     "sin": torch.sin,
 }
 HEADS = ("nerf", "zipnerf")
+"""Field heads an export may hold."""
 LAST_SAMPLE = "last_sample"
 """The background that is each ray's last sample's colour (the scene's ``background`` in the file)."""
-"""Field heads an export may hold."""
 
 
 @dataclass

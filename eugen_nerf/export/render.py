@@ -23,8 +23,9 @@ Two samplings, both stated by :class:`Sampling`:
   least ``min_weight``, and the march stopped once the transmittance falls below ``termination``
   (``early_termination=True``). With both off it is plain volume rendering of the field.
 
-Both composite on the export's background (on an unbounded scene, each ray's last sample's colour) and clamp to ``[0, 1]`` (as nerfstudio does at evaluation), in
-float32 whatever type the field MLPs computed in (under autocast their features stay in its type).
+Both composite on the export's background (on an unbounded scene, each ray's last sample's colour) and clamp
+to ``[0, 1]`` (as nerfstudio does at evaluation), in float32 whatever type the field MLPs computed in (under
+autocast their features stay in its type).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import torch
 from torch import Tensor
 
 from eugen_nerf.export.field import Camera, ExportedField, NeRFField, ZipNeRFDensity
-from eugen_nerf.fields.multisample import frustum_multisamples, pixel_radius
+from eugen_nerf.fields.multisample import contract_gaussians, frustum_multisamples, pixel_radius
 
 MULTISAMPLE_STD_SCALE = 0.5
 """A multisample's blur relative to the cone's radius at its distance (Zip-NeRF's, ``frustum_multisamples``)."""
@@ -242,8 +243,7 @@ def _nerfstudio(
 def contract_points(positions: Tensor) -> Tensor:
     """mip-NeRF 360's scene contraction of points into the ball of radius 2 (where an unbounded export's
     occupancy grid lies)."""
-    radius = positions.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return torch.where(radius > 1, (2 - 1 / radius) * positions / radius, positions)
+    return contract_gaussians(positions, positions.new_zeros(positions.shape[:-1]))[0]
 
 
 def occupied(exported: ExportedField, positions: Tensor) -> Tensor:
