@@ -57,7 +57,7 @@ def args(tmp_path: Path, **changes) -> BenchExport:
         ({"student": Path("/no/such/run")}, "leave --student out to distil one"),
         ({"parts": ("zipnerf",), "zipnerf_scene": Path("/no/scene")}, "make it with: eugen-scenes render"),
         (
-            {"parts": ("zipnerf",), "zipnerf_teacher": Path("/no/run")},
+            {"parts": ("zipnerf-distilled",), "zipnerf_teacher": Path("/no/run")},
             "--zipnerf-teacher /no/run: no config.yml there",
         ),
     ],

@@ -46,7 +46,7 @@ from eugen_nerf.bench.suites import command_line
 from eugen_nerf.inputs.errors import InputError, one_line_errors
 
 PROG = "eugen-bench export"
-PARTS = ("reference", "browser", "zipnerf")
+PARTS = ("reference", "browser", "zipnerf", "zipnerf-distilled")
 DEVICE = "headless Chromium, SwiftShader WebGL2 (software), {cores}-core CPU"
 
 
@@ -63,7 +63,7 @@ class BenchExport:
     """The folder the JSON reports and the page's frames are written into."""
     student: Path | None = None
     """The teacher's student run; by default one distilled with eugen-distill's defaults into WORK_DIR/student."""
-    parts: tuple[Literal["reference", "browser", "zipnerf"], ...] = PARTS
+    parts: tuple[Literal["reference", "browser", "zipnerf", "zipnerf-distilled"], ...] = PARTS
     """Which parts to measure."""
     samples: int = 128
     """Samples a ray of the page's march (and of the reference renderer it is compared with)."""
@@ -73,7 +73,7 @@ class BenchExport:
     """Width and height of the page's frames compared with the truth; by default each part's scene's own size
     (its test images', which must then be square)."""
     large_size: int = 200
-    """Width and height of one more frame of the student (0: none)."""
+    """Width and height of one more frame of the student, and of the zipnerf part's EUGen field (0: none)."""
     repeats: int = 2
     """Frames of the student and of the teacher at SIZE timed in turn (the fastest of each counts)."""
     views: int | None = None
@@ -95,11 +95,13 @@ class BenchExport:
     --distill-width-fraction)."""
     zipnerf_scene: Path = Path("scenes/bunny64")
     """The scene the Zip-NeRF pair trains on."""
-    zipnerf_teacher: Path | None = None
-    """A trained Zip-NeRF teacher (its folder or config.yml; e.g. teachers/garden200/dense-zipnerf/cpu, the
-    unbounded garden): the zipnerf part then measures it beside its student distilled with eugen-distill's
-    defaults into WORK_DIR/zipnerf-student, instead of a pair trained on --zipnerf-scene, and writes
-    zipnerf_distilled.json and page_zipnerf_distilled_*.png."""
+    zipnerf_teacher: Path = Path("teachers/garden200/dense-zipnerf/cpu")
+    """The zipnerf-distilled part's trained Zip-NeRF teacher (its folder or config.yml; by default the shipped
+    one of the unbounded garden), measured beside its student distilled with eugen-distill's defaults."""
+    distilled_views: int = 1
+    """Test views the zipnerf-distilled part scores with the reference renderer (each rendered at full size)."""
+    distilled_size: int = 64
+    """Side of the zipnerf-distilled part's page frames."""
     zipnerf_steps: int = 600
     """Training steps of each Zip-NeRF run."""
     zipnerf_repeats: int = 2
@@ -114,7 +116,15 @@ class BenchExport:
 
 def check(args: BenchExport) -> None:
     """Every value the suite cannot use, as one :class:`InputError`, before anything is written."""
-    for name in ("samples", "size", "repeats", "zipnerf_steps", "zipnerf_repeats"):
+    for name in (
+        "samples",
+        "size",
+        "repeats",
+        "zipnerf_steps",
+        "zipnerf_repeats",
+        "distilled_views",
+        "distilled_size",
+    ):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.camera < 0 or args.large_size < 0:
@@ -133,12 +143,11 @@ def check(args: BenchExport) -> None:
             f"--student {args.student}: no config.yml there; give the student's run or leave --student out "
             "to distil one"
         )
-    if "zipnerf" in args.parts and args.zipnerf_teacher is not None:
-        if not run_config(args.zipnerf_teacher).is_file():
-            raise InputError(
-                f"--zipnerf-teacher {args.zipnerf_teacher}: no config.yml there; give a trained Zip-NeRF run's folder"
-            )
-    elif "zipnerf" in args.parts and not (args.zipnerf_scene / "transforms_train.json").is_file():
+    if "zipnerf-distilled" in args.parts and not run_config(args.zipnerf_teacher).is_file():
+        raise InputError(
+            f"--zipnerf-teacher {args.zipnerf_teacher}: no config.yml there; give a trained Zip-NeRF run's folder"
+        )
+    if "zipnerf" in args.parts and not (args.zipnerf_scene / "transforms_train.json").is_file():
         raise InputError(
             f"--zipnerf-scene {args.zipnerf_scene} is not a NeRF-Synthetic scene (no transforms_train.json); "
             f"make it with: eugen-scenes render --output {args.zipnerf_scene}"
@@ -508,10 +517,12 @@ def main(args: BenchExport) -> None:
         if "browser" in args.parts:
             results = measure_browser(args, runs, exports)
             print(f"wrote {results.path}: {json.dumps(results.data)}", flush=True)
-    if "zipnerf" in args.parts:
-        from eugen_nerf.bench.suites.export_zipnerf import measure_zipnerf
+    from eugen_nerf.bench.suites.export_zipnerf import measure_zipnerf
 
+    if "zipnerf" in args.parts:
         measure_zipnerf(args)
+    if "zipnerf-distilled" in args.parts:
+        measure_zipnerf(args, distilled=True)
 
 
 def entrypoint() -> None:

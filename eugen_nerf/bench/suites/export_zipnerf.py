@@ -11,8 +11,10 @@ fastest counts), the float16 export, and a ``--large-size`` frame of the EUGen f
 nerfstudio | reference | page's sampling) go beside the runs, the page's frames (truth | page | reference) to
 ``--output``.
 
-With ``--zipnerf-teacher`` the pair is that trained run (``dense``) and its student distilled with
-``eugen-distill``'s defaults (``eugen``), measured the same way into ``zipnerf_distilled.json``.
+The ``zipnerf-distilled`` part measures the same way a trained teacher (``--zipnerf-teacher``, by default the
+shipped unbounded garden200 one; ``dense``) and its student distilled with ``eugen-distill``'s defaults
+(``eugen``), on ``--distilled-views`` test views and in ``--distilled-size`` page frames, into
+``zipnerf_distilled.json`` and ``page_zipnerf_distilled_*.png``.
 """
 
 from __future__ import annotations
@@ -87,17 +89,18 @@ def distilled_student(teacher: Path, root: Path) -> Path:
     return output / "config.yml"
 
 
-def measure_zipnerf(args: BenchExport) -> Results:
-    """The ``zipnerf`` part (see the module docstring)."""
+def measure_zipnerf(args: BenchExport, distilled: bool = False) -> Results:
+    """The ``zipnerf`` part, or with ``distilled`` the ``zipnerf-distilled`` one (see the module docstring)."""
     from eugen_nerf.bench.browser import served_page
     from eugen_nerf.eval.runs import final_rgb, ground_truth, load_run
     from eugen_nerf.export import format as fmt
     from eugen_nerf.export.field import load_export
     from eugen_nerf.export.render import Sampling, render_view
 
-    stem = "zipnerf" if args.zipnerf_teacher is None else "zipnerf_distilled"
+    stem = "zipnerf_distilled" if distilled else "zipnerf"
     root = args.work_dir / stem
-    if args.zipnerf_teacher is None:
+    views = args.distilled_views if distilled else args.views
+    if not distilled:
         runs = trained_pair(args.zipnerf_scene.resolve(), args.zipnerf_steps, root)
     else:
         runs = {
@@ -119,7 +122,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
     for name, method in METHODS.items():
         entry = data.setdefault(name, {})
         if "min_reference_vs_nerfstudio_db" not in entry:
-            measure_reference(entry, runs[name], exports[name], samples, args.views, results.save)
+            measure_reference(entry, runs[name], exports[name], samples, views, results.save)
             entry["export_bytes_float16"] = (halves[name] / fmt.FILE_NAME).stat().st_size
             results.save()
         run = load_run(runs[name], device="cpu")
@@ -150,7 +153,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
     header: dict = {}
     browser_header(header, samples, camera)
     page.update(chromium=header["browser"], device=header["device"], settings=header["settings"])
-    size = frame_size(args, truth, args.zipnerf_teacher or args.zipnerf_scene)
+    size = args.distilled_size if distilled else frame_size(args, truth, args.zipnerf_scene)
     with served_page([exports["eugen"], exports["dense"]]) as (browser, url):
         for repeat in range(args.zipnerf_repeats):
             for field_index, name in enumerate(("eugen", "dense")):
@@ -175,7 +178,7 @@ def measure_zipnerf(args: BenchExport) -> Results:
             page_screenshot(browser, f"{url}?resolution={size}&samples={samples}", args.zipnerf_screenshot)
     # the float16 export in the page (RGBA16F textures), then a larger frame of the EUGen field
     extra = [(f"eugen_float16_{size}", 0, halves["eugen"], size)]
-    if args.large_size:
+    if args.large_size and not distilled:
         extra.append((f"eugen_{args.large_size}", 1, exports["eugen"], args.large_size))
     if any(key not in frames for key, *_ in extra):
         with served_page([halves["eugen"], exports["eugen"]]) as (browser, _):
