@@ -455,12 +455,8 @@ def with_mlps(exported, wrap: Callable):
     copied.fields = {}
     for name, nerf_field in exported.fields.items():
         wrapped = copy.copy(nerf_field)
-        for part in (
-            "trunk",
-            "density",
-            "color",
-            "view",
-        ):  # NeRF's MLPs, Zip-NeRF's (proposals: density only)
+        # NeRF's trunk, density and colour MLPs; Zip-NeRF's density and view MLPs (a proposal: density only)
+        for part in ("trunk", "density", "color", "view"):
             if getattr(nerf_field, part, None) is not None:
                 setattr(wrapped, part, wrap(getattr(nerf_field, part)))
         copied.fields[name] = wrapped
