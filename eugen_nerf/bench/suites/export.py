@@ -245,9 +245,6 @@ def student_run(args: BenchExport) -> Path:
     (another width or set of layers, or eugen-distill's defaults changed: distilled again)."""
     if args.student is not None:
         return args.student
-    from eugen_nerf.distill.options import DistillOptions
-    from eugen_nerf.distill.run import distill
-
     output = args.work_dir / "student"
 
     given = {
@@ -264,14 +261,23 @@ def student_run(args: BenchExport) -> Path:
     }
     if not args.distill_narrow:
         given["narrow_fraction"] = None
-    options = DistillOptions(teacher=args.teacher, output_dir=output, overwrite=True, **given)
+    return distilled_once(args.teacher, output, **given)
+
+
+def distilled_once(teacher: Path, output: Path, **given) -> Path:
+    """``teacher``'s student distilled with eugen-distill's defaults and the options ``given`` into ``output``;
+    a finished one whose report records the same options is reused (other options: distilled again)."""
+    from eugen_nerf.distill.options import DistillOptions
+    from eugen_nerf.distill.run import distill
+
+    options = DistillOptions(teacher=teacher, output_dir=output, overwrite=True, **given)
     report = output / "distill_report.json"
     if report.is_file() and (output / "config.yml").is_file():
         recorded = json.loads(json.dumps(options.recorded(), default=str))
         if json.loads(report.read_text()).get("options") == recorded:
             return output
         print(f"the student in {output} was distilled with other options: distilling it again", flush=True)
-    print(f"distilling the student of {args.teacher} into {output}", flush=True)
+    print(f"distilling the student of {teacher} into {output}", flush=True)
     with torch.enable_grad():
         distill(options)
     return output

@@ -29,6 +29,7 @@ from eugen_nerf.bench.suites.export import (
     BenchExport,
     Results,
     browser_header,
+    distilled_once,
     exported,
     forget_other_exports,
     frame_size,
@@ -68,27 +69,6 @@ def trained_pair(scene: Path, steps: int, root: Path) -> dict[str, Path]:
     return runs
 
 
-def distilled_student(teacher: Path, root: Path) -> Path:
-    """The config.yml of ``teacher``'s student distilled with eugen-distill's defaults into ``root/student`` (not
-    scored: the suite scores it); a finished one distilled with the same options is reused."""
-    import json
-
-    from eugen_nerf.distill.options import DistillOptions
-    from eugen_nerf.distill.run import distill
-
-    output = root / "student"
-    options = DistillOptions(teacher=teacher, output_dir=output, overwrite=True, evaluate=False)
-    report = output / "distill_report.json"
-    if report.is_file() and (output / "config.yml").is_file():
-        recorded = json.loads(json.dumps(options.recorded(), default=str))
-        if json.loads(report.read_text()).get("options") == recorded:
-            return output / "config.yml"
-    print(f"distilling the student of {teacher} into {output}", flush=True)
-    with torch.enable_grad():
-        distill(options)
-    return output / "config.yml"
-
-
 def measure_zipnerf(args: BenchExport, distilled: bool = False) -> Results:
     """The ``zipnerf`` part, or with ``distilled`` the ``zipnerf-distilled`` one (see the module docstring)."""
     from eugen_nerf.bench.browser import served_page
@@ -105,7 +85,8 @@ def measure_zipnerf(args: BenchExport, distilled: bool = False) -> Results:
     else:
         runs = {
             "dense": run_config(args.zipnerf_teacher),
-            "eugen": distilled_student(args.zipnerf_teacher, root),
+            # not scored by eugen-distill: the part scores it
+            "eugen": run_config(distilled_once(args.zipnerf_teacher, root / "student", evaluate=False)),
         }
     results = Results(args.output / f"{stem}.json")
     data = results.data
