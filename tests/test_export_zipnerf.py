@@ -231,6 +231,17 @@ def test_exported_field_computes_the_field(tiny, method):
     assert torch.allclose(rgb, expected[FieldHeadNames.RGB].view(500, 3), atol=1e-5)
 
 
+def test_hash_grid_lookup_does_not_depend_on_its_chunks(tiny):
+    """The grid writes each chunk of points into its slice of one output: any chunk size, one that leaves a
+    remainder included, gives the same features as one pass."""
+    grid = load_export(tiny["dense-zipnerf"][1], device="cpu").fields["nerf"].grid
+    unit = torch.rand(1000, 3, generator=torch.Generator().manual_seed(3))
+    whole = grid(unit, chunk=1000)
+    assert whole.shape == (1000, grid.num_levels, grid.table.shape[1]) and whole.abs().max() > 0
+    for chunk in (1, 7, 333, None):
+        assert torch.equal(grid(unit, chunk=chunk), whole), chunk
+
+
 def test_float16_export_renders_close_to_float32(tiny, tmp_path):
     run, path = tiny["eugen-zipnerf"]
     half = export_tiny(run, tmp_path / "half", dtype="float16")

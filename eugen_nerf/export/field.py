@@ -237,29 +237,34 @@ class HashGrid:
     def num_levels(self) -> int:
         return self.resolutions.shape[0]
 
-    def __call__(self, unit: Tensor, chunk: int = 16384) -> Tensor:
-        """Features ``(N, levels, features_per_level)`` at ``unit`` ``(N, 3)`` in ``[0, 1]^3``."""
-        return (
-            torch.cat([self._lookup(part) for part in unit.split(chunk)])
-            if unit.shape[0]
-            else (self.table.new_zeros(0, self.num_levels, self.table.shape[1]))
-        )
-
-    def _lookup(self, unit: Tensor) -> Tensor:
-        scaled = unit[:, None, :] * self.resolutions[None, :, None]  # (N, L, 3)
-        floor = torch.floor(scaled)
-        frac = scaled - floor
-        low = floor.long()
-        primes = torch.tensor(HASH_PRIMES, device=unit.device)
+    def __call__(self, unit: Tensor, chunk: int | None = None) -> Tensor:
+        """Features ``(N, levels, features_per_level)`` at ``unit`` ``(N, 3)`` in ``[0, 1]^3``, ``chunk`` points
+        at a time (None: 16,384 on the CPU, whose caches favour small chunks; 2^20 elsewhere, where each chunk's
+        few dozen kernel launches must stay few against the points they cover)."""
+        if chunk is None:
+            chunk = 16384 if unit.device.type == "cpu" else 1 << 20
+        out = self.table.new_zeros(unit.shape[0], self.num_levels, self.table.shape[1])
         offsets = torch.arange(self.num_levels, device=unit.device) * self.table_size
-        out = 0
-        for corner in range(8):
-            bits = torch.tensor([(corner >> axis) & 1 for axis in range(3)], device=unit.device)
-            hashed = (low + bits) * primes
-            index = (hashed[..., 0] ^ hashed[..., 1] ^ hashed[..., 2]) & (self.table_size - 1)
-            weight = torch.where(bits.bool(), frac, 1 - frac).prod(-1, keepdim=True)
-            out = out + weight * self.table[index + offsets]
+        for start in range(0, unit.shape[0], chunk):
+            self._lookup(unit[start : start + chunk], offsets, out[start : start + chunk])
         return out
+
+    def _lookup(self, unit: Tensor, offsets: Tensor, out: Tensor) -> None:
+        """Adds the trilinear blend of the eight corners' features into ``out``; each axis's two hashed
+        coordinates and two weights are computed once and combined per corner."""
+        scaled = unit[:, None, :] * self.resolutions[None, :, None]  # (N, L, 3)
+        low = torch.floor(scaled)
+        frac = scaled.sub_(low)
+        low = low.long()
+        # per axis, (hash of the lower corner, of the upper corner) and (their weights)
+        hashes = [(low[..., a] * p, (low[..., a] + 1) * p) for a, p in enumerate(HASH_PRIMES)]
+        weights = [(1 - frac[..., a], frac[..., a]) for a in range(3)]
+        mask = self.table_size - 1
+        for corner in range(8):
+            x, y, z = (corner >> 0) & 1, (corner >> 1) & 1, (corner >> 2) & 1
+            index = (hashes[0][x] ^ hashes[1][y] ^ hashes[2][z]).bitwise_and_(mask).add_(offsets)
+            weight = weights[0][x] * weights[1][y] * weights[2][z]
+            out.addcmul_(weight[..., None], self.table[index])
 
 
 def level_weights(stds: Tensor, resolutions: Tensor) -> Tensor:

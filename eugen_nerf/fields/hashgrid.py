@@ -33,7 +33,9 @@ from torch import Tensor
 
 _PRIMES = (1, 2654435761, 805459861)
 CHUNK = 16384
-"""Points per pass of the forward."""
+"""Points per pass of the forward on the CPU, where the intermediates of a small chunk stay in cache."""
+CHUNK_ACCELERATOR = 1 << 20
+"""Points per pass elsewhere (a GPU), where each pass's few dozen kernel launches must stay few."""
 _ROW_AS_SCALAR = {4: torch.int32, 8: torch.float64, 16: torch.complex128}
 """Row width in bytes -> a dtype of that size, to gather a row as one element."""
 
@@ -83,16 +85,19 @@ class GatherHashEncoding(HashEncoding):
         assert in_tensor.shape[-1] == 3
         lead = in_tensor.shape[:-1]
         points = in_tensor.reshape(-1, 3)
+        chunk = CHUNK if points.device.type == "cpu" else CHUNK_ACCELERATOR
+        # made once a forward: a tensor built from Python numbers is a host-to-device copy on a GPU
+        primes = torch.tensor(_PRIMES_INT32, dtype=torch.int32, device=points.device).view(3, 1, 1, 1)
         if torch.is_grad_enabled():
-            return torch.cat([self._encode(chunk) for chunk in points.split(CHUNK)]).view(*lead, -1)
+            return torch.cat([self._encode(part, primes) for part in points.split(chunk)]).view(*lead, -1)
         # without autograd each chunk is written straight into the output (no concatenation pass)
         width = self.num_levels * self.features_per_level
         out = torch.empty(points.shape[0], width, dtype=self.hash_table.dtype, device=points.device)
-        for start in range(0, points.shape[0], CHUNK):
-            self._encode(points[start : start + CHUNK], out=out[start : start + CHUNK])
+        for start in range(0, points.shape[0], chunk):
+            self._encode(points[start : start + chunk], primes, out=out[start : start + chunk])
         return out.view(*lead, -1)
 
-    def _encode(self, points: Tensor, out: Tensor | None = None) -> Tensor:
+    def _encode(self, points: Tensor, primes: Tensor, out: Tensor | None = None) -> Tensor:
         # Layout [..., levels, points]: every broadcast below runs over a long contiguous inner dimension
         # (with the corners last, the inner loops were 2 long and the XOR alone cost a fifth of the forward).
         device = points.device
@@ -100,7 +105,6 @@ class GatherHashEncoding(HashEncoding):
         scaled = points.T.contiguous()[:, None, :] * self.scalings.to(device).view(1, -1, 1)  # [3, L, N]
         floor = torch.floor(scaled)
         frac = (scaled - floor).view(3, 1, levels, n)
-        primes = torch.tensor(_PRIMES_INT32, dtype=torch.int32, device=device).view(3, 1, 1, 1)
         # the cell's lower corner, hashed per axis (wrapping)
         low = floor.int().view(3, 1, levels, n) * primes
         corners = torch.cat([low, low + primes], dim=1)  # [3, 2, L, N]
