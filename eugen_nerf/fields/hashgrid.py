@@ -9,7 +9,8 @@ function (same table, hash and trilinear weights; tests compare it with nerfstud
   point]`` layout (points innermost: with the corners innermost the loops were 2 long and the forward took
   twice as long), and the table size's power of two turns the modulo into a mask, so the hash runs in 32-bit
   integers (only the low bits of the products survive the mask, and wrapping multiplication keeps them);
-- the eight corners' rows are read in one gather; a row of 1, 2 or 4 float32 features is read as one 4-, 8-
+- the eight corners' rows are read in one gather (without autograd, one corner at a time, each weighted and
+  added into the output while its rows are in cache); a row of 1, 2 or 4 float32 features is read as one 4-, 8-
   or 16-byte scalar, about 4x faster on a CPU than gathering rows, with ``index_select`` on 32-bit indices
   (twice as fast as ``torch.take``, which needs 64-bit ones: the conversion is a pass saved too);
 - points go through in chunks, so the ``[points, levels, 8, features]`` intermediates stay in cache.
@@ -114,11 +115,19 @@ class GatherHashEncoding(HashEncoding):
         index = ((index & (self.hash_table_size - 1)) + offsets).view(8, levels * n)  # int32
         weight = torch.cat([1 - frac, frac], dim=1)  # [3, 2, L, N]
         weights = weight[0][:, None, None] * weight[1][None, :, None] * weight[2][None, None, :]
-        features = _GatherRows.apply(self.hash_table, index)  # [8, L * N, F]
         weights = weights.view(8, levels * n, 1)
-        # without autograd the gathered rows are weighted in place: one [8, L * N, F] buffer fewer
-        weighted = features.mul_(weights) if not torch.is_grad_enabled() else features * weights
-        encoded = weighted.sum(0).view(levels, n, -1).transpose(0, 1)  # [N, L, F]
+        if torch.is_grad_enabled():
+            features = _GatherRows.apply(self.hash_table, index)  # [8, L * N, F]: one gather, one backward
+            weighted = (features * weights).sum(0)
+        else:
+            # without autograd each corner's rows are gathered, weighted and added in turn: buffers of one
+            # corner, which stay in cache, instead of one of all eight weighted and then summed
+            weighted = torch.zeros(
+                levels * n, self.hash_table.shape[1], dtype=self.hash_table.dtype, device=device
+            )
+            for corner in range(8):
+                weighted.add_(_GatherRows.apply(self.hash_table, index[corner]).mul_(weights[corner]))
+        encoded = weighted.view(levels, n, -1).transpose(0, 1)  # [N, L, F]
         if out is None:
             return encoded.reshape(n, -1)
         out.view(n, levels, -1).copy_(encoded)
