@@ -26,6 +26,7 @@ from eugen_nerf.isdf.sampling import (
     camera_directions,
     frame_rays,
     pc_bounds,
+    render_depth,
     sample_distances,
     sample_points,
 )
@@ -135,6 +136,38 @@ def test_keyframe_buffer() -> None:
         window = buffer.window(5, generator)
         assert window[0] == 5 and len(window) == 3 and len(set(window)) == 3
         assert 3 not in window or 2 in window  # loss 0 is (almost) never drawn before loss 1
+
+
+def test_depth_is_rendered_at_the_first_sample_inside() -> None:
+    """A plane at distance 2 along each ray: the first sample behind it, moved back by its SDF, is the
+    plane; a ray with no sample behind the plane renders 0 (iSDF's ``sdf_render_depth``)."""
+    distances = torch.tensor([[0.5, 1.0, 1.9, 2.3, 2.7], [0.5, 1.0, 1.5, 1.8, 1.95]])
+    depth = render_depth(distances, 2.0 - distances)
+    assert depth.tolist() == pytest.approx([2.0, 0.0])
+
+
+class SphereSDF(torch.nn.Module):
+    """The exact SDF of a sphere of ``radius`` at the origin."""
+
+    def __init__(self, radius: float) -> None:
+        super().__init__()
+        self.radius = radius
+
+    def forward(self, points: torch.Tensor) -> torch.Tensor:
+        return points.norm(dim=-1, keepdim=True) - self.radius
+
+
+def test_keyframe_test_renders_the_frames_depth() -> None:
+    """A map that is the sphere explains a frame of it; a map of a smaller sphere explains none of it, and
+    the frame would become a keyframe."""
+    scene, frames = sphere_scene(4)
+    trainer = StreamingTrainer(small_config(), scene, frames, torch.device("cpu"))
+    trainer.field = SphereSDF(RADIUS)
+    assert trainer.explained_fraction(1) == pytest.approx(1.0)
+    trainer.field = SphereSDF(0.2)
+    fraction = trainer.explained_fraction(1)
+    assert fraction < 0.05
+    assert trainer.buffer.consider(0, 0.0) and trainer.buffer.consider(1, fraction)
 
 
 # ---------------------------------------------------------------- training

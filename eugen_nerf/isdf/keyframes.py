@@ -1,9 +1,10 @@
 """iSDF's keyframe buffer: which past frames keep being replayed, and how often.
 
-A frame becomes a keyframe when the map explains it badly: fewer than ``pixel_ratio`` of its measured
-surface points have ``|sdf| < surface_threshold`` (iSDF's information-gain test). Each training window is
-the latest frame plus keyframes drawn without replacement with probability proportional to their last
-loss, so poorly fitted regions are revisited more (iSDF's loss-weighted keyframe sampling).
+A frame becomes a keyframe when the map, after training on it, still explains it badly (iSDF's
+information-gain test): depth is rendered from the map along ``rays`` of the frame's pixels, and fewer than
+``pixel_ratio`` of them come within ``depth_threshold`` (relative) of the measured depth. Each training
+window is the latest frame plus keyframes drawn without replacement with probability proportional to their
+last loss, so poorly fitted regions are revisited more (iSDF's loss-weighted keyframe sampling).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ class KeyframeConfig:
     window_size: int = 5
     """Frames per training step: the latest one and ``window_size - 1`` keyframes (iSDF: 5)."""
     pixel_ratio: float = 0.65
-    """A frame is a keyframe if fewer than this fraction of its surface points are explained (iSDF)."""
-    surface_threshold: float = 0.05
-    """A surface point is explained when ``|sdf| <`` this (iSDF: 0.1 m in rooms)."""
+    """A frame is a keyframe if fewer than this fraction of its tested pixels are explained (iSDF)."""
+    depth_threshold: float = 0.1
+    """A pixel is explained when the depth rendered from the map is within this fraction of the measured
+    depth (iSDF's ``kf_dist_th``)."""
+    rays: int = 400
+    """Pixels of the frame the test renders (iSDF's ``n_rays_is_kf``)."""
 
 
 @dataclass

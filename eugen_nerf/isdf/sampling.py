@@ -126,6 +126,17 @@ def sample_points(rays: RayBatch, distances: Tensor) -> Tensor:
     return rays.origins[:, None] + distances[..., None] * rays.directions[:, None]
 
 
+def render_depth(distances: Tensor, sdf: Tensor) -> Tensor:
+    """``(R,)`` depth of each ray from the SDF at its samples ``(R, S)`` sorted by distance (iSDF's
+    ``sdf_render_depth``): the first sample inside the surface, moved back by its SDF; 0 where no sample is
+    inside."""
+    inside = sdf < 0
+    order = torch.arange(sdf.shape[1], 0, -1, device=sdf.device)  # the first inside sample scores highest
+    first = (inside * order).argmax(dim=1, keepdim=True)
+    depth = (distances.gather(1, first) + sdf.gather(1, first))[:, 0]
+    return torch.where(inside.any(dim=1), depth, torch.zeros_like(depth))
+
+
 def pc_bounds(rays: RayBatch, distances: Tensor, points: Tensor, chunk: int = 8192) -> Tensor:
     """``(R, S)`` iSDF "pc" bounds: distance to the nearest measured surface point of the batch,
     negative behind the sample's own measured surface."""

@@ -1,9 +1,9 @@
 """The streaming iSDF trainer: frames arrive in order, the map trains on a window of keyframes.
 
 For each arriving frame (every ``frame_stride``-th frame of the trajectory, as a real-time system drops
-frames it cannot keep up with), the trainer first decides whether the frame becomes a keyframe (does the
-current map explain it?), then runs ``steps_per_frame`` optimisation steps on a window made of that frame
-and keyframes drawn by loss.
+frames it cannot keep up with), the trainer runs ``steps_per_frame`` optimisation steps on a window made of
+that frame and keyframes drawn by loss, then decides, as iSDF does, whether the frame becomes a keyframe:
+does the map, having trained on it, render its depth?
 
 After the stream, :meth:`StreamingTrainer.settle` keeps optimising as a live system does while the camera
 rests on its last frame: the same windows (that frame and keyframes drawn by loss), no new frame. The whole
@@ -11,7 +11,8 @@ state (field, optimiser, keyframe buffer, random generator) round-trips through 
 long run continues where it stopped.
 
 Simplifications against iSDF (documented in the README): a fixed number of steps per frame instead of
-wall-clock-driven training, uniform pixel sampling instead of loss-weighted pixel sampling, and no colour.
+wall-clock-driven training (and no extra steps for a new keyframe), uniform pixel sampling instead of
+loss-weighted pixel sampling, and no colour.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from eugen_nerf.isdf.sampling import (
     camera_directions,
     frame_rays,
     pc_bounds,
+    render_depth,
     sample_distances,
     sample_points,
 )
@@ -94,9 +96,13 @@ class StreamingTrainer:
         self.latest: int | None = None
         """The last frame that arrived (``None`` before the stream)."""
 
-    def rays(self, indices: Sequence[int]) -> RayBatch:
+    def rays(self, indices: Sequence[int], count: int | None = None) -> RayBatch:
+        """``count`` (default ``rays_per_frame``) uniformly drawn rays of each frame in ``indices``."""
         rays = frame_rays(
-            [self.frames[i] for i in indices], self.directions, self.config.rays_per_frame, self.generator
+            [self.frames[i] for i in indices],
+            self.directions,
+            count or self.config.rays_per_frame,
+            self.generator,
         )
         return RayBatch(*(tensor.to(self.device) for tensor in (rays.origins, rays.directions, rays.depth)))
 
@@ -131,13 +137,18 @@ class StreamingTrainer:
 
     @torch.no_grad()
     def explained_fraction(self, index: int) -> float:
-        """Fraction of the frame's sampled surface points with ``|sdf|`` under the keyframe threshold."""
-        rays = self.rays([index])
-        surface = rays.origins[rays.hit] + rays.depth[rays.hit, None] * rays.directions[rays.hit]
-        if surface.shape[0] == 0:
+        """Fraction of the frame's tested pixels whose depth, rendered from the map at the training samples
+        along their rays, is within the keyframe threshold of the measured depth (pixels that measured
+        nothing are not tested)."""
+        rays = self.rays([index], self.config.keyframes.rays)
+        hit = rays.hit
+        if not bool(hit.any()):
             return 1.0
-        sdf = self.field(surface)[..., 0]
-        return float((sdf.abs() < self.config.keyframes.surface_threshold).float().mean())
+        rays = RayBatch(rays.origins[hit], rays.directions[hit], rays.depth[hit])
+        distances = sample_distances(rays, self.config.sampling, self.generator).sort(dim=1).values
+        sdf = self.field(sample_points(rays, distances))[..., 0]
+        error = (render_depth(distances, sdf) - rays.depth).abs() / rays.depth
+        return float((error < self.config.keyframes.depth_threshold).float().mean())
 
     def train_on_window(self, steps: int) -> list[float]:
         """``steps`` steps, each on a window of the latest frame and keyframes drawn by loss; mean losses."""
@@ -185,10 +196,12 @@ class StreamingTrainer:
         with Progress(transient=True, disable=not progress) as bar:
             task = bar.add_task("streaming frames", total=len(arriving))
             for position in range(0, len(self.frames), self.config.frame_stride):
-                # As in iSDF, the arriving frame is judged by the map before the map trains on it.
-                self.buffer.consider(position, self.explained_fraction(position))
                 self.latest = position
                 log.losses.extend(self.train_on_window(self.config.steps_per_frame))
+                # As in iSDF, the frame is judged by the map that has just trained on it (the first is
+                # always kept).
+                first = not self.buffer.keyframes
+                self.buffer.consider(position, 0.0 if first else self.explained_fraction(position))
                 bar.advance(task)
         synchronize(self.device)
         log.train_seconds = time.perf_counter() - start
