@@ -10,7 +10,7 @@ rests on its last frame: the same windows (that frame and keyframes drawn by los
 state (field, optimiser, keyframe buffer, random generator) round-trips through :meth:`state_dict`, so a
 long run continues where it stopped.
 
-Simplifications against iSDF (documented in the README): a fixed number of steps per frame instead of
+Simplifications against iSDF (documented in docs/methods.md): a fixed number of steps per frame instead of
 wall-clock-driven training (and no extra steps for a new keyframe), uniform pixel sampling instead of
 loss-weighted pixel sampling, and no colour.
 """
