@@ -141,7 +141,7 @@ class BenchISDF:
     """Each score is the mean (in dB) of this many consecutive SDF-error scores."""
     min_steps: int = 0
     """The dense field trains at least this many steps (stream included)."""
-    max_steps: int = 1000
+    max_steps: int = 2000
     """The dense field trains at most this many steps (stream included; the stream is never cut short)."""
     eugen: ISDFEUGenConfig = field(default_factory=ISDFEUGenConfig)
     """The EUGen variant measured (its seed is replaced by each run's seed)."""
