@@ -575,3 +575,38 @@ def test_the_fused_form_reads_the_parts_apart(layer_types, skip):
         out = head.forward_concat(parts)
     torch.testing.assert_close(out, head.forward_unfused(torch.cat(parts, dim=-1)), rtol=1e-5, atol=1e-5)
     assert tracker.peak <= 1000 * 4 * (2 * 32 + 4)  # two layer-wide buffers and a few norm columns
+
+
+def test_softplus_runs_in_place_at_inference_and_equals_its_autograd_form():
+    """iSDF's softplus (β = 100) activations and softplus feature maps are written over the layer's fresh output
+    without autograd; the values are the out-of-place module's, bit for bit."""
+    from eugen_nerf.layers.eugen import activate
+
+    torch.manual_seed(0)
+    x = torch.randn(300, 40) * 0.2
+    softplus = nn.Softplus(beta=100.0)
+    buffer = x.clone()
+    out = activate(softplus, buffer, inplace=True)
+    assert out.data_ptr() == buffer.data_ptr()
+    assert torch.equal(out, softplus(x))
+    spec = EUGenSpec(num_features=16, degree=2, feature_map="softplus", scaling="linear")
+    mlp = (
+        EUGenMLP(
+            in_dim=12,
+            num_layers=5,
+            layer_width=32,
+            out_dim=1,
+            layer_types=["dense", "eugen", "eugen", "eugen", "dense"],
+            skip_connections=(2,),
+            activation=softplus,
+            eugen=spec,
+        )
+        .double()
+        .eval()
+    )
+    points = torch.randn(64, 12, dtype=torch.float64)
+    with torch.no_grad():
+        fused = mlp(points)
+    with torch.enable_grad():
+        reference = mlp.forward_unfused(points)  # autograd on: every activation out of place
+    assert _relative_error(fused, reference.detach()) < 1e-9

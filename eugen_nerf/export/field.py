@@ -25,6 +25,7 @@ from torch import Tensor
 
 from eugen_nerf.export import format as fmt
 from eugen_nerf.fields.multisample import contract_gaussians
+from eugen_nerf.layers.eugen import softplus_
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -169,8 +170,8 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
     return _IN_PLACE.get(mlp.out_activation, ACTIVATIONS[mlp.out_activation])(x)
 
 
-_IN_PLACE = {"relu": torch.relu_, "sigmoid": torch.sigmoid_}
-_FEATURE_MAPS_IN_PLACE = {"relu": torch.relu_, "sin": torch.sin_}
+_IN_PLACE = {"relu": torch.relu_, "sigmoid": torch.sigmoid_, "softplus": softplus_}
+_FEATURE_MAPS_IN_PLACE = {"relu": torch.relu_, "sin": torch.sin_, "softplus": softplus_}
 
 
 @dataclass

@@ -52,21 +52,30 @@ _FEATURE_MAP_FNS = {
     "sin": torch.sin,
 }
 
+
+def softplus_(x: torch.Tensor, beta: float = 1.0, threshold: float = 20.0) -> torch.Tensor:
+    """``softplus(x)`` written over ``x`` (torch has no ``softplus_``; its ``out=`` form with ``out=x`` is the
+    same kernel, element by element, so the result equals ``nn.functional.softplus`` bit for bit)."""
+    return torch.ops.aten.softplus.out(x, beta, threshold, out=x)
+
+
 _IN_PLACE_ACTIVATIONS = {
-    nn.ReLU: torch.Tensor.relu_,
-    nn.Sigmoid: torch.Tensor.sigmoid_,
-    nn.Tanh: torch.Tensor.tanh_,
+    nn.ReLU: lambda module, x: x.relu_(),
+    nn.Sigmoid: lambda module, x: x.sigmoid_(),
+    nn.Tanh: lambda module, x: x.tanh_(),
+    nn.Softplus: lambda module, x: softplus_(x, module.beta, module.threshold),
 }
 
 
 def activate(activation: nn.Module | None, x: torch.Tensor, inplace: bool) -> torch.Tensor:
-    """``activation(x)`` (``x`` itself when there is none); with ``inplace``, ReLU, sigmoid and tanh overwrite
-    ``x``, which must then be a buffer no one else reads (a layer's fresh output, without autograd): an
-    out-of-place activation holds a second buffer as wide as the layer's output."""
+    """``activation(x)`` (``x`` itself when there is none); with ``inplace``, ReLU, sigmoid, tanh and softplus
+    overwrite ``x``, which must then be a buffer no one else reads (a layer's fresh output, without autograd):
+    an out-of-place activation holds a second buffer as wide as the layer's output, and allocating it costs
+    about as much as the activation itself on a CPU."""
     if activation is None:
         return x
     in_place = _IN_PLACE_ACTIVATIONS.get(type(activation)) if inplace else None
-    return in_place(x) if in_place is not None else activation(x)
+    return in_place(activation, x) if in_place is not None else activation(x)
 
 
 HOMOGENEOUS_MAPS = ("identity", "relu")

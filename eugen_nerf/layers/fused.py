@@ -35,7 +35,7 @@ from torch import nn
 
 from eugen_nerf.layers.alignment import order_rows
 from eugen_nerf.layers.baselines import LowRankLinear
-from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, activate, input_norm
+from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, activate, input_norm, softplus_
 
 
 @dataclass
@@ -95,6 +95,8 @@ def _feature_map(layer: EUGenLinear, products: torch.Tensor, inplace: bool) -> t
         return products.relu_()
     if inplace and layer.feature_map == "sin":
         return products.sin_()
+    if inplace and layer.feature_map == "softplus":
+        return softplus_(products)
     return _FEATURE_MAP_FNS[layer.feature_map](products)
 
 
