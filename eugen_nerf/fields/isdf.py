@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from eugen_nerf.fields.components import check_layer_indices, field_mlp
 from eugen_nerf.layers import EUGenSpec
+from eugen_nerf.layers.eugen import FeatureMap
 
 ISDF_LAYERS = 5
 """input, hidden, skip (re-reads the embedding), hidden, output."""
@@ -31,6 +32,10 @@ class ISDFEUGenConfig(EUGenSpec):
     num_features: int = 64
     """m = 64: close to the dense field's SDF error at a clear inference speed-up, where m = 32 loses more
     accuracy than it saves time."""
+    feature_map: FeatureMap = "identity"
+    """The features are the products themselves: the SDF is then smooth in its input, as iSDF's softplus
+    network is, where a ReLU feature's gradient jumps wherever it switches off, and the eikonal term
+    differentiates that gradient. It also skips a pass over every feature at inference."""
     use_norm: bool = False
     trainable_projections: bool = True
     """An online SDF is trained from scratch, where trained projections fit the surface as well as the dense
