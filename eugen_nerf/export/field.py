@@ -25,7 +25,7 @@ from torch import Tensor
 
 from eugen_nerf.export import format as fmt
 from eugen_nerf.fields.multisample import contract_gaussians
-from eugen_nerf.layers.eugen import softplus_
+from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, softplus_
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -158,7 +158,7 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
         # Running products of the k orders, each block multiplied in place by the one before it.
         for order in range(1, k):
             projected[:, order * m : (order + 1) * m].mul_(projected[:, (order - 1) * m : order * m])
-        features = _FEATURE_MAPS_IN_PLACE.get(step.feature_map, FEATURE_MAPS[step.feature_map])(projected)
+        features = FEATURE_MAPS_IN_PLACE.get(step.feature_map, FEATURE_MAPS[step.feature_map])(projected)
         if step.scaling == "linear":
             features.mul_(rms)
         x = features
@@ -171,7 +171,6 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
 
 
 _IN_PLACE = {"relu": torch.relu_, "sigmoid": torch.sigmoid_, "softplus": softplus_}
-_FEATURE_MAPS_IN_PLACE = {"relu": torch.relu_, "sin": torch.sin_, "softplus": softplus_}
 
 
 @dataclass

@@ -59,6 +59,9 @@ def softplus_(x: torch.Tensor, beta: float = 1.0, threshold: float = 20.0) -> to
     return torch.ops.aten.softplus.out(x, beta, threshold, out=x)
 
 
+FEATURE_MAPS_IN_PLACE = {"relu": torch.relu_, "sin": torch.sin_, "softplus": softplus_}
+"""The feature maps that can write over their input (identity needs no pass at all)."""
+
 _IN_PLACE_ACTIVATIONS = {
     nn.ReLU: lambda module, x: x.relu_(),
     nn.Sigmoid: lambda module, x: x.sigmoid_(),

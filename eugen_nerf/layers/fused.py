@@ -35,7 +35,7 @@ from torch import nn
 
 from eugen_nerf.layers.alignment import order_rows
 from eugen_nerf.layers.baselines import LowRankLinear
-from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, EUGenLinear, activate, input_norm, softplus_
+from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, FEATURE_MAPS_IN_PLACE, EUGenLinear, activate, input_norm
 
 
 @dataclass
@@ -91,13 +91,8 @@ def _norm_factor(weight: torch.Tensor, bias: torch.Tensor) -> tuple:
 
 def _feature_map(layer: EUGenLinear, products: torch.Tensor, inplace: bool) -> torch.Tensor:
     """``Φ(products)``, in place for the maps that have an in-place form when ``inplace``."""
-    if inplace and layer.feature_map == "relu":
-        return products.relu_()
-    if inplace and layer.feature_map == "sin":
-        return products.sin_()
-    if inplace and layer.feature_map == "softplus":
-        return softplus_(products)
-    return _FEATURE_MAP_FNS[layer.feature_map](products)
+    in_place = FEATURE_MAPS_IN_PLACE.get(layer.feature_map) if inplace else None
+    return in_place(products) if in_place is not None else _FEATURE_MAP_FNS[layer.feature_map](products)
 
 
 def _norm(source: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
