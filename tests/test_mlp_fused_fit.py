@@ -74,9 +74,16 @@ def test_dense_eugenmlp_matches_nerfstudio_mlp():
 )
 @pytest.mark.parametrize("use_norm", [True, False])
 @pytest.mark.parametrize("scaling", ["unit", "linear", "polynomial"])
-def test_fused_equals_unfused(layer_types, use_norm, scaling, device):
+@pytest.mark.parametrize("feature_map, degree", [("softplus", 2), ("relu", 2), ("identity", 3)])
+def test_fused_equals_unfused(layer_types, use_norm, scaling, feature_map, degree, device):
+    """Every map and scaling, including the homogeneous maps' linear scaling, which divides only the higher
+    orders by ``rms`` in the fused form."""
     torch.manual_seed(0)
-    spec = EUGenSpec(num_features=16, degree=2, use_norm=use_norm, feature_map="softplus", scaling=scaling)
+    if scaling == "polynomial":
+        degree = 2  # eight stacked layers of cubic products of x⁺ itself overflow
+    spec = EUGenSpec(
+        num_features=16, degree=degree, use_norm=use_norm, feature_map=feature_map, scaling=scaling
+    )
     mlp = _nerf_trunk(layer_types, spec, out_dim=4, out_activation=nn.Sigmoid()).double().to(device).eval()
     x = torch.randn(2, 50, 12, dtype=torch.float64, device=device)
     with torch.no_grad():
