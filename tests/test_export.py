@@ -120,6 +120,12 @@ def test_march_options_keep_the_picture(exports):
 CHAINS = {
     "identity, linear scaling, norm": {"feature_map": "identity"},
     "relu, unit scaling, no norm": {"feature_map": "relu", "scaling": "unit", "use_norm": False},
+    "identity, projected scaling, no norm": {
+        "feature_map": "identity",
+        "scaling": "projected",
+        "use_norm": False,
+    },
+    "softplus, projected scaling, norm": {"feature_map": "softplus", "scaling": "projected"},
     "sin, degree 3": {"feature_map": "sin", "degree": 3, "num_features": 6},
     "softplus, polynomial": {"feature_map": "softplus", "scaling": "polynomial"},
     "teacher's units (one projection for all orders)": {

@@ -305,6 +305,69 @@ def test_linear_features_and_their_first_and_second_derivatives_match_the_refere
     torch.testing.assert_close(second[0], second[1])
 
 
+def _reference_projected_features(layer, x):
+    """Φ(f(x)) under ``scaling="projected"``, written out: the projections of x⁺ built explicitly, divided by
+    their own rms, multiplied as orders, mapped, times that rms."""
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    parts = [x, torch.ones_like(norm)] + ([norm] if layer.use_norm else [])
+    projected = torch.cat(parts, dim=-1) @ layer.projections.to(x).T
+    rms = projected.square().mean(-1, keepdim=True).sqrt()
+    n, k, m = x.shape[0], layer.degree, layer.num_features
+    products = (projected / rms).view(n, k, m).cumprod(dim=1).reshape(n, k * m)
+    phi = {"relu": torch.relu, "identity": lambda z: z, "softplus": nn.functional.softplus}[layer.feature_map]
+    return phi(products) * rms
+
+
+@pytest.mark.parametrize("feature_map", ["relu", "identity", "softplus"])
+@pytest.mark.parametrize("degree, use_norm", [(2, False), (3, True)])
+def test_projected_scaling_takes_the_rms_of_the_projections_and_its_derivatives_follow(
+    feature_map, degree, use_norm
+):
+    """``projected``: linear scaling with rms(G x⁺) for rms(x⁺); without the norm entry it needs no ‖x‖.
+    The input gradient and its gradient (iSDF's eikonal term) match the written-out formula's."""
+    layer = EUGenLinear(
+        7, 5, num_features=6, degree=degree, use_norm=use_norm, feature_map=feature_map, scaling="projected"
+    ).double()
+    assert layer.needs_input_norm == use_norm
+    x = (torch.randn(40, 7, dtype=torch.float64) * 2).requires_grad_()
+    ours, reference = layer.features(x), _reference_projected_features(layer, x)
+    torch.testing.assert_close(ours, reference)
+    assert not torch.allclose(ours, _reference_features(layer, x))  # not the exact rms(x⁺)
+    weights = torch.randn_like(ours)
+    grads = [torch.autograd.grad((f * weights).sum(), x, create_graph=True)[0] for f in (ours, reference)]
+    torch.testing.assert_close(grads[0], grads[1])
+    second = [torch.autograd.grad(g.square().sum(), x, retain_graph=True)[0] for g in grads]
+    torch.testing.assert_close(second[0], second[1])
+    # positively homogeneous of degree 1 in x⁺, like linear scaling: twice the projections, twice the features
+    before = _reference_projected_features(layer, x)
+    layer.projections.data.mul_(2)
+    torch.testing.assert_close(layer.features(x), 2 * before)
+
+
+def test_a_merged_chain_of_projected_layers_carries_no_norm_rows():
+    """Merged, a ``linear`` layer after an EUGen layer recovers ‖x‖ with a second k·m-row product; a
+    ``projected`` one needs none, so its step is half as wide."""
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+    steps = {
+        scaling: EUGenMLP(
+            in_dim=12,
+            num_layers=3,
+            layer_width=64,
+            out_dim=4,
+            layer_types="eugen",
+            eugen=EUGenSpec(
+                num_features=16, degree=2, feature_map="identity", use_norm=False, scaling=scaling
+            ),
+        )
+        .fused()
+        .steps[1]
+        for scaling in ("linear", "projected")
+    }
+    assert steps["linear"].norm_rows == 32 and steps["linear"].weight.shape[0] == 64
+    assert steps["projected"].norm_rows == 0 and steps["projected"].weight.shape[0] == 32
+
+
 def test_a_zero_input_has_finite_gradients():
     """‖x‖ enters the layer (norm entry, rms): at x = 0 its gradient is taken as 0, never inf or nan."""
     layer = EUGenLinear(6, 3, num_features=4, degree=2, use_norm=True, feature_map="relu")

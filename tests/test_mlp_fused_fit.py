@@ -73,7 +73,7 @@ def test_dense_eugenmlp_matches_nerfstudio_mlp():
     ],
 )
 @pytest.mark.parametrize("use_norm", [True, False])
-@pytest.mark.parametrize("scaling", ["unit", "linear", "polynomial"])
+@pytest.mark.parametrize("scaling", ["unit", "linear", "projected", "polynomial"])
 @pytest.mark.parametrize("feature_map, degree", [("softplus", 2), ("relu", 2), ("identity", 3)])
 def test_fused_equals_unfused(layer_types, use_norm, scaling, feature_map, degree, device):
     """Every map and scaling, including the homogeneous maps' linear scaling, which divides only the higher

@@ -246,3 +246,38 @@ def test_page_renders_a_zipnerf_export_as_the_reference(tmp_path, unbounded):
                     )
     finally:
         server.shutdown()
+
+
+@pytest.mark.slow  # ~1 min: a tiny NeRF trained and exported, two frames through SwiftShader
+@pytest.mark.usefixtures("chromium")
+def test_page_renders_projected_scaling_as_the_reference(tmp_path, one_thread):
+    """EUGen layers with ``scaling="projected"`` (rms of the projections, no norm rows): the shader's rms
+    over the padded projection slots and its rescaling match the reference renderer."""
+    from _tiny import small_method_config
+    from test_export import SCENE, STEPS
+
+    from eugen_nerf.bench.training import train_in_process
+    from eugen_nerf.export.serve import make_server
+
+    config = small_method_config("eugen-nerf")
+    config.pipeline.model.eugen.scaling = "projected"
+    config.pipeline.model.eugen.use_norm = False
+    run = train_in_process(config, SCENE, STEPS, tmp_path / "runs", timestamp="projected")[0]
+    export = export_run(run, tmp_path / "export")
+    steps = fmt.read(export).header["fields"]["fine"]["trunk"]["steps"]
+    assert {step.get("scaling") for step in steps if step["kind"] == "eugen"} == {"projected"}
+    assert not any(step["norm_rows"] for step in steps if step["kind"] == "eugen")
+    server = make_server([export], 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Browser(1000, 640) as browser:
+            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
+            assert wait_ready(browser) == "ready"
+            exported = load_export(export, device="cpu")
+            page, _ = page_render(browser, field=0, camera=1, width=SIZE, height=SIZE, samples=SAMPLES)
+            reference = render_view(exported, 1, Sampling(samples=SAMPLES), SIZE, SIZE)
+            assert reference.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
+            # the page agrees to ~59 dB; an rms off by sqrt(2) (its row count wrong) falls to ~40 dB
+            assert psnr(page, reference) > 50, f"page vs reference {psnr(page, reference):.1f} dB"
+    finally:
+        server.shutdown()

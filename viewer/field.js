@@ -251,7 +251,11 @@ export class FieldProgram {
         materialised = true;
         return;
       }
-      const needsNorm = step.use_norm || step.scaling !== "polynomial";
+      if (!["unit", "linear", "projected", "polynomial"].includes(step.scaling)) {
+        throw new FieldError(`${prefix}: scaling ${step.scaling} is not supported by this page`);
+      }
+      const exactRms = step.scaling === "unit" || step.scaling === "linear";
+      const needsNorm = step.use_norm || exactRms;
       code.push(`{`);
       if (needsNorm) {
         if (step.norm_rows) {
@@ -270,17 +274,24 @@ export class FieldProgram {
           const np = this.vector(step.norm_projection, projLayout.index, projLayout.slots);
           code.push(`  for (int j = 0; j < ${projLayout.slots}; j++) ${dst}[j] += nrm * texelFetch(uW, ivec2(${np.x}, ${np.y} + j), 0);`);
         }
-        if (step.scaling !== "polynomial") {
+        if (exactRms) {
           code.push(`  float rms = sqrt((nsq * ${step.use_norm ? "2.0" : "1.0"} + 1.0) / ${glsl(step.augmented_dim)});`);
           code.push(`  for (int j = 0; j < ${projLayout.slots}; j++) ${dst}[j] /= rms;`);
         }
+      }
+      if (step.scaling === "projected") {
+        // rms(x+) estimated by the projections' own rms (padding slots hold zeros)
+        code.push(`  float psq = 0.0;`);
+        code.push(`  for (int j = 0; j < ${projLayout.slots}; j++) psq += dot(${dst}[j], ${dst}[j]);`);
+        code.push(`  float rms = sqrt(psq / ${glsl(projRows)} + 1e-30);`);
+        code.push(`  for (int j = 0; j < ${projLayout.slots}; j++) ${dst}[j] /= rms;`);
       }
       const mb = featLayout.m4 / 4;
       for (let o = 1; o < k; o++) code.push(`  for (int j = 0; j < ${mb}; j++) ${dst}[${o * mb} + j] *= ${dst}[${(o - 1) * mb} + j];`);
       const map = { identity: "", relu: "max(v, 0.0)", softplus: "softplusv(v)", sin: "sin(v)" }[step.feature_map];
       if (map === undefined) throw new FieldError(`${prefix}: feature map ${step.feature_map} is not supported by this page`);
       if (map) code.push(`  for (int j = 0; j < ${featLayout.slots}; j++) { vec4 v = ${dst}[j]; ${dst}[j] = ${map}; }`);
-      if (step.scaling === "linear") code.push(`  for (int j = 0; j < ${featLayout.slots}; j++) ${dst}[j] *= rms;`);
+      if (step.scaling === "linear" || step.scaling === "projected") code.push(`  for (int j = 0; j < ${featLayout.slots}; j++) ${dst}[j] *= rms;`);
       code.push(`}`);
       src = dst;
       srcLayout = featLayout;

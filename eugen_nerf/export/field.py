@@ -25,7 +25,7 @@ from torch import Tensor
 
 from eugen_nerf.export import format as fmt
 from eugen_nerf.fields.multisample import contract_gaussians
-from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, softplus_
+from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, TINY_SQUARE, softplus_
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -68,7 +68,7 @@ class Step:
 
     @property
     def needs_input_norm(self) -> bool:
-        return self.use_norm or self.scaling != "polynomial"
+        return self.use_norm or self.scaling in ("unit", "linear")
 
 
 @dataclass
@@ -150,16 +150,20 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
             dtype = projected.dtype
             if step.use_norm:
                 projected.addcmul_(norm.to(dtype), step.norm_projection.to(dtype))
-            if step.scaling != "polynomial":
+            if step.scaling in ("unit", "linear"):
                 rms = ((norm.float().square() * (1 + int(step.use_norm)) + 1.0) / step.augmented_dim).sqrt()
                 rms = rms.to(dtype)
                 projected.div_(rms)
+        if step.scaling == "projected":  # rms(x⁺) estimated by the projections' own rms
+            square = torch.linalg.vector_norm(projected, dim=1, keepdim=True, dtype=torch.float32).square()
+            rms = (square / projected.shape[1] + TINY_SQUARE).sqrt().to(projected.dtype)
+            projected.div_(rms)
         m, k = step.num_features, step.degree
         # Running products of the k orders, each block multiplied in place by the one before it.
         for order in range(1, k):
             projected[:, order * m : (order + 1) * m].mul_(projected[:, (order - 1) * m : order * m])
         features = FEATURE_MAPS_IN_PLACE.get(step.feature_map, FEATURE_MAPS[step.feature_map])(projected)
-        if step.scaling == "linear":
+        if step.scaling in ("linear", "projected"):
             features.mul_(rms)
         x = features
         del z, projected, features  # x alone keeps the features alive (the step's input is already free)

@@ -27,6 +27,14 @@ positively homogeneous of degree 1 for large inputs, exactly as ``ReLU(Wx + b)``
 grows no faster than a dense ReLU stack, and feature magnitudes still carry the input's scale
 (it fits dense ReLU layers better than ``unit``); ``scaling="polynomial"`` keeps the theorem's homogeneous products of ``x⁺`` (what
 :meth:`EUGenLinear.from_dense` estimates without bias; unsafe to stack).
+
+``scaling="projected"`` is ``linear`` with ``rms(x⁺)`` estimated from the projections the layer computes
+anyway: ``rms(G x⁺)`` over its rows, which for the ``1/sqrt(d+2)``-scaled Gaussian rows has ``rms(x⁺)²``
+as its expected square (Johnson-Lindenstrauss), and is still positively homogeneous of degree 1 in
+``x⁺``. The layer then never needs ``‖x‖``. That is what makes it cheaper merged: a chain step of
+``linear`` layers recovers ``‖x‖ = ‖A F + c‖`` from the previous layer's features with a second
+``k·m``-row product (see :mod:`eugen_nerf.layers.fused`), as large as the projections themselves, where
+``projected`` takes one pass over the projections.
 """
 
 from __future__ import annotations
@@ -42,8 +50,8 @@ from eugen_nerf.layers.projections import PROJECTION_KINDS, ProjectionKind, draw
 
 FeatureMap = Literal["identity", "relu", "softplus", "sin"]
 FEATURE_MAPS = ("identity", "relu", "softplus", "sin")
-Scaling = Literal["unit", "linear", "polynomial"]
-SCALINGS = ("unit", "linear", "polynomial")
+Scaling = Literal["unit", "linear", "projected", "polynomial"]
+SCALINGS = ("unit", "linear", "projected", "polynomial")
 
 _FEATURE_MAP_FNS = {
     "identity": lambda z: z,
@@ -164,8 +172,9 @@ class EUGenLinear(nn.Module):
         projection_scale: multiplies the (already ``1/sqrt(d+2)``-normalised) projections; a
             frequency for ``feature_map="sin"`` (SIREN's ``ω₀``), 1 otherwise.
         scaling: ``"linear"`` (default: direction features times ``rms(x⁺)``, degree-1 like ReLU),
-            ``"unit"`` (project the direction of ``x⁺``: bounded features, safe at any depth) or ``"polynomial"`` (products of ``x⁺``
-            itself, the unbiased estimate's form); see the module docstring.
+            ``"unit"`` (project the direction of ``x⁺``: bounded features, safe at any depth), ``"projected"``
+            (``linear`` with ``rms(x⁺)`` estimated by ``rms(G x⁺)``: no ``‖x‖``) or ``"polynomial"`` (products
+            of ``x⁺`` itself, the unbiased estimate's form); see the module docstring.
         constant_projection: ``False`` draws ``G``'s column for the constant entry of ``x⁺`` as zeros (set
             it before :meth:`regenerate_projections`): the offset of ``G x⁺`` is then the bias of the layer
             before, as in a SIREN started as SIREN (``eugen_nerf.fields.siren``).
@@ -317,13 +326,20 @@ class EUGenLinear(nn.Module):
     @property
     def needs_input_norm(self) -> bool:
         """Whether ``‖x‖`` enters the layer (the norm entry, or the scale of ``x⁺``)."""
-        return self.use_norm or self.scaling != "polynomial"
+        return self.use_norm or self.scaling in ("unit", "linear")
 
     def input_rms(self, norm: torch.Tensor | None, square: torch.Tensor | None = None) -> torch.Tensor:
         """``rms(x⁺) = ‖x⁺‖ / sqrt(d+2)`` from ``‖x‖`` (or ``square``, ``‖x‖²``, when given); never 0 (``x⁺``
         holds the constant 1)."""
         square = (norm.square() if square is None else square) * (1 + int(self.use_norm)) + 1.0
         return (square / self.augmented_dim).sqrt()
+
+    @staticmethod
+    def projected_rms(projected: torch.Tensor) -> torch.Tensor:
+        """``rms(G x⁺)`` over the projection rows, ``scaling="projected"``'s estimate of ``rms(x⁺)`` (kept in
+        float32 or wider, as :func:`input_norm`, from one pass over the projections); floored so that ``G x⁺ = 0``
+        divides by a tiny number, not 0."""
+        return (squared_input_norm(projected) / projected.shape[-1] + TINY_SQUARE).sqrt()
 
     def projections_of(self, x: torch.Tensor, norm: torch.Tensor | None = None) -> torch.Tensor:
         """``G x⁺`` for every projection row, without building ``x⁺``.
@@ -388,17 +404,36 @@ class EUGenLinear(nn.Module):
         projected = self.projections_of(flat, norm)
         if self.scaling == "polynomial":
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected))
-        elif self.scaling == "linear" and self.shared_projections and self.feature_map in HOMOGENEOUS_MAPS:
+        elif self.scales_higher_orders:
             # Φ(a·z) = a·Φ(z) for a > 0, so Φ(∏_j (p_j / rms))·rms = Φ(p_1 · ∏_{j>1} p_j / rms): the same
             # features with one division per higher order and no scaling of the whole feature block.
-            rms = self.input_rms(norm, square) if self.degree > 1 else None
+            rms = self._rms(projected, norm, square) if self.degree > 1 else None
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected, rms))
         else:
-            rms = self.input_rms(norm, square)
+            rms = self._rms(projected, norm, square)
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected / rms))
-            if self.scaling == "linear":
+            if self.scaling != "unit":
                 feats = feats * rms
         return feats.reshape(*lead, self.feature_dim)
+
+    @property
+    def scales_higher_orders(self) -> bool:
+        """Whether the layer's scale by ``rms`` reduces to dividing its higher orders by it: a degree-1 scaling
+        (``linear``, ``projected``) with a homogeneous map and orders that are running products of shared
+        projection rows."""
+        return (
+            self.scaling in ("linear", "projected")
+            and self.feature_map in HOMOGENEOUS_MAPS
+            and self.shared_projections
+        )
+
+    def _rms(
+        self, projected: torch.Tensor, norm: torch.Tensor | None, square: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The scale of ``x⁺`` the features are divided by: estimated from ``projected`` or exact from ``‖x‖``."""
+        if self.scaling == "projected":
+            return self.projected_rms(projected)
+        return self.input_rms(norm, square)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.linear(self.features(x), self.weight, self.bias)

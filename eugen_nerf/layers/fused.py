@@ -38,7 +38,6 @@ from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.layers.eugen import (
     _FEATURE_MAP_FNS,
     FEATURE_MAPS_IN_PLACE,
-    HOMOGENEOUS_MAPS,
     EUGenLinear,
     activate,
     input_norm,
@@ -291,11 +290,13 @@ class FusedMLP:
                     projected.addcmul_(norm.to(projected.dtype), step.norm_projection)
                 else:
                     projected = projected + norm * step.norm_projection
-            if layer.scaling != "polynomial":
+            if layer.scaling in ("unit", "linear"):
                 rms = layer.input_rms(norm).to(projected.dtype)
             del norm
+        if layer.scaling == "projected":
+            rms = layer.projected_rms(projected).to(projected.dtype)
         del z  # ``projected`` holds the buffer the features are computed in
-        if rms is not None and inplace and self._scales_higher_orders(layer, step):
+        if rms is not None and inplace and layer.scales_higher_orders and step.factors is None:
             # Φ(a·z) = a·Φ(z) (a > 0): Φ(∏ (p_j / rms))·rms = Φ(p_1 · ∏_{j>1} (p_j / rms)), so only the
             # higher orders' blocks are divided, one pass each, and the feature block is never rescaled
             blocks = projected.view(projected.shape[0], layer.degree, layer.num_features)
@@ -306,23 +307,12 @@ class FusedMLP:
             if rms is not None:
                 projected = projected.div_(rms) if inplace else projected / rms
             features = self._features(layer, projected, inplace, step.factors)
-            if layer.scaling == "linear":
+            if rms is not None and layer.scaling != "unit":
                 features = features.mul_(rms) if inplace else features * rms
         del projected
         if step.out_weight is not None:
             features = torch.addmm(step.out_bias, features, step.out_weight.T)
         return features
-
-    @staticmethod
-    def _scales_higher_orders(layer: EUGenLinear, step: _Step) -> bool:
-        """Whether the layer's linear scaling can divide its higher orders alone (a homogeneous map, orders
-        that are running products of their own projection rows)."""
-        return (
-            layer.scaling == "linear"
-            and layer.feature_map in HOMOGENEOUS_MAPS
-            and layer.shared_projections
-            and step.factors is None
-        )
 
     @staticmethod
     def _features(

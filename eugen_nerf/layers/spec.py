@@ -48,7 +48,8 @@ class EUGenSpec:
     scaling: Scaling = "linear"
     """linear: features of the direction of x+ times rms(x+) (degree 1, like a ReLU layer; safe when
     stacked); unit: the direction's features alone (bounded at any depth); polynomial: products of x+ itself
-    (the unbiased estimate's form; overflows when stacked)."""
+    (the unbiased estimate's form; overflows when stacked); projected: linear with rms(x+) estimated by the rms
+    of the projections G x+ (no ||x||: a merged chain of EUGen layers then needs no norm rows, half as wide)."""
     projection: ProjectionKind = "gaussian"
     """How the random projection rows are drawn."""
     trainable_projections: bool = False
