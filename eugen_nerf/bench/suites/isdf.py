@@ -225,8 +225,10 @@ def describe(spec: ISDFEUGenConfig, lr: float | None = None) -> str:
         return f"lowrank (layers {layers}, as many weights as EUGen's A)"
     if spec.layer_type != "eugen":
         return f"{spec.layer_type} (layers {layers}, EUGen's parameters)"
-    extra = ("" if not spec.trainable_projections else ", trainable G") + (
-        "" if lr is None else f", lr {lr:g}"
+    extra = (
+        ("" if spec.scaling == "linear" else f", {spec.scaling} scaling")
+        + ("" if not spec.trainable_projections else ", trainable G")
+        + ("" if lr is None else f", lr {lr:g}")
     )
     return f"eugen (layers {layers}, m={spec.num_features}, k={spec.degree}, {spec.feature_map}{extra})"
 
