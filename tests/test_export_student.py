@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from test_export import psnr
-from test_web_viewer import page_render
+from test_web_viewer import page_on, page_render
 
-from eugen_nerf.bench.browser import wait_ready
 from eugen_nerf.export import format as fmt
 from eugen_nerf.export.field import load_export
 from eugen_nerf.export.render import Sampling, render_view
@@ -64,21 +63,9 @@ def test_reference_equals_nerfstudio_on_every_test_view(exported):
 
 
 def test_page_renders_the_student_as_the_reference(exported):
-    import threading
-
-    from eugen_nerf.bench.browser import Browser
-    from eugen_nerf.export.serve import make_server
-
     _, export_path = exported["student"]
-    server = make_server([export_path], 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with Browser(1000, 640) as browser:
-            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
-            assert wait_ready(browser) == "ready"
-            page, _ = page_render(browser, camera=2, width=32, height=32, samples=128)
-    finally:
-        server.shutdown()
+    with page_on([export_path]) as browser:
+        page, _ = page_render(browser, camera=2, width=32, height=32, samples=128)
     reference = render_view(load_export(export_path, device="cpu"), 2, Sampling(samples=128), 32, 32)
     assert psnr(page, reference) >= 30, f"{psnr(page, reference):.1f} dB"
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +38,22 @@ def page_render(browser: Browser, **options) -> tuple[torch.Tensor, float]:
     """A test camera rendered by the page at once: RGB in [0, 1] as a float tensor and the frame's milliseconds."""
     pixels, ms = browser_driver.page_render(browser, **options)
     return torch.from_numpy(pixels).float(), ms
+
+
+@contextmanager
+def page_on(exports: list[Path]):
+    """Headless Chromium showing ``eugen-export serve``'s page for ``exports`` (served in this process), still."""
+    from eugen_nerf.export.serve import make_server
+
+    server = make_server(exports, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Browser(1000, 640) as browser:
+            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
+            assert wait_ready(browser) == "ready"
+            yield browser
+    finally:
+        server.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -217,35 +234,26 @@ def test_page_renders_a_zipnerf_export_as_the_reference(tmp_path, unbounded):
     on an unbounded scene also its disparity spacing, contraction and last-sample background."""
     from test_export_zipnerf import export_tiny, tiny_zipnerf_run
 
-    from eugen_nerf.export.serve import make_server
-
     methods = ("eugen-zipnerf", "dense-zipnerf")
     runs = [tiny_zipnerf_run(method, unbounded=unbounded) for method in methods]
     exports = [export_tiny(run, tmp_path / method) for run, method in zip(runs, methods, strict=True)]
-    server = make_server(exports, 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with Browser(1000, 640) as browser:
-            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
-            assert wait_ready(browser) == "ready"
-            assert "eugen-zipnerf (eugen-zipnerf, EUGen, 2 layers)" in browser.text()
-            for field, path in enumerate(exports):
-                exported = load_export(path, device="cpu")
-                for skipping in (True, False):
-                    options = {"occupancy": skipping, "earlyTermination": skipping}
-                    page, _ = page_render(
-                        browser, field=field, camera=1, width=SIZE, height=SIZE, samples=SAMPLES, **options
-                    )
-                    sampling = Sampling(samples=SAMPLES, occupancy=skipping, early_termination=skipping)
-                    reference = render_view(exported, 1, sampling, SIZE, SIZE)
-                    assert reference.std() > 0.02, (
-                        "the tiny field renders flat: the comparison would show nothing"
-                    )
-                    assert psnr(page, reference) > 40, (
-                        f"{path.name}, skipping {skipping}: {psnr(page, reference):.1f} dB"
-                    )
-    finally:
-        server.shutdown()
+    with page_on(exports) as browser:
+        assert "eugen-zipnerf (eugen-zipnerf, EUGen, 2 layers)" in browser.text()
+        for field, path in enumerate(exports):
+            exported = load_export(path, device="cpu")
+            for skipping in (True, False):
+                options = {"occupancy": skipping, "earlyTermination": skipping}
+                page, _ = page_render(
+                    browser, field=field, camera=1, width=SIZE, height=SIZE, samples=SAMPLES, **options
+                )
+                sampling = Sampling(samples=SAMPLES, occupancy=skipping, early_termination=skipping)
+                reference = render_view(exported, 1, sampling, SIZE, SIZE)
+                assert reference.std() > 0.02, (
+                    "the tiny field renders flat: the comparison would show nothing"
+                )
+                assert psnr(page, reference) > 40, (
+                    f"{path.name}, skipping {skipping}: {psnr(page, reference):.1f} dB"
+                )
 
 
 @pytest.mark.slow  # ~1 min: a tiny NeRF trained and exported, two frames through SwiftShader
@@ -257,7 +265,6 @@ def test_page_renders_projected_scaling_as_the_reference(tmp_path, one_thread):
     from test_export import SCENE, STEPS
 
     from eugen_nerf.bench.training import train_in_process
-    from eugen_nerf.export.serve import make_server
 
     config = small_method_config("eugen-nerf")
     config.pipeline.model.eugen.scaling = "projected"
@@ -267,17 +274,9 @@ def test_page_renders_projected_scaling_as_the_reference(tmp_path, one_thread):
     steps = fmt.read(export).header["fields"]["fine"]["trunk"]["steps"]
     assert {step.get("scaling") for step in steps if step["kind"] == "eugen"} == {"projected"}
     assert not any(step["norm_rows"] for step in steps if step["kind"] == "eugen")
-    server = make_server([export], 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with Browser(1000, 640) as browser:
-            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?still")
-            assert wait_ready(browser) == "ready"
-            exported = load_export(export, device="cpu")
-            page, _ = page_render(browser, field=0, camera=1, width=SIZE, height=SIZE, samples=SAMPLES)
-            reference = render_view(exported, 1, Sampling(samples=SAMPLES), SIZE, SIZE)
-            assert reference.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
-            # the page agrees to ~59 dB; an rms off by sqrt(2) (its row count wrong) falls to ~40 dB
-            assert psnr(page, reference) > 50, f"page vs reference {psnr(page, reference):.1f} dB"
-    finally:
-        server.shutdown()
+    with page_on([export]) as browser:
+        page, _ = page_render(browser, field=0, camera=1, width=SIZE, height=SIZE, samples=SAMPLES)
+    reference = render_view(load_export(export, device="cpu"), 1, Sampling(samples=SAMPLES), SIZE, SIZE)
+    assert reference.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
+    # the page agrees to ~59 dB; an rms off by sqrt(2) (its row count wrong) falls to ~40 dB
+    assert psnr(page, reference) > 50, f"page vs reference {psnr(page, reference):.1f} dB"
