@@ -25,7 +25,7 @@ from torch import Tensor
 
 from eugen_nerf.export import format as fmt
 from eugen_nerf.fields.multisample import contract_gaussians
-from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, TINY_SQUARE, softplus_
+from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, HOMOGENEOUS_MAPS, TINY_SQUARE, softplus_
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -153,17 +153,23 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
             if step.scaling in ("unit", "linear"):
                 rms = ((norm.float().square() * (1 + int(step.use_norm)) + 1.0) / step.augmented_dim).sqrt()
                 rms = rms.to(dtype)
-                projected.div_(rms)
         if step.scaling == "projected":  # rms(x⁺) estimated by the projections' own rms
             square = torch.linalg.vector_norm(projected, dim=1, keepdim=True, dtype=torch.float32).square()
             rms = (square / projected.shape[1] + TINY_SQUARE).sqrt().to(projected.dtype)
+        # Φ(a·z) = a·Φ(z) for a homogeneous map: a degree-1 scaling then divides the higher orders alone
+        # (Φ(∏ p_j / rms)·rms = Φ(p_1 ∏_{j>1} p_j / rms)), and the features are never rescaled as a whole.
+        rescaled = step.scaling in ("linear", "projected")
+        higher_only = rescaled and step.feature_map in HOMOGENEOUS_MAPS
+        if rms is not None and not higher_only:
             projected.div_(rms)
         m, k = step.num_features, step.degree
         # Running products of the k orders, each block multiplied in place by the one before it.
         for order in range(1, k):
-            projected[:, order * m : (order + 1) * m].mul_(projected[:, (order - 1) * m : order * m])
+            block = projected[:, order * m : (order + 1) * m].mul_(projected[:, (order - 1) * m : order * m])
+            if higher_only:
+                block.div_(rms)
         features = FEATURE_MAPS_IN_PLACE.get(step.feature_map, FEATURE_MAPS[step.feature_map])(projected)
-        if step.scaling in ("linear", "projected"):
+        if rescaled and not higher_only:
             features.mul_(rms)
         x = features
         del z, projected, features  # x alone keeps the features alive (the step's input is already free)
