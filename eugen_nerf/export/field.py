@@ -25,7 +25,7 @@ from torch import Tensor
 
 from eugen_nerf.export import format as fmt
 from eugen_nerf.fields.multisample import contract_gaussians
-from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, HOMOGENEOUS_MAPS, TINY_SQUARE, softplus_
+from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, TINY_SQUARE, scales_higher_orders, softplus_
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -159,7 +159,7 @@ def run_mlp(mlp: MLP, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
         # Φ(a·z) = a·Φ(z) for a homogeneous map: a degree-1 scaling then divides the higher orders alone
         # (Φ(∏ p_j / rms)·rms = Φ(p_1 ∏_{j>1} p_j / rms)), and the features are never rescaled as a whole.
         rescaled = step.scaling in ("linear", "projected")
-        higher_only = rescaled and step.feature_map in HOMOGENEOUS_MAPS
+        higher_only = scales_higher_orders(step.scaling, step.feature_map)  # exports share projections
         if rms is not None and not higher_only:
             projected.div_(rms)
         m, k = step.num_features, step.degree

@@ -93,6 +93,14 @@ HOMOGENEOUS_MAPS = ("identity", "relu")
 """Feature maps with ``Φ(a·z) = a·Φ(z)`` for every ``a > 0``."""
 
 
+def scales_higher_orders(scaling: str, feature_map: str, shared_projections: bool = True) -> bool:
+    """Whether a layer's scale by ``rms`` reduces to dividing its higher orders by it: a degree-1 scaling
+    (``linear``, ``projected``) with a homogeneous map (``Φ(∏ p_j / rms)·rms = Φ(p_1 ∏_{j>1} p_j / rms)``)
+    and orders that are running products of shared projection rows. The training form, the fused form and
+    the export's ``run_mlp`` all read it."""
+    return scaling in ("linear", "projected") and feature_map in HOMOGENEOUS_MAPS and shared_projections
+
+
 def input_norm(x: torch.Tensor) -> torch.Tensor:
     """``‖x‖`` over the last dimension, kept in float32 or wider (a half-precision sum overflows)."""
     wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
@@ -418,14 +426,8 @@ class EUGenLinear(nn.Module):
 
     @property
     def scales_higher_orders(self) -> bool:
-        """Whether the layer's scale by ``rms`` reduces to dividing its higher orders by it: a degree-1 scaling
-        (``linear``, ``projected``) with a homogeneous map and orders that are running products of shared
-        projection rows."""
-        return (
-            self.scaling in ("linear", "projected")
-            and self.feature_map in HOMOGENEOUS_MAPS
-            and self.shared_projections
-        )
+        """:func:`scales_higher_orders` for this layer."""
+        return scales_higher_orders(self.scaling, self.feature_map, self.shared_projections)
 
     def _rms(
         self, projected: torch.Tensor, norm: torch.Tensor | None, square: torch.Tensor | None

@@ -35,13 +35,7 @@ from torch import nn
 
 from eugen_nerf.layers.alignment import order_rows
 from eugen_nerf.layers.baselines import LowRankLinear
-from eugen_nerf.layers.eugen import (
-    _FEATURE_MAP_FNS,
-    FEATURE_MAPS_IN_PLACE,
-    EUGenLinear,
-    activate,
-    input_norm,
-)
+from eugen_nerf.layers.eugen import _FEATURE_MAP_FNS, FEATURE_MAPS_IN_PLACE, EUGenLinear, activate, input_norm
 
 
 @dataclass
