@@ -360,7 +360,7 @@ def test_nerf_suite_judges_later_variants_against_the_rows_measured_before():
     assert judged["goal_equal_speed_met"] is False and judged["goal_ahead_of_every_baseline_met"] is False
     assert judged["goal_equal_parameters_met"] is True
     # a run without --baselines still recognises the baselines' rows of an earlier run by their labels
-    configs = variants("nerf", False, False, "identity")
+    configs = variants("nerf", False, False, {"feature_map": "identity"})
     known = kind_by_label(configs)
     assert "lowrank" not in configs and known["eugen-nerf (layer-type=lowrank)"] == "lowrank"
     assert (
@@ -371,6 +371,33 @@ def test_nerf_suite_judges_later_variants_against_the_rows_measured_before():
     rows, again = dict(now), {"narrowed-speed": "S (speed)", "narrowed": "N2"}
     rows["N2"] = row({0: 17.5})
     assert "N" not in keep_earlier_rows(earlier, rows, again, 1200, "scenes/bunny64", kinds)
+
+
+def test_the_methods_suite_sets_the_eugen_knobs_asked_for_and_names_them_in_the_run():
+    import tyro
+
+    from eugen_nerf.bench.suites.methods import BenchMethods, overrides, timestamp, variants
+
+    argv = ["--families", "nerf", "--num-features", "64", "--scaling", "projected", "--use-norm", "False"]
+    args = tyro.cli(BenchMethods, args=argv)
+    knobs = overrides(args)
+    assert knobs == {"num_features": 64, "scaling": "projected", "use_norm": False}
+    configs = variants("nerf", False, False, knobs)
+    label, config = configs["eugen"]
+    spec = config.pipeline.model.eugen
+    assert (spec.num_features, spec.scaling, spec.use_norm) == (64, "projected", False)
+    assert spec.feature_map == "identity" and spec.trunk_layers == (1, 2, 3, 5, 6)  # the method's own
+    assert label == "eugen-nerf (num-features=64, scaling=projected, use-norm=False)"
+    assert timestamp(label) == "eugen-nerf_num-features64_scalingprojected_use-normFalse"
+    # the dense twin is untouched, and the twin narrowed to EUGen's parameters follows the larger m
+    default_narrowed = variants("nerf", False)["narrowed"][0]
+    assert configs["dense"][1].pipeline.model.eugen.trunk_layers == ()
+    assert configs["narrowed"][0] != default_narrowed
+    # no knob given: the method as shipped, its plain name
+    assert overrides(tyro.cli(BenchMethods, args=["--families", "nerf"])) == {}
+    assert variants("nerf", False)["eugen"][0] == "eugen-nerf"
+    with pytest.raises(ValueError):
+        variants("nerf", False, False, {"num_features": 0})
 
 
 def test_table_rows_from_lists_with_a_filter_a_pivot_a_default_and_the_source_file(tmp_path):

@@ -61,7 +61,7 @@ from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.eval.timing import benchmark_interleaved
 from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP
-from eugen_nerf.layers.eugen import FeatureMap
+from eugen_nerf.layers.eugen import FeatureMap, Scaling
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
 from eugen_nerf.methods import nerfacto as nerfacto_methods
 from eugen_nerf.methods import zipnerf as zipnerf_methods
@@ -162,19 +162,29 @@ def baseline_label(method_name: str, kind: str) -> str:
     return f"{method_name} (layer-type={kind})"
 
 
+def eugen_label(method_name: str, overrides: dict[str, object]) -> str:
+    """The row label of ``method_name`` with its EUGen knobs ``overrides`` (spec field -> value) set: each knob
+    given is named, as its command-line flag, so the run folder says what it trained."""
+    if not overrides:
+        return method_name
+    knobs = ", ".join(f"{name.replace('_', '-')}={value}" for name, value in overrides.items())
+    return f"{method_name} ({knobs})"
+
+
 def variants(
     family: str,
     full_size: bool,
     baselines: bool = False,
-    feature_map: FeatureMap | None = None,
+    eugen_overrides: dict[str, object] | None = None,
     speed_from: tuple[Path, Path] | None = None,
 ) -> dict[str, tuple[str, TrainerConfig]]:
     """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
     EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
     SNNK layers; with ``speed_from = (scene, cache)``, the dense twin narrowed to EUGen's render speed on that
-    scene (:func:`narrowed_to_speed`). ``feature_map`` sets the EUGen method's; a map given is always in the
-    label, so the run folder names the map whatever the method's default is (the narrowed twins keep the
-    parameter count and speed, which the feature map does not change)."""
+    scene (:func:`narrowed_to_speed`). ``eugen_overrides`` (an :class:`~eugen_nerf.layers.EUGenSpec` field ->
+    value, e.g. ``{"feature_map": "relu"}``) sets the EUGen method's knobs; every knob given is in the label
+    (:func:`eugen_label`), so the run folder names it whatever the method's default is. The narrowed twins
+    are sized from the EUGen method as configured, so they follow a knob that changes its parameter count."""
     if family == "nerf":
         eugen, dense = nerf_methods.eugen_nerf.config, nerf_methods.dense_nerf.config
         shrink, width_field = small_nerf, "trunk_width"
@@ -185,11 +195,11 @@ def variants(
         eugen, dense = nerfacto_methods.eugen_nerfacto.config, nerfacto_methods.dense_nerfacto.config
         shrink, width_field = small_nerfacto, "hidden_dim_color"
     eugen, dense = copy.deepcopy(eugen), copy.deepcopy(dense)
-    eugen_label = eugen.method_name
-    if feature_map is not None:
-        eugen.pipeline.model.eugen.feature_map = feature_map
-        eugen.pipeline.model.eugen.validate()
-        eugen_label = f"{eugen.method_name} (feature-map={feature_map})"
+    overrides = dict(eugen_overrides or {})
+    for name, value in overrides.items():
+        setattr(eugen.pipeline.model.eugen, name, value)
+    eugen.pipeline.model.eugen.validate()
+    label = eugen_label(eugen.method_name, overrides)
     if not full_size:
         shrink(eugen)
         shrink(dense)
@@ -198,7 +208,7 @@ def variants(
     narrow.method_name = dense.method_name
     width = getattr(narrow.pipeline.model, width_field)
     out = {
-        "eugen": (eugen_label, eugen),
+        "eugen": (label, eugen),
         "dense": (dense.method_name, dense),
         "narrowed": (f"{dense.method_name} ({width_field}={width})", narrow),
     }
@@ -620,6 +630,13 @@ class BenchMethods:
     """train every run afresh (otherwise a finished run of the same steps is reused)"""
     feature_map: FeatureMap | None = None
     """feature map of the EUGen variant (default: the method's own)"""
+    num_features: int | None = None
+    """random projections m of the EUGen variant's layers (default: the method's own)"""
+    scaling: Scaling | None = None
+    """scaling of the EUGen variant's layers (default: the method's own); projected with --use-norm False drops
+    the norm from every merged step (docs/layers.md)"""
+    use_norm: bool | None = None
+    """whether the EUGen variant's features take the input's norm (default: the method's own)"""
     variants: tuple[str, ...] = ()
     """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
     first three, and the last three with --baselines); rows of an earlier run of the same steps and scene in
@@ -651,6 +668,17 @@ class BenchMethods:
     timed by the wall clock."""
 
 
+def overrides(args: BenchMethods) -> dict[str, object]:
+    """The EUGen knobs set on the command line, spec field -> value, in a fixed order (the run's label)."""
+    knobs = {
+        "feature_map": args.feature_map,
+        "num_features": args.num_features,
+        "scaling": args.scaling,
+        "use_norm": args.use_norm,
+    }
+    return {name: value for name, value in knobs.items() if value is not None}
+
+
 def speed_source(args: BenchMethods, wanted: tuple[str, ...]) -> tuple[Path, Path] | None:
     """``variants``'s ``speed_from`` when the dense twin narrowed to EUGen's speed is wanted: the scene its
     width is timed on and the file that keeps the width found."""
@@ -665,7 +693,7 @@ def print_step_times(args: BenchMethods) -> None:
     for family in args.families:
         wanted = args.variants or ("eugen", "dense")
         configs = variants(
-            family, args.full_size, args.baselines, args.feature_map, speed_source(args, wanted)
+            family, args.full_size, args.baselines, overrides(args), speed_source(args, wanted)
         )
         chosen = {configs[kind][0]: with_seed(configs[kind][1], args.seeds[0]) for kind in wanted}
         times = step_seconds(chosen, args.scene, args.step_time, args.repeats, args.output_dir)
@@ -736,7 +764,7 @@ def main() -> None:
             (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ()
         )
         configs = variants(
-            family, args.full_size, args.baselines, args.feature_map, speed_source(args, wanted)
+            family, args.full_size, args.baselines, overrides(args), speed_source(args, wanted)
         )
         rows: dict[str, dict[str, object]] = {}
         labels: dict[str, str] = {}
