@@ -389,6 +389,12 @@ def test_the_methods_suite_sets_the_eugen_knobs_asked_for_and_names_them_in_the_
     assert spec.feature_map == "identity" and spec.trunk_layers == (1, 2, 3, 5, 6)  # the method's own
     assert label == "eugen-nerf (num-features=64, scaling=projected, use-norm=False)"
     assert timestamp(label) == "eugen-nerf_num-features64_scalingprojected_use-normFalse"
+    # a baseline trained with the same knobs is kept apart from one trained with the method's own
+    with_baselines = variants("nerf", False, True, knobs)
+    assert with_baselines["lowrank"][0] == (
+        "eugen-nerf (layer-type=lowrank, num-features=64, scaling=projected, use-norm=False)"
+    )
+    assert variants("nerf", False, True)["snnk"][0] == "eugen-nerf (layer-type=snnk)"
     # the dense twin is untouched, and the twin narrowed to EUGen's parameters follows the larger m
     default_narrowed = variants("nerf", False)["narrowed"][0]
     assert configs["dense"][1].pipeline.model.eugen.trunk_layers == ()

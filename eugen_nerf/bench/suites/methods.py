@@ -159,7 +159,7 @@ BASELINE_KINDS = ("lowrank", "snnk")
 
 def baseline_label(method_name: str, kind: str) -> str:
     """The row label of ``method_name`` with its EUGen layers replaced by a reviewers' baseline ``kind``."""
-    return f"{method_name} (layer-type={kind})"
+    return eugen_label(method_name, {"layer_type": kind})
 
 
 def eugen_label(method_name: str, overrides: dict[str, object]) -> str:
@@ -218,7 +218,9 @@ def variants(
             baseline.pipeline.model.eugen.layer_type = kind
             baseline.pipeline.model.eugen.feature_map = "relu"
             baseline.pipeline.model.eugen.validate()
-            out[kind] = (baseline_label(eugen.method_name, kind), baseline)
+            # the knobs that still apply to the baseline (all but the map it replaces) name its run folder too
+            knobs = {"layer_type": kind, **{k: v for k, v in overrides.items() if k != "feature_map"}}
+            out[kind] = (eugen_label(eugen.method_name, knobs), baseline)
     if speed_from is not None:
         out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, eugen_params, *speed_from)
     return out
