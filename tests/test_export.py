@@ -46,10 +46,14 @@ def train_tiny_runs(root: Path) -> dict[str, Path]:
     """``config.yml`` of a tiny dense NeRF and a tiny EUGen NeRF (norm rows, degree 2, linear scaling)."""
     from eugen_nerf.bench.training import train_in_process
 
-    return {
-        method: train_in_process(small_method_config(method), SCENE, STEPS, root, timestamp=method)[0]
-        for method in ("dense-nerf", "eugen-nerf")
-    }
+    runs = {}
+    for method in ("dense-nerf", "eugen-nerf"):
+        config = small_method_config(method)
+        if method == "eugen-nerf":  # the norm-row path; the page's projected-scaling test covers the default
+            config.pipeline.model.eugen.scaling = "linear"
+            config.pipeline.model.eugen.use_norm = True
+        runs[method] = train_in_process(config, SCENE, STEPS, root, timestamp=method)[0]
+    return runs
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +67,42 @@ def exports(runs, tmp_path_factory) -> dict[str, Path]:
     return {method: export_run(path, root / method) for method, path in runs.items()}
 
 
-@pytest.mark.parametrize("method", ["dense-nerf", "eugen-nerf"])
-def test_reference_render_equals_nerfstudio(runs, exports, method):
+def assert_renders_as_nerfstudio(config_path: Path, export: Path, views: int | None = None) -> None:
+    """The export's reference render of each eval view (the first ``views``) is nerfstudio's to > 60 dB."""
     from eugen_nerf.eval.runs import final_rgb, load_run
 
-    run = load_run(runs[method], device="cpu")
-    exported = load_export(exports[method], device="cpu")
+    run = load_run(config_path, device="cpu")
+    exported = load_export(export, device="cpu")
     cameras = run.pipeline.datamanager.eval_dataset.cameras
     assert len(exported.cameras) == len(cameras)
-    for view in range(len(cameras)):
+    for view in range(len(cameras))[:views]:
         with torch.no_grad():
             expected = final_rgb(run.model.get_outputs_for_camera(cameras[view : view + 1])).clamp(0, 1)
         got = render_view(exported, view, Sampling(kind="nerfstudio"))
         assert got.shape == expected.shape
         assert psnr(got, expected) > 60, f"view {view}: {psnr(got, expected):.1f} dB"
+
+
+@pytest.mark.parametrize("method", ["dense-nerf", "eugen-nerf"])
+def test_reference_render_equals_nerfstudio(runs, exports, method):
+    assert_renders_as_nerfstudio(runs[method], exports[method])
+
+
+def test_default_eugen_trunk_exports_and_renders_as_nerfstudio(tmp_path, one_thread):
+    """eugen-nerf as configured by default (projected scaling, no norm entry): no norm rows in the export, the
+    scaling written per step, and the reference render equal to nerfstudio's."""
+    from eugen_nerf.bench.training import train_in_process
+
+    config = small_method_config("eugen-nerf")
+    spec = config.pipeline.model.eugen
+    assert spec.scaling == "projected" and not spec.use_norm
+    run = train_in_process(config, SCENE, STEPS, tmp_path / "runs", timestamp="default")[0]
+    export = export_run(run, tmp_path / "export")
+    steps = fmt.read(export).header["fields"]["fine"]["trunk"]["steps"]
+    eugen_steps = [step for step in steps if step["kind"] == "eugen"]
+    assert len(eugen_steps) == len(spec.trunk_layers)
+    assert all(step["scaling"] == "projected" and not step["norm_rows"] for step in eugen_steps)
+    assert_renders_as_nerfstudio(run, export, views=1)
 
 
 def test_eugen_export_holds_the_merged_chain(exports):

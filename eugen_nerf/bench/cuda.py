@@ -113,7 +113,8 @@ class Head:
 HEADS = (
     # NeRF trunk: 10-octave encoding of positions (63), 8 x 256, skip at 4; NeRFEUGenConfig's defaults
     Head("nerf-trunk", 63, 8, 256, 256, skips=(4,), eugen_layers=(1, 2, 3, 5, 6),
-         spec=EUGenSpec(num_features=32, feature_map="identity"), out_activation="relu"),
+         spec=EUGenSpec(num_features=64, feature_map="identity", use_norm=False, scaling="projected"),
+         out_activation="relu"),
     # Zip-NeRF view MLP: bottleneck 256 + 4-octave directions (27), 3 x 256, skip at 1; ZipNeRFEUGenConfig
     Head("zipnerf-view", 283, 3, 256, 3, skips=(1,), eugen_layers=(0, 1),
          spec=EUGenSpec(num_features=32, feature_map="identity"), out_activation="sigmoid"),

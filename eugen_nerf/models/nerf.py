@@ -29,7 +29,7 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
 from eugen_nerf.layers import EUGenSpec
-from eugen_nerf.layers.eugen import FeatureMap
+from eugen_nerf.layers.eugen import FeatureMap, Scaling
 from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics, psnr
 
@@ -41,11 +41,19 @@ FINE_SEED_OFFSET = 1000
 class NeRFEUGenConfig(EUGenSpec):
     """EUGen knobs of the NeRF field, plus which of its layers are EUGen."""
 
-    num_features: int = 32
+    num_features: int = 64
+    """Random projections m of each trunk EUGen layer. With the projected scaling a merged layer is k*m = 128
+    rows against the dense layer's 256, so the trunk renders faster than the dense twin's at this m; at m = 32
+    the trunk trails the dense twin's PSNR (docs/benchmarks.md, NeRF)."""
     feature_map: FeatureMap = "identity"
     """Phi of the trunk's EUGen layers. Identity: each layer is a degree-2 polynomial of its input; behind the
     dense first layer it learns like a dense trunk of EUGen's size, and it trains to a higher PSNR than the ReLU
     map."""
+    use_norm: bool = False
+    """No norm entry: the projected scaling already carries the input's scale."""
+    scaling: Scaling = "projected"
+    """The input's RMS from the layer's own projections: no norm of the previous layer's output, so a merged
+    trunk step is k*m rows, not 2*k*m (docs/method.md, section 3)."""
     trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6)
     """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
     head_layers: tuple[int, ...] = ()
