@@ -378,24 +378,24 @@ def test_the_methods_suite_sets_the_eugen_knobs_asked_for_and_names_them_in_the_
 
     from eugen_nerf.bench.suites.methods import BenchMethods, overrides, timestamp, variants
 
-    argv = ["--families", "nerf", "--num-features", "64", "--scaling", "projected", "--use-norm", "False"]
+    argv = ["--families", "nerf", "--num-features", "32", "--scaling", "linear", "--use-norm", "True"]
     args = tyro.cli(BenchMethods, args=argv)
     knobs = overrides(args)
-    assert knobs == {"num_features": 64, "scaling": "projected", "use_norm": False}
+    assert knobs == {"num_features": 32, "scaling": "linear", "use_norm": True}
     configs = variants("nerf", False, False, knobs)
     label, config = configs["eugen"]
     spec = config.pipeline.model.eugen
-    assert (spec.num_features, spec.scaling, spec.use_norm) == (64, "projected", False)
+    assert (spec.num_features, spec.scaling, spec.use_norm) == (32, "linear", True)
     assert spec.feature_map == "identity" and spec.trunk_layers == (1, 2, 3, 5, 6)  # the method's own
-    assert label == "eugen-nerf (num-features=64, scaling=projected, use-norm=False)"
-    assert timestamp(label) == "eugen-nerf_num-features64_scalingprojected_use-normFalse"
+    assert label == "eugen-nerf (num-features=32, scaling=linear, use-norm=True)"
+    assert timestamp(label) == "eugen-nerf_num-features32_scalinglinear_use-normTrue"
     # a baseline trained with the same knobs is kept apart from one trained with the method's own
     with_baselines = variants("nerf", False, True, knobs)
     assert with_baselines["lowrank"][0] == (
-        "eugen-nerf (layer-type=lowrank, num-features=64, scaling=projected, use-norm=False)"
+        "eugen-nerf (layer-type=lowrank, num-features=32, scaling=linear, use-norm=True)"
     )
     assert variants("nerf", False, True)["snnk"][0] == "eugen-nerf (layer-type=snnk)"
-    # the dense twin is untouched, and the twin narrowed to EUGen's parameters follows the larger m
+    # the dense twin is untouched, and the twin narrowed to EUGen's parameters follows the smaller m
     default_narrowed = variants("nerf", False)["narrowed"][0]
     assert configs["dense"][1].pipeline.model.eugen.trunk_layers == ()
     assert configs["narrowed"][0] != default_narrowed
