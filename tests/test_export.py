@@ -49,7 +49,7 @@ def train_tiny_runs(root: Path) -> dict[str, Path]:
     runs = {}
     for method in ("dense-nerf", "eugen-nerf"):
         config = small_method_config(method)
-        if method == "eugen-nerf":  # the norm-row path; the page's projected-scaling test covers the default
+        if method == "eugen-nerf":  # the norm-row path; test_default_eugen_trunk_* covers the default
             config.pipeline.model.eugen.scaling = "linear"
             config.pipeline.model.eugen.use_norm = True
         runs[method] = train_in_process(config, SCENE, STEPS, root, timestamp=method)[0]
