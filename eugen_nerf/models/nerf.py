@@ -50,10 +50,12 @@ class NeRFEUGenConfig(EUGenSpec):
     dense first layer it learns like a dense trunk of EUGen's size, and it trains to a higher PSNR than the ReLU
     map."""
     use_norm: bool = False
-    """No norm entry: the projected scaling already carries the input's scale."""
+    """Append the input's norm to x+ before projecting. Off: the projected scaling already carries the input's
+    scale."""
     scaling: Scaling = "projected"
-    """The input's RMS from the layer's own projections: no norm of the previous layer's output, so a merged
-    trunk step is k*m rows, not 2*k*m (docs/method.md, section 3)."""
+    """How the features are kept at the input's scale (docs/method.md, section 3). Projected: the input's RMS
+    estimated from the layer's own projections, so a merged trunk step needs no norm of the previous layer's
+    output and is k*m rows, not 2*k*m as with linear."""
     trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6)
     """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
     head_layers: tuple[int, ...] = ()
