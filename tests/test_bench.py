@@ -940,3 +940,32 @@ def test_dense_run_trains_the_dense_twin_in_the_folder_given_and_refuses_one_of_
     with pytest.raises(KeyboardInterrupt):
         run("--plateau", "--dense-run", tmp_path / "t/bunny32/dense-zipnerf/cpu", "--seeds", "42")
     assert places == [(tmp_path / "t", "cpu", 42)]
+
+
+def test_the_methods_plot_shows_a_tie_on_a_psnr_axis_of_at_least_a_db(tmp_path, monkeypatch):
+    """Two runs 0.04 dB apart: the quality panels span a dB around them, not the autoscaled gap."""
+    import matplotlib.pyplot as plt
+
+    from eugen_nerf.bench.suites import methods
+
+    closed = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: closed.append(fig))
+    run = {"fps": 0.05, "parameters": 1_000_000, "rays_per_sec": 800.0}
+    report = {
+        "scene": "scenes/branches128",
+        "steps": 8000,
+        "device": "cpu (1 threads)",
+        "families": {
+            "nerf": {
+                "runs": {
+                    "eugen-nerf": {**run, "kind": "eugen", "psnr": 26.19, "fps": 0.08},
+                    "dense-nerf": {**run, "kind": "dense", "psnr": 26.15},
+                }
+            }
+        },
+    }
+    methods.plot(report, tmp_path / "nerf.png")
+    assert (tmp_path / "nerf.png").stat().st_size > 0
+    for axis in closed[0].axes[:2]:
+        low, high = axis.get_ylim()
+        assert high - low >= 1.0 and low < 26.15 and 26.19 < high

@@ -531,6 +531,10 @@ def goals(
     return out
 
 
+MIN_PSNR_SPAN_DB = 1.0
+"""The smallest PSNR range the report's quality panels show."""
+
+
 def plot(report: dict[str, object], path: Path) -> None:
     import matplotlib
 
@@ -580,6 +584,12 @@ def plot(report: dict[str, object], path: Path) -> None:
         xscale=scale("parameters"),
         title="quality vs size",
     )
+    # at least MIN_PSNR_SPAN_DB of PSNR axis: autoscaled to a few hundredths of a dB, a tie looks like a gap
+    psnrs = [row["psnr"] for row in rows]
+    centre = (max(psnrs) + min(psnrs)) / 2
+    half = max(0.55 * (max(psnrs) - min(psnrs)), MIN_PSNR_SPAN_DB / 2)
+    for axis in axes[:2]:
+        axis.set_ylim(centre - half, centre + half)
     axes[2].set(xlabel="rays / s", xscale=scale("rays_per_sec"), title="render throughput")
     axes[2].tick_params(axis="y", labelsize=8)
     axes[2].invert_yaxis()  # the legend's order, top to bottom
