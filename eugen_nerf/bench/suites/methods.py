@@ -157,9 +157,11 @@ then the dense twin narrowed to EUGen's render speed (:func:`narrowed_to_speed`,
 BASELINE_KINDS = ("lowrank", "snnk")
 
 
-def baseline_label(method_name: str, kind: str) -> str:
-    """The row label of ``method_name`` with its EUGen layers replaced by a reviewers' baseline ``kind``."""
-    return eugen_label(method_name, {"layer_type": kind})
+def baseline_label(method_name: str, kind: str, overrides: dict[str, object] | None = None) -> str:
+    """The row label of ``method_name`` with its EUGen layers replaced by a reviewers' baseline ``kind``, naming
+    the EUGen knobs of ``overrides`` that still apply to it (all but the feature map it replaces)."""
+    knobs = {key: value for key, value in (overrides or {}).items() if key != "feature_map"}
+    return eugen_label(method_name, {"layer_type": kind, **knobs})
 
 
 def eugen_label(method_name: str, overrides: dict[str, object]) -> str:
@@ -218,9 +220,7 @@ def variants(
             baseline.pipeline.model.eugen.layer_type = kind
             baseline.pipeline.model.eugen.feature_map = "relu"
             baseline.pipeline.model.eugen.validate()
-            # the knobs that still apply to the baseline (all but the map it replaces) name its run folder too
-            knobs = {"layer_type": kind, **{k: v for k, v in overrides.items() if k != "feature_map"}}
-            out[kind] = (eugen_label(eugen.method_name, knobs), baseline)
+            out[kind] = (baseline_label(eugen.method_name, kind, overrides), baseline)
     if speed_from is not None:
         out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, eugen_params, *speed_from)
     return out
