@@ -105,6 +105,23 @@ def test_default_eugen_trunk_exports_and_renders_as_nerfstudio(tmp_path, one_thr
     assert_renders_as_nerfstudio(run, export, views=1)
 
 
+def test_a_run_trained_in_merged_form_exports_and_renders_as_nerfstudio(tmp_path, one_thread):
+    """eugen-nerf with --pipeline.model.eugen.train-merged True: its trunk's parameters are the merged matrices,
+    written as they are, and the reference render equals nerfstudio's."""
+    from eugen_nerf.bench.training import train_in_process
+    from eugen_nerf.eval.runs import load_run
+    from eugen_nerf.layers import MergedMLP
+
+    config = small_method_config("eugen-nerf")
+    config.pipeline.model.eugen.train_merged = True
+    run = train_in_process(config, SCENE, STEPS, tmp_path / "runs", timestamp="merged")[0]
+    assert isinstance(load_run(run, device="cpu").model.field_fine.trunk, MergedMLP)
+    export = export_run(run, tmp_path / "export")
+    steps = fmt.read(export).header["fields"]["fine"]["trunk"]["steps"]
+    assert sum(step["kind"] == "eugen" for step in steps) == len(config.pipeline.model.eugen.trunk_layers)
+    assert_renders_as_nerfstudio(run, export, views=1)
+
+
 def test_eugen_export_holds_the_merged_chain(exports):
     """The EUGen trunk is written feature to feature: its EUGen steps (but the last) carry no output matrix."""
     header = fmt.read(exports["eugen-nerf"]).header

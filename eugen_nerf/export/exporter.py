@@ -90,11 +90,12 @@ class _Writer:
 
 
 def export_mlp(mlp: nn.Module, name: str, writer: _Writer) -> dict:
-    """The header entry of an :class:`~eugen_nerf.layers.EUGenMLP` in merged form (its buffers added)."""
-    from eugen_nerf.layers import EUGenLinear
+    """The header entry of an :class:`~eugen_nerf.layers.EUGenMLP` (or a :class:`~eugen_nerf.layers.MergedMLP`)
+    in merged form (its buffers added)."""
+    from eugen_nerf.layers import EUGenLinear, MergedMLP
     from eugen_nerf.layers.fused import FusedMLP
 
-    fused = FusedMLP.from_mlp(mlp)
+    fused = mlp.fused() if isinstance(mlp, MergedMLP) else FusedMLP.from_mlp(mlp)
     steps = []
     for i, step in enumerate(fused.steps):
         where = f"{name} layer {i}"

@@ -16,7 +16,7 @@ from nerfstudio.fields.base_field import Field
 from torch import Tensor, nn
 
 from eugen_nerf.fields.components import field_mlp
-from eugen_nerf.layers import EUGenSpec
+from eugen_nerf.layers import EUGenSpec, MergedMLP
 
 TRUNK_LAYERS = 8
 TRUNK_SKIP = 4
@@ -32,6 +32,8 @@ class EUGenNeRFField(Field):
         head_layers: EUGen layer indices of the 2-layer colour head (the last one outputs RGB).
         trunk_width: trunk width (256 in NeRF).
         head_width: colour head width (128 in NeRF).
+        train_merged: hold the trunk and colour head, where they have EUGen layers, as
+            :class:`~eugen_nerf.layers.MergedMLP`: trained in their merged form.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class EUGenNeRFField(Field):
         head_layers: Sequence[int] = (),
         trunk_width: int = 256,
         head_width: int = 128,
+        train_merged: bool = False,
     ) -> None:
         super().__init__()
         # NeRF's encodings with nerfstudio's frequency ranges: 10 frequencies for positions, 4 for directions.
@@ -71,6 +74,11 @@ class EUGenNeRFField(Field):
             out_activation=nn.Sigmoid(),
             seed_offset=TRUNK_LAYERS,
         )
+        if train_merged:
+            if trunk_layers:
+                self.trunk = MergedMLP(self.trunk)
+            if head_layers:
+                self.color_head = MergedMLP(self.color_head)
 
     def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
         features = self.trunk(self.position_encoding(ray_samples.frustums.get_positions()))

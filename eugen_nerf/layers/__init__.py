@@ -5,6 +5,7 @@ from eugen_nerf.layers.baselines import LowRankLinear, snnk_linear
 from eugen_nerf.layers.eugen import FEATURE_MAPS, SCALINGS, EUGenLinear
 from eugen_nerf.layers.fit import NormalEquations, RidgeSolution
 from eugen_nerf.layers.fused import FusedMLP
+from eugen_nerf.layers.merged import MergedMLP
 from eugen_nerf.layers.mlp import EUGenMLP, resolve_layer_types
 from eugen_nerf.layers.projections import PROJECTION_KINDS, draw_projections
 from eugen_nerf.layers.spec import LAYER_TYPES, MAX_DEGREE, MAX_FEATURES, EUGenSpec
@@ -21,6 +22,7 @@ __all__ = [
     "EUGenSpec",
     "FusedMLP",
     "LowRankLinear",
+    "MergedMLP",
     "NormalEquations",
     "RidgeSolution",
     "draw_projections",

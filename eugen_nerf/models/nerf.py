@@ -60,11 +60,26 @@ class NeRFEUGenConfig(EUGenSpec):
     """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
     head_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
+    train_merged: bool = False
+    """Train the EUGen layers in their merged form: the parameters are the matrices inference runs (the
+    projections of one EUGen layer read the previous one's features through one k*m by k*m matrix, 128 x 128
+    at m = 64), trained directly instead of A and G apart, so a training step costs about what inference
+    does. Same function class, other optimiser coordinates (docs/method.md, section 5). Needs the projected
+    scaling without the norm entry."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.trunk_layers = check_layer_indices("eugen.trunk-layers", self.trunk_layers, TRUNK_LAYERS)
         self.head_layers = check_layer_indices("eugen.head-layers", self.head_layers, HEAD_LAYERS)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.train_merged and (self.layer_type != "eugen" or self.scaling != "projected" or self.use_norm):
+            raise ValueError(
+                "eugen.train-merged needs eugen.layer-type eugen, eugen.scaling projected and eugen.use-norm "
+                f"False (got {self.layer_type}, {self.scaling}, {self.use_norm}): the norm rows a merged chain "
+                "needs otherwise have no trainable form"
+            )
 
 
 @dataclass
@@ -144,7 +159,12 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
 
     def _make_field(self, eugen: NeRFEUGenConfig) -> EUGenNeRFField:
         return EUGenNeRFField(
-            eugen, eugen.trunk_layers, eugen.head_layers, self.config.trunk_width, self.config.head_width
+            eugen,
+            eugen.trunk_layers,
+            eugen.head_layers,
+            self.config.trunk_width,
+            self.config.head_width,
+            train_merged=eugen.train_merged,
         )
 
     def get_outputs(self, ray_bundle: RayBundle) -> dict[str, Tensor]:

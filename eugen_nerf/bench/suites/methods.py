@@ -199,6 +199,8 @@ def variants(
     eugen, dense = copy.deepcopy(eugen), copy.deepcopy(dense)
     overrides = dict(eugen_overrides or {})
     for name, value in overrides.items():
+        if not hasattr(eugen.pipeline.model.eugen, name):
+            raise ValueError(f"--{name.replace('_', '-')} is not a knob of {eugen.method_name}")
         setattr(eugen.pipeline.model.eugen, name, value)
     eugen.pipeline.model.eugen.validate()
     label = eugen_label(eugen.method_name, overrides)
@@ -649,6 +651,8 @@ class BenchMethods:
     the norm from every merged step (docs/layers.md)"""
     use_norm: bool | None = None
     """whether the EUGen variant's features take the input's norm (default: the method's own)"""
+    train_merged: bool | None = None
+    """nerf only: train the EUGen variant's layers in their merged form (default: the method's own)"""
     variants: tuple[str, ...] = ()
     """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
     first three, and the last three with --baselines); rows of an earlier run of the same steps and scene in
@@ -687,6 +691,7 @@ def overrides(args: BenchMethods) -> dict[str, object]:
         "num_features": args.num_features,
         "scaling": args.scaling,
         "use_norm": args.use_norm,
+        "train_merged": args.train_merged,
     }
     return {name: value for name, value in knobs.items() if value is not None}
 

@@ -1,0 +1,111 @@
+"""MergedMLP: an EUGen MLP trained in its merged form starts as the MLP it is built from, trains every one of
+its matrices, costs fewer multiply-adds, refuses chains that need norm rows, and exports as it renders."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from eugen_nerf.layers import EUGenMLP, EUGenSpec, MergedMLP
+
+SPEC = EUGenSpec(num_features=16, degree=2, feature_map="identity", scaling="projected", use_norm=False)
+
+
+def trunk(spec: EUGenSpec = SPEC) -> EUGenMLP:
+    """An 8-layer NeRF-like trunk (skip at 4) with EUGen layers 1, 2, 3, 5, 6."""
+    torch.manual_seed(0)
+    return EUGenMLP(
+        in_dim=15,
+        num_layers=8,
+        layer_width=64,
+        out_dim=64,
+        skip_connections=(4,),
+        out_activation=nn.ReLU(),
+        eugen_layers=(1, 2, 3, 5, 6),
+        eugen=spec,
+    )
+
+
+def test_starts_as_the_mlp_it_is_built_from():
+    mlp = trunk()
+    merged = MergedMLP(mlp)
+    x = torch.randn(257, 15)
+    expected = mlp.forward_unfused(x)
+    torch.testing.assert_close(merged(x), expected, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # the in-place path inference runs
+        torch.testing.assert_close(merged(x), expected, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            merged.forward_concat([x[:, :3], x[:, 3:]]), expected, atol=1e-5, rtol=1e-4
+        )
+
+
+def test_parameters_are_the_merged_matrices_and_cost_less():
+    mlp = trunk()
+    merged = MergedMLP(mlp)
+    # chain steps 2, 3 (and 6) read the previous EUGen layer's k*m features through one k*m x k*m matrix
+    assert merged.steps[2].weight.shape == (2 * 16, 2 * 16)
+    assert merged.steps[6].weight.shape == (2 * 16, 2 * 16)
+    assert merged.steps[3].out_weight is None and merged.steps[6].out_weight is None
+    assert sum(p.numel() for p in merged.parameters()) < sum(p.numel() for p in mlp.parameters())
+    assert merged.macs_per_point() < mlp.macs_per_point()
+    assert merged.macs_per_point() == mlp.fused().macs_per_point()
+
+
+def test_every_matrix_trains_and_the_loss_falls():
+    torch.manual_seed(1)
+    merged = MergedMLP(trunk())
+    x = torch.randn(512, 15)
+    target = (1 + 0.5 * torch.sin(x[:, :1] * 2)) * torch.ones(1, 64)  # positive: the output is a ReLU
+    loss = (merged(x) - target).square().mean()
+    loss.backward()
+    for name, param in merged.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+    optimiser = torch.optim.Adam(merged.parameters(), lr=1e-3)
+    first = loss.item()
+    for _ in range(50):
+        optimiser.zero_grad()
+        loss = (merged(x) - target).square().mean()
+        loss.backward()
+        optimiser.step()
+    assert loss.item() < 0.5 * first
+    with torch.no_grad():  # the fused form follows the trained parameters
+        torch.testing.assert_close(merged.fused()(x), merged(x))
+
+
+def test_follows_the_module_to_another_dtype():
+    merged = MergedMLP(trunk()).double()
+    x = torch.randn(9, 15, dtype=torch.float64)
+    assert merged(x).dtype == torch.float64
+    assert all(p.dtype == torch.float64 for p in merged.parameters())
+
+
+@pytest.mark.parametrize(
+    "change", [{"scaling": "linear", "use_norm": False}, {"scaling": "projected", "use_norm": True}]
+)
+def test_chains_that_need_norm_rows_are_refused(change):
+    spec = EUGenSpec(**{**SPEC.__dict__, **change})
+    with pytest.raises(ValueError, match="cannot be trained in merged form"):
+        MergedMLP(trunk(spec))
+
+
+def test_nerf_config_refuses_train_merged_with_norm_rows():
+    from eugen_nerf.models.nerf import NeRFEUGenConfig
+
+    assert NeRFEUGenConfig(train_merged=True).train_merged
+    with pytest.raises(ValueError, match="eugen.train-merged needs"):
+        NeRFEUGenConfig(train_merged=True, scaling="linear")
+
+
+def test_nerf_field_with_train_merged_starts_as_the_unmerged_field():
+    from eugen_nerf.fields.nerf import EUGenNeRFField
+    from eugen_nerf.models.nerf import NeRFEUGenConfig
+
+    spec = NeRFEUGenConfig(num_features=8, train_merged=True)
+    torch.manual_seed(3)
+    plain = EUGenNeRFField(spec, spec.trunk_layers, spec.head_layers, 32, 16)
+    torch.manual_seed(3)
+    merged = EUGenNeRFField(spec, spec.trunk_layers, spec.head_layers, 32, 16, train_merged=True)
+    assert isinstance(merged.trunk, MergedMLP) and isinstance(merged.color_head, EUGenMLP)
+    x = torch.randn(33, 63)
+    torch.testing.assert_close(merged.trunk(x), plain.trunk.forward_unfused(x), atol=1e-5, rtol=1e-4)
