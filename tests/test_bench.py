@@ -58,8 +58,8 @@ def test_generated_tables_and_the_index_match_the_benchmark_json():
 
 def test_the_headline_table_is_short_and_names_its_setting():
     headline = Tables(SPEC, ROOT).tables["headline"]
-    # one row a result: NeRF twice, Zip-NeRF, two teachers distilled, iSDF, SIREN, web, CUDA
-    assert len(headline["rows"]) <= 9
+    # one row a result: NeRF twice, Zip-NeRF on two scenes, two teachers distilled, iSDF, SIREN, web, CUDA
+    assert len(headline["rows"]) <= 10
     assert headline["header"][:3] == ["result", "setting", "hardware"]
     # the CUDA row names the GPU its figures come from, read from the CUDA run's own record
     (cuda,) = [row for row in headline["rows"] if "CUDA" in str(row[0])]
@@ -142,7 +142,7 @@ def test_benchmarks_holds_one_folder_per_suite_with_its_json_plot_and_command():
             (folder / COMMAND_FILE).read_text().startswith(f"eugen-bench {name}\npython -m eugen_nerf.bench.")
         )
     files = [p for p in (ROOT / "benchmarks").rglob("*") if p.is_file()]
-    assert len(files) <= 60
+    assert len(files) <= 64  # a few files a suite, not a lab notebook
 
 
 def test_the_package_runs_and_reads_nothing_outside_itself():
