@@ -68,7 +68,6 @@ class MergedMLP(nn.Module):
         self.in_dim = mlp.in_dim
         self.out_dim = mlp.out_dim
         self.out_activation = mlp.out_activation
-        self.has_eugen = True
 
     def fused(self) -> FusedMLP:
         """The merged form, its steps holding this module's parameters (as they are now)."""
