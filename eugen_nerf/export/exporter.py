@@ -92,10 +92,9 @@ class _Writer:
 def export_mlp(mlp: nn.Module, name: str, writer: _Writer) -> dict:
     """The header entry of an :class:`~eugen_nerf.layers.EUGenMLP` (or a :class:`~eugen_nerf.layers.MergedMLP`)
     in merged form (its buffers added)."""
-    from eugen_nerf.layers import EUGenLinear, MergedMLP
-    from eugen_nerf.layers.fused import FusedMLP
+    from eugen_nerf.layers import EUGenLinear
 
-    fused = mlp.fused() if isinstance(mlp, MergedMLP) else FusedMLP.from_mlp(mlp)
+    fused = mlp.fused()  # both classes hold their merged form
     steps = []
     for i, step in enumerate(fused.steps):
         where = f"{name} layer {i}"
