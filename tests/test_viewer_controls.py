@@ -18,9 +18,10 @@ import viser
 import yaml
 from _scripts import run_main
 from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
+from PIL import Image, ImageDraw
 from torch import Tensor, nn
 
-from eugen_nerf.eval.panels import compose
+from eugen_nerf.eval.panels import compose, fit_label
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
@@ -184,6 +185,20 @@ def test_compose_puts_panels_side_by_side_enlarged():
     assert image.shape == (96, 192, 3) and image.dtype == np.uint8
     assert image[90, 10].tolist() == [0, 0, 0] and image[90, 74].tolist() == [255, 255, 255]
     assert image[:20, :60].max() == 255  # the label is drawn over the black panel
+
+
+def test_compose_keeps_a_long_label_inside_its_panel():
+    label = "eugen-nerf (train-merged=True, num-features=48) seed 0"
+    panels = [torch.zeros(32, 32, 3), torch.zeros(32, 32, 3)]
+    image = compose(panels, [label, ""], min_height=128)
+    assert image.shape == (128, 256, 3)
+    assert image[:, 128:].max() == 0  # nothing of the first label spills into the second (black) panel
+    assert image[:, :128].max() > 200  # and it is drawn
+    draw = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    font, lines = fit_label(draw, label, 128 - 12)
+    assert len(lines) > 1 and "".join(lines).replace(" ", "") == label.replace(" ", "")
+    assert all(draw.textlength(line, font=font) <= 128 - 12 for line in lines)
+    assert fit_label(draw, "dense", 128 - 12)[1] == ["dense"]
 
 
 def write_run_config(path: Path, data: Path) -> Path:
