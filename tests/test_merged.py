@@ -109,3 +109,30 @@ def test_nerf_field_with_train_merged_starts_as_the_unmerged_field():
     assert isinstance(merged.trunk, MergedMLP) and isinstance(merged.color_head, EUGenMLP)
     x = torch.randn(33, 63)
     torch.testing.assert_close(merged.trunk(x), plain.trunk.forward_unfused(x), atol=1e-5, rtol=1e-4)
+
+
+def test_isdf_field_trains_merged_through_the_eikonal_term():
+    """iSDF's loss differentiates the SDF's gradient: the merged form must carry a double backward."""
+    from dataclasses import replace
+
+    from eugen_nerf.bench.suites.isdf import macs_per_point
+    from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig
+
+    spec = ISDFEUGenConfig(num_features=8, scaling="projected")
+    torch.manual_seed(4)
+    plain = ISDFField(ISDFFieldConfig(width=32, eugen=spec))
+    torch.manual_seed(4)
+    merged = ISDFField(ISDFFieldConfig(width=32, eugen=replace(spec, train_merged=True)))
+    assert isinstance(merged.mlp, MergedMLP)
+    x = torch.rand(64, 3) * 2 - 1
+    torch.testing.assert_close(merged(x), plain.mlp.forward_unfused(plain.embedding(x * 0.1)))
+    sdf, gradient = merged.sdf_and_gradient(x, create_graph=True)
+    _, expected = plain.sdf_and_gradient(x, create_graph=True)
+    torch.testing.assert_close(gradient, expected, atol=1e-5, rtol=1e-4)
+    (sdf.square().mean() + (gradient.norm(dim=-1) - 1).square().mean()).backward()
+    for name, param in merged.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+    assert macs_per_point(merged) == macs_per_point(plain)
+    merged.load_state_dict(merged.state_dict())  # a saved map loads back into the same config
+    with pytest.raises(ValueError, match="eugen.train-merged needs"):
+        ISDFEUGenConfig(train_merged=True)  # the default linear scaling needs norm rows

@@ -3,8 +3,9 @@
 iSDF maps a positional embedding of a 3D point to its signed distance with a 256-wide MLP: an input
 layer, one hidden layer, a layer that re-reads the embedding (skip), one more hidden layer and a linear
 output, all with softplus (β = 100) activations. Here the MLP is an :class:`EUGenMLP`, so any of its
-layers can be EUGen; the dense twin has none. The SDF's gradient (surface normal, eikonal loss) comes
-from autograd through whichever form the MLP runs in.
+layers can be EUGen (trained as they are, or in their merged form: ``eugen.train_merged``); the dense
+twin has none. The SDF's gradient (surface normal, eikonal loss) comes from autograd through whichever form
+the MLP runs in.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from nerfstudio.field_components.encodings import NeRFEncoding
 from torch import Tensor, nn
 
 from eugen_nerf.fields.components import check_layer_indices, field_mlp
-from eugen_nerf.layers import EUGenSpec
+from eugen_nerf.layers import EUGenSpec, MergedMLP
 from eugen_nerf.layers.eugen import FeatureMap
 
 ISDF_LAYERS = 5
@@ -42,10 +43,19 @@ class ISDFEUGenConfig(EUGenSpec):
     layers do and frozen ones do not (the ``isdf`` benchmark's room); inference costs the same either way."""
     layers: tuple[int, ...] = (1, 2, 3)
     """EUGen layers of the 5-layer MLP (0: embedding -> width, 2: skip layer, 4: output)."""
+    train_merged: bool = False
+    """Train the MLP in its merged form (the matrices inference runs, trained directly): a training step and
+    inference cost less, the SDF errs more on the benchmark's room (docs/benchmarks.md, iSDF). Needs
+    eugen.scaling projected without the norm entry."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.layers = check_layer_indices("eugen.layers", self.layers, ISDF_LAYERS)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.train_merged:
+            self.check_merged_training()
 
 
 @dataclass
@@ -93,6 +103,8 @@ class ISDFField(nn.Module):
             skip_connections=(ISDF_SKIP,),
             activation=nn.Softplus(beta=SOFTPLUS_BETA),
         )
+        if eugen.train_merged and eugen.layers:
+            self.mlp = MergedMLP(self.mlp)
 
     def forward(self, points: Tensor) -> Tensor:
         """Signed distance ``(..., 1)`` of points ``(..., 3)``."""

@@ -91,6 +91,17 @@ class EUGenSpec:
                 "(SNNK layers are ReLU random features)"
             )
 
+    def check_merged_training(self) -> None:
+        """Raise one ``ValueError`` unless MLPs of this spec can be trained in their merged form
+        (:class:`~eugen_nerf.layers.MergedMLP`): a head whose config has a ``train-merged`` knob calls it when
+        the knob is on. The norm rows a merged chain needs otherwise have no trainable form."""
+        if self.layer_type != "eugen" or self.scaling != "projected" or self.use_norm:
+            raise ValueError(
+                "eugen.train-merged needs eugen.layer-type eugen, eugen.scaling projected and eugen.use-norm "
+                f"False (got {self.layer_type}, {self.scaling}, {self.use_norm}): the norm rows a merged chain "
+                "needs otherwise have no trainable form"
+            )
+
     def offset_seed(self, offset: int) -> EUGenSpec:
         """The same spec with ``seed + offset`` (keeps different MLPs' projections independent)."""
         return replace(self, seed=self.seed + offset)

@@ -74,12 +74,8 @@ class NeRFEUGenConfig(EUGenSpec):
 
     def validate(self) -> None:
         super().validate()
-        if self.train_merged and (self.layer_type != "eugen" or self.scaling != "projected" or self.use_norm):
-            raise ValueError(
-                "eugen.train-merged needs eugen.layer-type eugen, eugen.scaling projected and eugen.use-norm "
-                f"False (got {self.layer_type}, {self.scaling}, {self.use_norm}): the norm rows a merged chain "
-                "needs otherwise have no trainable form"
-            )
+        if self.train_merged:
+            self.check_merged_training()
 
 
 @dataclass

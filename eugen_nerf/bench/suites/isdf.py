@@ -89,6 +89,7 @@ from eugen_nerf.isdf.evaluate import (
 )
 from eugen_nerf.isdf.frames import load_stream
 from eugen_nerf.isdf.trainer import StreamingConfig, StreamingTrainer
+from eugen_nerf.layers import MergedMLP
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -228,6 +229,7 @@ def describe(spec: ISDFEUGenConfig, lr: float | None = None) -> str:
     extra = (
         ("" if spec.scaling == "linear" else f", {spec.scaling} scaling")
         + ("" if not spec.trainable_projections else ", trainable G")
+        + ("" if not spec.train_merged else ", trained merged")
         + ("" if lr is None else f", lr {lr:g}")
     )
     return f"eugen (layers {layers}, m={spec.num_features}, k={spec.degree}, {spec.feature_map}{extra})"
@@ -243,7 +245,7 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
     }
     if config.baselines:
         for kind in ("lowrank", "snnk"):
-            spec = replace(config.eugen, layer_type=kind, feature_map="relu")
+            spec = replace(config.eugen, layer_type=kind, feature_map="relu", train_merged=False)
             out[describe(spec)] = ISDFFieldConfig(eugen=spec)
         by_params = narrowed_to_parameters(parameters(eugen))
         out[f"dense narrowed to EUGen's parameters (width {by_params.width})"] = by_params
@@ -274,7 +276,9 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
 def macs_per_point(field_: ISDFField) -> int:
     """Multiply-accumulates per point of the MLP as it runs at inference (merged form when EUGen)."""
     mlp = field_.mlp
-    return mlp.fused().macs_per_point() if mlp.has_eugen else mlp.macs_per_point()
+    return (
+        mlp.fused().macs_per_point() if isinstance(mlp, MergedMLP) or mlp.has_eugen else mlp.macs_per_point()
+    )
 
 
 def step_seconds(trainer: StreamingTrainer, repeats: int) -> float:
