@@ -89,7 +89,6 @@ from eugen_nerf.isdf.evaluate import (
 )
 from eugen_nerf.isdf.frames import load_stream
 from eugen_nerf.isdf.trainer import StreamingConfig, StreamingTrainer
-from eugen_nerf.layers import MergedMLP
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -274,11 +273,9 @@ def variants(config: BenchISDF) -> dict[str, tuple[ISDFFieldConfig, list[int]]]:
 
 
 def macs_per_point(field_: ISDFField) -> int:
-    """Multiply-accumulates per point of the MLP as it runs at inference (merged form when EUGen)."""
-    mlp = field_.mlp
-    return (
-        mlp.fused().macs_per_point() if isinstance(mlp, MergedMLP) or mlp.has_eugen else mlp.macs_per_point()
-    )
+    """Multiply-accumulates per point of the MLP as it runs at inference: its merged form (a dense MLP's is
+    the MLP itself)."""
+    return field_.mlp.fused().macs_per_point()
 
 
 def step_seconds(trainer: StreamingTrainer, repeats: int) -> float:
