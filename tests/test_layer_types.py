@@ -14,7 +14,7 @@ import pytest
 import torch
 from _tiny import train_steps
 
-from eugen_nerf.layers import EUGenLinear, EUGenSpec, LowRankLinear
+from eugen_nerf.layers import EUGenLinear, EUGenSpec, LowRankLinear, MergedMLP
 from eugen_nerf.methods.isdf import eugen_isdf
 from eugen_nerf.methods.nerf import eugen_nerf
 from eugen_nerf.methods.nerfacto import eugen_nerfacto
@@ -60,9 +60,14 @@ def test_every_layer_type_builds_and_trains_for_every_head(method, layer_type):
     eugen.layer_type, eugen.num_features = layer_type, 8
     config.pipeline.datamanager.train_num_rays_per_batch = 64
     pipeline = config.pipeline.setup(device="cpu", test_mode="val")
-    mlp = mlp_of(pipeline.model)
+    mlp = layered = mlp_of(pipeline.model)
     assert selected, "the method selects no layer"
-    for index, layer in enumerate(mlp.layers):
+    if method == "nerf" and layer_type == "eugen":  # the trunk trains merged; its layers are checked apart
+        assert isinstance(mlp, MergedMLP)
+        apart = copy.deepcopy(config)
+        apart.pipeline.model.eugen.train_merged = False
+        layered = mlp_of(apart.pipeline.setup(device="cpu", test_mode="val").model)
+    for index, layer in enumerate(layered.layers):
         expected = LAYER_CLASS[layer_type] if index in selected else torch.nn.Linear
         assert type(layer) is expected, (index, type(layer))
         if index in selected and layer_type == "snnk":
@@ -78,6 +83,7 @@ def test_every_layer_type_builds_and_trains_for_every_head(method, layer_type):
 
 def test_baselines_get_eugens_parameter_count():
     config, mlp_of, selected = tiny("nerf")
+    config.pipeline.model.eugen.train_merged = False  # an EUGen layer's own A and G, not the merged chain's
     counts = {}
     for layer_type in ("eugen", "lowrank", "snnk"):
         config.pipeline.model.eugen.layer_type = layer_type

@@ -89,12 +89,33 @@ def test_chains_that_need_norm_rows_are_refused(change):
         MergedMLP(trunk(spec))
 
 
-def test_nerf_config_refuses_train_merged_with_norm_rows():
+def test_nerf_config_trains_merged_where_the_layers_allow():
+    """None (the default) merges EUGen layers with the projected scaling and nothing else; True refuses the
+    rest in one line; False never merges; a field with no EUGen layers has nothing to merge."""
     from eugen_nerf.models.nerf import NeRFEUGenConfig
 
-    assert NeRFEUGenConfig(train_merged=True).train_merged
+    assert NeRFEUGenConfig().train_merged is None and NeRFEUGenConfig().merged_training
+    assert NeRFEUGenConfig(train_merged=True).merged_training
+    assert not NeRFEUGenConfig(train_merged=False).merged_training
+    assert not NeRFEUGenConfig(trunk_layers=(), head_layers=()).merged_training
+    for unmergeable in ({"scaling": "linear"}, {"use_norm": True}, {"layer_type": "lowrank"}):
+        assert not NeRFEUGenConfig(**unmergeable).merged_training  # trained as they are
     with pytest.raises(ValueError, match="eugen.train-merged needs"):
         NeRFEUGenConfig(train_merged=True, scaling="linear")
+
+
+def test_eugen_nerf_trains_merged_and_dense_nerf_plainly():
+    from eugen_nerf.bench.suites.methods import variants
+    from eugen_nerf.fields.nerf import EUGenNeRFField
+
+    configs = variants("nerf", False, True, {})
+    merged = {kind: config.pipeline.model.eugen.merged_training for kind, (_, config) in configs.items()}
+    assert merged == {"eugen": True, "dense": False, "narrowed": False, "lowrank": False, "snnk": False}
+    eugen = configs["eugen"][1].pipeline.model.eugen
+    field = EUGenNeRFField(eugen, eugen.trunk_layers, eugen.head_layers, 32, 16, eugen.merged_training)
+    assert isinstance(field.trunk, MergedMLP)
+    dense = configs["dense"][1].pipeline.model.eugen
+    assert isinstance(EUGenNeRFField(dense, (), (), 32, 16, dense.merged_training).trunk, EUGenMLP)
 
 
 def test_nerf_field_with_train_merged_starts_as_the_unmerged_field():

@@ -91,11 +91,16 @@ class EUGenSpec:
                 "(SNNK layers are ReLU random features)"
             )
 
+    def can_train_merged(self) -> bool:
+        """Whether MLPs of this spec can be trained in their merged form (:class:`~eugen_nerf.layers.MergedMLP`):
+        EUGen layers with the projected scaling and no norm entry. The norm rows a merged chain needs otherwise
+        have no trainable form, and low-rank and SNNK layers have no merged chain."""
+        return self.layer_type == "eugen" and self.scaling == "projected" and not self.use_norm
+
     def check_merged_training(self) -> None:
-        """Raise one ``ValueError`` unless MLPs of this spec can be trained in their merged form
-        (:class:`~eugen_nerf.layers.MergedMLP`): a head whose config has a ``train-merged`` knob calls it when
-        the knob is on. The norm rows a merged chain needs otherwise have no trainable form."""
-        if self.layer_type != "eugen" or self.scaling != "projected" or self.use_norm:
+        """Raise one ``ValueError`` unless :meth:`can_train_merged`: a head whose config has a ``train-merged``
+        knob calls it when the knob is on."""
+        if not self.can_train_merged():
             raise ValueError(
                 "eugen.train-merged needs eugen.layer-type eugen, eugen.scaling projected and eugen.use-norm "
                 f"False (got {self.layer_type}, {self.scaling}, {self.use_norm}): the norm rows a merged chain "

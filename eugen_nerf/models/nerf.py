@@ -60,12 +60,20 @@ class NeRFEUGenConfig(EUGenSpec):
     """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
     head_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
-    train_merged: bool = False
+    train_merged: bool | None = None
     """Train the EUGen layers in their merged form: the parameters are the matrices inference runs (the
     projections of one EUGen layer read the previous one's features through one k*m by k*m matrix, 128 x 128
     at m = 64), trained directly instead of A and G apart, so a training step costs about what inference
-    does. Same function class, other optimiser coordinates (docs/method.md, section 5). Needs the projected
-    scaling without the norm entry."""
+    does. Same function class, other optimiser coordinates (docs/method.md, section 5). None: merged where
+    the layers allow it (EUGen layers, projected scaling, no norm entry), as they by default do; True: refuse
+    layers that do not; False: train A and G apart."""
+
+    @property
+    def merged_training(self) -> bool:
+        """Whether the field trains its EUGen layers in their merged form (see ``train_merged``)."""
+        if not (self.trunk_layers or self.head_layers) or self.train_merged is False:
+            return False
+        return self.can_train_merged()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -160,7 +168,7 @@ class EUGenNeRFModel(FramedModelMixin, NeRFModel):
             eugen.head_layers,
             self.config.trunk_width,
             self.config.head_width,
-            train_merged=eugen.train_merged,
+            train_merged=eugen.merged_training,
         )
 
     def get_outputs(self, ray_bundle: RayBundle) -> dict[str, Tensor]:

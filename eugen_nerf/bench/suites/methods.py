@@ -221,6 +221,8 @@ def variants(
             baseline = copy.deepcopy(eugen)
             baseline.pipeline.model.eugen.layer_type = kind
             baseline.pipeline.model.eugen.feature_map = "relu"
+            if hasattr(baseline.pipeline.model.eugen, "train_merged"):  # no merged form to train
+                baseline.pipeline.model.eugen.train_merged = None
             baseline.pipeline.model.eugen.validate()
             out[kind] = (baseline_label(eugen.method_name, kind, overrides), baseline)
     if speed_from is not None:
