@@ -189,3 +189,45 @@ def test_time_to_the_dense_final_psnr_counts_steps_and_cpu_seconds_per_step():
     assert timing["cpu_seconds"]["dense"] == pytest.approx(1000 * 2.2)  # steps x median CPU s/step
     assert timing["cpu_seconds"]["eugen"] == pytest.approx(1000.0)
     assert timing["cpu_seconds"]["narrow"] is None and timing["cpu_seconds"]["unknown_cpu"] is None
+
+
+def test_train_only_trains_a_variant_beside_the_dense_twin_for_the_dense_twins_steps(tmp_path: Path):
+    """``--train-only`` lets a second process train EUGen while the dense twin trains: to the cap while the
+    dense twin is unfinished, to its steps once it has finished; a run that trained other steps is refused."""
+    from eugen_nerf.bench.suites.methods import (
+        BenchMethods,
+        dense_steps_so_far,
+        timestamp,
+        train_only,
+        train_variant,
+        variants,
+    )
+
+    args = BenchMethods(
+        scene=SCENE,
+        families=("nerf",),
+        variants=("eugen",),
+        plateau=True,
+        train_only=True,
+        steps=4,
+        eval_every=2,
+        min_steps=2,
+        output_dir=tmp_path,
+    )
+    configs = variants("nerf", False, False, {})
+    assert dense_steps_so_far(args, configs) == 4  # no dense run yet: its cap
+    train_only(args)
+    dense_place = tmp_path / SCENE.name / "dense-nerf"
+    assert not dense_place.exists(), "the dense twin is left to its own process"
+    eugen = tmp_path / SCENE.name / "eugen-nerf" / timestamp(configs["eugen"][0])
+    record = json.loads((eugen / PLATEAU_RECORD).read_text())
+    assert [h["step"] for h in record["history"]] == [2, 4] and record["finished"] == "max_steps"
+
+    # the dense twin finished at 2 steps: that is what every other run trains, and a longer run is refused
+    (dense_place / "dense-nerf").mkdir(parents=True)
+    finished = {"finished": "plateau", "history": [{"step": 2, "psnr": 10.0, "train_seconds": 1.0}]}
+    (dense_place / "dense-nerf" / PLATEAU_RECORD).write_text(json.dumps(finished))
+    assert dense_steps_so_far(args, configs) == 2
+    label, config = configs["eugen"]
+    with pytest.raises(InputError, match="trained 4 steps and the dense twin 2"):
+        train_variant(args, label, config, 0, 2)

@@ -47,7 +47,9 @@ from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap, with_seed
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.training import (
+    PLATEAU_RECORD,
     PlateauRule,
+    benchmark_run,
     cached_for_checkpoint,
     step_seconds,
     train_in_process,
@@ -59,7 +61,7 @@ from eugen_nerf.eval.memory import render_memory
 from eugen_nerf.eval.runs import final_rgb, load_run
 from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.eval.timing import benchmark_interleaved
-from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.inputs.errors import InputError, usage_error
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import FeatureMap, Scaling
 from eugen_nerf.methods import nerf as nerf_methods  # also installs offline LPIPS / checkpoint loading
@@ -155,6 +157,8 @@ then the dense twin narrowed to EUGen's render speed (:func:`narrowed_to_speed`,
 
 
 BASELINE_KINDS = ("lowrank", "snnk")
+DEFAULT_VARIANTS = ("eugen", "dense", "narrowed")
+"""The variants trained without ``--variants`` (with ``--baselines`` also the baselines and ``narrowed-speed``)."""
 
 
 def baseline_label(method_name: str, kind: str, overrides: dict[str, object] | None = None) -> str:
@@ -673,6 +677,12 @@ class BenchMethods:
     """with --plateau: the fewest steps the dense twin trains."""
     min_gain: float = 0.1
     """with --plateau: the validation PSNR gain (dB) over the last 20% of the steps below which it stops."""
+    train_only: bool = False
+    """train the runs of --variants and stop, nothing scored or timed: with --plateau the dense twin until it
+    plateaus when it is among them, every other variant as many steps as the dense twin's finished run
+    trained, or --steps (its cap) while it trains. So other processes can train variants beside the dense
+    twin's; the suite's command without this option then scores and times them all (a run that trained
+    other steps than the dense twin is refused there)."""
     timing_view: int = 0
     """the test view every run renders whole, side by side with the others, for the rows' render FPS and memory."""
     timing_repeats: int = 2
@@ -739,6 +749,83 @@ def dense_run_place(args: BenchMethods, method: str, label: str) -> tuple[Path, 
     return run.parent.parent.parent, run.name
 
 
+def seeds_of(args: BenchMethods, kind: str) -> list[int]:
+    """The seeds a variant trains at: ``--seeds`` for EUGen and the dense twin, else ``--baseline-seeds``."""
+    if kind in ("eugen", "dense") or args.baseline_seeds is None:
+        return list(args.seeds)
+    return list(args.baseline_seeds)
+
+
+def train_dense_to_plateau(args: BenchMethods, configs: dict) -> tuple[Path, dict]:
+    """``--plateau``: the dense twin's first-seed run trained (or continued) until it plateaus."""
+    rule = PlateauRule(args.eval_every, 0.2, args.min_gain, args.min_steps, args.steps)
+    label, config = configs["dense"]
+    where, name = dense_run_place(args, config.method_name, label)
+    return train_to_plateau(with_seed(config, args.seeds[0]), args.scene, where, rule, name, label)
+
+
+def dense_steps_so_far(args: BenchMethods, configs: dict) -> int:
+    """``--train-only`` without the dense twin: the steps its first-seed run trained if it has finished,
+    else ``--steps``, its cap."""
+    label, config = configs["dense"]
+    where, name = dense_run_place(args, config.method_name, label)
+    run = benchmark_run(with_seed(config, args.seeds[0]), args.scene, where, name, args.steps)
+    record_path = run.get_base_dir() / PLATEAU_RECORD
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    return record["history"][-1]["step"] if record.get("finished") else args.steps
+
+
+def train_variant(
+    args: BenchMethods, label: str, config: TrainerConfig, seed: int, steps: int
+) -> tuple[Path, dict | None, float]:
+    """One run of a variant at ``seed``, trained (or continued, or found finished) for ``steps`` steps: with
+    ``--plateau`` scored on the validation views every ``--eval-every`` steps as the dense twin was. Returns its
+    ``config.yml``, its plateau record (None without ``--plateau``) and its training seconds a step."""
+    if not args.plateau:
+        config_path, sec_per_iter = train_in_process(
+            with_seed(config, seed),
+            args.scene,
+            steps,
+            args.output_dir,
+            timestamp(label, seed),
+            reuse=not args.retrain,
+        )
+        return config_path, None, sec_per_iter
+    fixed = PlateauRule(args.eval_every, 0.2, args.min_gain, steps, steps)
+    config_path, record = train_to_plateau(
+        with_seed(config, seed), args.scene, args.output_dir, fixed, timestamp(label, seed), label
+    )
+    trained = record["history"][-1]["step"]
+    if trained != steps:
+        raise InputError(
+            f"{config_path.parent} trained {trained} steps and the dense twin {steps}: remove it and "
+            "rerun to train it again"
+        )
+    return config_path, record, record["history"][-1]["train_seconds"] / steps
+
+
+def train_only(args: BenchMethods) -> None:
+    """``--train-only``: train the runs of ``--variants`` (see the option) and stop."""
+    for family in args.families:
+        wanted = args.variants or DEFAULT_VARIANTS + (
+            (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ()
+        )
+        configs = variants(
+            family, args.full_size, args.baselines, overrides(args), speed_source(args, wanted)
+        )
+        steps = args.steps
+        if args.plateau and "dense" in wanted:
+            steps = train_dense_to_plateau(args, configs)[1]["history"][-1]["step"]
+        elif args.plateau:
+            steps = dense_steps_so_far(args, configs)
+        for kind in wanted:
+            label, config = configs[kind]
+            for seed in seeds_of(args, kind):
+                if not (args.plateau and kind == "dense" and seed == args.seeds[0]):
+                    train_variant(args, label, config, seed, steps)
+        print(f"[bench_methods] {family}: trained {', '.join(wanted)} ({steps} steps); nothing scored")
+
+
 def main() -> None:
     args = tyro.cli(BenchMethods, description=__doc__)
     if not args.families:
@@ -760,6 +847,9 @@ def main() -> None:
     if args.step_time:
         print_step_times(args)
         return
+    if args.train_only:
+        train_only(args)
+        return
 
     started = time.time()
     report: dict[str, object] = {
@@ -779,7 +869,7 @@ def main() -> None:
         "families": {},
     }
     for family in args.families:
-        wanted = args.variants or ("eugen", "dense", "narrowed") + (
+        wanted = args.variants or DEFAULT_VARIANTS + (
             (*BASELINE_KINDS, "narrowed-speed") if args.baselines else ()
         )
         configs = variants(
@@ -789,49 +879,22 @@ def main() -> None:
         labels: dict[str, str] = {}
         steps, dense_run = args.steps, None
         if args.plateau:  # the dense twin sets the steps every run trains
-            rule = PlateauRule(args.eval_every, 0.2, args.min_gain, args.min_steps, args.steps)
-            label, config = configs["dense"]
-            where, name = dense_run_place(args, config.method_name, label)
-            dense_run = train_to_plateau(
-                with_seed(config, args.seeds[0]), args.scene, where, rule, name, label
-            )
+            dense_run = train_dense_to_plateau(args, configs)
             steps = dense_run[1]["history"][-1]["step"]
             report["plateau"] = {"rule": dense_run[1]["rule"], "finished": dense_run[1]["finished"]}
         curves: dict[str, list[dict]] = {}
         for kind in wanted:
             label, config = configs[kind]
             per_seed = []
-            seeds = (
-                args.seeds
-                if kind in ("eugen", "dense") or args.baseline_seeds is None
-                else args.baseline_seeds
-            )
+            seeds = seeds_of(args, kind)
             for seed in seeds:
                 if dense_run is not None and kind == "dense" and seed == seeds[0]:
                     config_path, record = dense_run
-                elif args.plateau:
-                    fixed = PlateauRule(args.eval_every, 0.2, args.min_gain, steps, steps)
-                    config_path, record = train_to_plateau(
-                        with_seed(config, seed),
-                        args.scene,
-                        args.output_dir,
-                        fixed,
-                        timestamp(label, seed),
-                        label,
-                    )
-                else:
-                    config_path, sec_per_iter = train_in_process(
-                        with_seed(config, seed),
-                        args.scene,
-                        steps,
-                        args.output_dir,
-                        timestamp(label, seed),
-                        reuse=not args.retrain,
-                    )
-                if args.plateau:
                     sec_per_iter = record["history"][-1]["train_seconds"] / steps
-                    if seed == seeds[0]:
-                        curves[label] = record["history"]
+                else:
+                    config_path, record, sec_per_iter = train_variant(args, label, config, seed, steps)
+                if record is not None and seed == seeds[0]:
+                    curves[label] = record["history"]
                 if seed == seeds[0]:
                     first = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
                     scores = {key: first.get(key) for key in ("psnr", "ssim", "lpips")}
