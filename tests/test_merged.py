@@ -157,3 +157,51 @@ def test_isdf_field_trains_merged_through_the_eikonal_term():
     merged.load_state_dict(merged.state_dict())  # a saved map loads back into the same config
     with pytest.raises(ValueError, match="eugen.train-merged needs"):
         ISDFEUGenConfig(train_merged=True)  # the default linear scaling needs norm rows
+
+
+def test_zipnerf_view_mlp_trains_merged_with_the_projected_scaling():
+    import copy
+    import math
+    from dataclasses import replace
+
+    from _tiny import train_steps
+
+    from eugen_nerf.methods.zipnerf import eugen_zipnerf
+    from eugen_nerf.models.zipnerf import FIELD_MLPS, ZipNeRFEUGenConfig
+    from eugen_nerf.scenes import shipped_scene
+
+    with pytest.raises(ValueError, match="eugen.train-merged needs"):
+        ZipNeRFEUGenConfig(train_merged=True)  # the default: linear scaling with the norm entry
+    spec = ZipNeRFEUGenConfig(num_features=8, scaling="projected", use_norm=False)
+
+    def tiny(eugen: ZipNeRFEUGenConfig):
+        config = copy.deepcopy(eugen_zipnerf.config)
+        config.pipeline.datamanager.data = shipped_scene("bunny32")
+        config.pipeline.datamanager.train_num_rays_per_batch = 64
+        model = config.pipeline.model
+        model.num_levels, model.max_res, model.log2_hashmap_size = 4, 64, 12
+        model.bottleneck_width = model.hidden_dim_color = 32
+        model.eugen = eugen
+        model.proposal_net_args_list = [
+            {"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 3, "max_res": 32, "features_per_level": 1}
+        ]
+        model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (16, 8), 8
+        torch.manual_seed(6)
+        return config, config.pipeline.setup(device="cpu", test_mode="val")
+
+    _, plain = tiny(spec)
+    config, pipeline = tiny(replace(spec, train_merged=True))
+    field = pipeline.model.field
+    assert isinstance(field.view_mlp, MergedMLP) and isinstance(field.density_mlp, EUGenMLP)
+    parts = [torch.randn(17, 32), torch.randn(17, 27)]
+    expected = plain.model.field.view_mlp.forward_unfused(torch.cat(parts, dim=-1))
+    torch.testing.assert_close(field.view_mlp.forward_concat(parts), expected, atol=1e-5, rtol=1e-4)
+    in_group = {id(p) for p in pipeline.model.get_param_groups()[FIELD_MLPS]}
+    assert all(id(p) in in_group for p in field.view_mlp.parameters())
+
+    def finite(loss) -> None:
+        assert math.isfinite(loss.item())
+        for name, param in field.view_mlp.named_parameters():
+            assert param.grad is not None and torch.isfinite(param.grad).all(), name
+
+    train_steps(config, pipeline, 3, after_backward=finite)

@@ -1,7 +1,8 @@
 """Field components shared by the EUGen fields: the MLP factory and its layer-index check.
 
 Every field builds its MLPs through :func:`field_mlp`, so an EUGen field and its dense twin are the same
-class and differ only in which layer indices are EUGen (none for the twin).
+class and differ only in which layer indices are EUGen (none for the twin), and an MLP with EUGen layers is
+trained in its merged form (:class:`~eugen_nerf.layers.MergedMLP`) when its head asks for it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Literal
 
 from torch import nn
 
-from eugen_nerf.layers import EUGenMLP, EUGenSpec
+from eugen_nerf.layers import EUGenMLP, EUGenSpec, MergedMLP
 
 
 def check_layer_indices(option: str, indices: Sequence[int], num_layers: int) -> tuple[int, ...]:
@@ -36,14 +37,17 @@ def field_mlp(
     out_activation: nn.Module | None = None,
     seed_offset: int = 0,
     activation: nn.Module | None = None,
-) -> EUGenMLP:
+    train_merged: bool = False,
+) -> EUGenMLP | MergedMLP:
     """An MLP (ReLU unless ``activation`` is given) whose layers ``eugen_layers`` are of type
     ``eugen.layer_type`` (EUGen by default, or a baseline), the rest dense.
 
-    ``seed_offset`` keeps the projections of different MLPs of one field independent.
+    ``seed_offset`` keeps the projections of different MLPs of one field independent. ``train_merged``: an
+    MLP with EUGen layers is returned as the :class:`~eugen_nerf.layers.MergedMLP` it starts as, whose
+    parameters are the merged form's matrices (the spec must allow it: ``EUGenSpec.check_merged_training``).
     """
     selected = set(check_layer_indices("eugen layers", eugen_layers, num_layers))
-    return EUGenMLP(
+    mlp = EUGenMLP(
         in_dim=in_dim,
         num_layers=num_layers,
         layer_width=layer_width,
@@ -54,6 +58,7 @@ def field_mlp(
         layer_types=tuple(eugen.layer_type if i in selected else "dense" for i in range(num_layers)),
         eugen=eugen.offset_seed(seed_offset),
     )
+    return MergedMLP(mlp) if train_merged and selected else mlp
 
 
 def hash_implementation() -> Literal["tcnn", "torch"]:

@@ -17,7 +17,7 @@ from nerfstudio.field_components.encodings import NeRFEncoding
 from torch import Tensor, nn
 
 from eugen_nerf.fields.components import check_layer_indices, field_mlp
-from eugen_nerf.layers import EUGenSpec, MergedMLP
+from eugen_nerf.layers import EUGenSpec
 from eugen_nerf.layers.eugen import FeatureMap
 
 ISDF_LAYERS = 5
@@ -102,9 +102,8 @@ class ISDFField(nn.Module):
             out_dim=1,
             skip_connections=(ISDF_SKIP,),
             activation=nn.Softplus(beta=SOFTPLUS_BETA),
+            train_merged=eugen.train_merged,
         )
-        if eugen.train_merged and eugen.layers:
-            self.mlp = MergedMLP(self.mlp)
 
     def forward(self, points: Tensor) -> Tensor:
         """Signed distance ``(..., 1)`` of points ``(..., 3)``."""

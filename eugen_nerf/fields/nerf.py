@@ -16,7 +16,7 @@ from nerfstudio.fields.base_field import Field
 from torch import Tensor, nn
 
 from eugen_nerf.fields.components import field_mlp
-from eugen_nerf.layers import EUGenSpec, MergedMLP
+from eugen_nerf.layers import EUGenSpec
 
 TRUNK_LAYERS = 8
 TRUNK_SKIP = 4
@@ -62,6 +62,7 @@ class EUGenNeRFField(Field):
             out_dim=trunk_width,
             skip_connections=(TRUNK_SKIP,),
             out_activation=nn.ReLU(),
+            train_merged=train_merged,
         )
         self.density_head = nn.Linear(trunk_width, 1)
         self.color_head = field_mlp(
@@ -73,12 +74,8 @@ class EUGenNeRFField(Field):
             out_dim=3,
             out_activation=nn.Sigmoid(),
             seed_offset=TRUNK_LAYERS,
+            train_merged=train_merged,
         )
-        if train_merged:
-            if trunk_layers:
-                self.trunk = MergedMLP(self.trunk)
-            if head_layers:
-                self.color_head = MergedMLP(self.color_head)
 
     def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
         features = self.trunk(self.position_encoding(ray_samples.frustums.get_positions()))

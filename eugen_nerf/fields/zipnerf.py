@@ -189,6 +189,8 @@ class ZipNeRFField(ZipNeRFDensityField):
         view_width: width of the view-dependent MLP (Zip-NeRF: 256).
         density_layers: EUGen layers of the density MLP (1 is the bottleneck).
         view_layers: EUGen layers of the view MLP (0 and 1 are the two wide layers, 2 the RGB output).
+        train_merged: hold the view MLP, where it has EUGen layers, as a :class:`~eugen_nerf.layers.MergedMLP`:
+            trained in its merged form.
     """
 
     def __init__(
@@ -200,6 +202,7 @@ class ZipNeRFField(ZipNeRFDensityField):
         view_layers: Sequence[int] = (),
         bottleneck_width: int = 256,
         view_width: int = 256,
+        train_merged: bool = False,
         **grid_args,
     ) -> None:
         super().__init__(
@@ -217,6 +220,7 @@ class ZipNeRFField(ZipNeRFDensityField):
             skip_connections=(1,),
             out_activation=nn.Sigmoid(),
             seed_offset=DENSITY_LAYERS,
+            train_merged=train_merged,
         )
 
     def get_outputs(

@@ -46,11 +46,21 @@ class ZipNeRFEUGenConfig(EUGenSpec):
     costs quality."""
     view_layers: tuple[int, ...] = (0, 1)
     """EUGen layers of the 3-layer view-dependent MLP (0 and 1 are 256 wide, 2 outputs RGB)."""
+    train_merged: bool = False
+    """Train the view MLP in its merged form: the parameters are the matrices inference runs (the first EUGen
+    layer's projections, the k*m by k*m chain step between the two EUGen layers, the RGB layer's product
+    with the second one's A), trained directly instead of A and G apart (docs/method.md, section 5). Needs
+    eugen.scaling projected without the norm entry (eugen.use-norm False)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.density_layers = check_layer_indices("eugen.density-layers", self.density_layers, DENSITY_LAYERS)
         self.view_layers = check_layer_indices("eugen.view-layers", self.view_layers, VIEW_LAYERS)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.train_merged:
+            self.check_merged_training()
 
 
 def zipnerf_proposal_args() -> list[dict]:
@@ -204,6 +214,7 @@ class ZipNeRFModel(EUGenNerfactoModel):
             view_layers=config.eugen.view_layers,
             bottleneck_width=config.bottleneck_width,
             view_width=config.hidden_dim_color,
+            train_merged=config.eugen.train_merged,
             hidden_dim=config.hidden_dim,
             **config.grid_args(),
         )

@@ -226,7 +226,7 @@ def variants(
             baseline.pipeline.model.eugen.layer_type = kind
             baseline.pipeline.model.eugen.feature_map = "relu"
             if hasattr(baseline.pipeline.model.eugen, "train_merged"):  # no merged form to train
-                baseline.pipeline.model.eugen.train_merged = None
+                baseline.pipeline.model.eugen.train_merged = False
             baseline.pipeline.model.eugen.validate()
             out[kind] = (baseline_label(eugen.method_name, kind, overrides), baseline)
     if speed_from is not None:
@@ -658,7 +658,8 @@ class BenchMethods:
     use_norm: bool | None = None
     """whether the EUGen variant's features take the input's norm (default: the method's own)"""
     train_merged: bool | None = None
-    """nerf only: train the EUGen variant's layers in their merged form (default: the method's own)"""
+    """nerf and zipnerf: train the EUGen variant's layers in their merged form (default: the method's own;
+    zipnerf's needs --scaling projected --use-norm False)"""
     variants: tuple[str, ...] = ()
     """variants to train and measure, of eugen, dense, narrowed, lowrank, snnk, narrowed-speed (default: the
     first three, and the last three with --baselines); rows of an earlier run of the same steps and scene in
