@@ -183,7 +183,13 @@ def test_zipnerf_view_mlp_trains_merged_with_the_projected_scaling():
         model.bottleneck_width = model.hidden_dim_color = 32
         model.eugen = eugen
         model.proposal_net_args_list = [
-            {"hidden_dim": 16, "log2_hashmap_size": 10, "num_levels": 3, "max_res": 32, "features_per_level": 1}
+            {
+                "hidden_dim": 16,
+                "log2_hashmap_size": 10,
+                "num_levels": 3,
+                "max_res": 32,
+                "features_per_level": 1,
+            }
         ]
         model.num_proposal_samples_per_ray, model.num_nerf_samples_per_ray = (16, 8), 8
         torch.manual_seed(6)
