@@ -89,14 +89,18 @@ def test_reference_render_equals_nerfstudio(runs, exports, method):
 
 
 def test_default_eugen_trunk_exports_and_renders_as_nerfstudio(tmp_path, one_thread):
-    """eugen-nerf as configured by default (projected scaling, no norm entry): no norm rows in the export, the
-    scaling written per step, and the reference render equal to nerfstudio's."""
+    """eugen-nerf as configured by default (projected scaling, no norm entry, the trunk trained merged: its
+    parameters are the merged matrices, written as they are): no norm rows in the export, the scaling written
+    per step, and the reference render equal to nerfstudio's."""
     from eugen_nerf.bench.training import train_in_process
+    from eugen_nerf.eval.runs import load_run
+    from eugen_nerf.layers import MergedMLP
 
     config = small_method_config("eugen-nerf")
     spec = config.pipeline.model.eugen
     assert spec.scaling == "projected" and not spec.use_norm
     run = train_in_process(config, SCENE, STEPS, tmp_path / "runs", timestamp="default")[0]
+    assert isinstance(load_run(run, device="cpu").model.field_fine.trunk, MergedMLP)
     export = export_run(run, tmp_path / "export")
     steps = fmt.read(export).header["fields"]["fine"]["trunk"]["steps"]
     eugen_steps = [step for step in steps if step["kind"] == "eugen"]
@@ -105,17 +109,17 @@ def test_default_eugen_trunk_exports_and_renders_as_nerfstudio(tmp_path, one_thr
     assert_renders_as_nerfstudio(run, export, views=1)
 
 
-def test_a_run_trained_in_merged_form_exports_and_renders_as_nerfstudio(tmp_path, one_thread):
-    """eugen-nerf with --pipeline.model.eugen.train-merged True: its trunk's parameters are the merged matrices,
-    written as they are, and the reference render equals nerfstudio's."""
+def test_a_trunk_trained_layer_by_layer_exports_and_renders_as_nerfstudio(tmp_path, one_thread):
+    """eugen-nerf with --pipeline.model.eugen.train-merged False: each layer's A and G, merged at export, and
+    the reference render equal to nerfstudio's."""
     from eugen_nerf.bench.training import train_in_process
     from eugen_nerf.eval.runs import load_run
-    from eugen_nerf.layers import MergedMLP
+    from eugen_nerf.layers import EUGenMLP
 
     config = small_method_config("eugen-nerf")
-    config.pipeline.model.eugen.train_merged = True
-    run = train_in_process(config, SCENE, STEPS, tmp_path / "runs", timestamp="merged")[0]
-    assert isinstance(load_run(run, device="cpu").model.field_fine.trunk, MergedMLP)
+    config.pipeline.model.eugen.train_merged = False
+    run = train_in_process(config, SCENE, STEPS, tmp_path / "runs", timestamp="apart")[0]
+    assert isinstance(load_run(run, device="cpu").model.field_fine.trunk, EUGenMLP)
     export = export_run(run, tmp_path / "export")
     steps = fmt.read(export).header["fields"]["fine"]["trunk"]["steps"]
     assert sum(step["kind"] == "eugen" for step in steps) == len(config.pipeline.model.eugen.trunk_layers)

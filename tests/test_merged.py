@@ -33,6 +33,10 @@ def test_starts_as_the_mlp_it_is_built_from():
     x = torch.randn(257, 15)
     expected = mlp.forward_unfused(x)
     torch.testing.assert_close(merged(x), expected, atol=1e-5, rtol=1e-4)
+    # it keeps the source layers' hyper-parameters, not their A and G (the source MLP keeps its own)
+    sources = [step.layer for step in merged.fused().steps if step.layer is not None]
+    assert sources and all(p.is_meta for layer in sources for p in layer.parameters())
+    assert not any(p.is_meta for p in mlp.parameters())
     with torch.no_grad():  # the in-place path inference runs
         torch.testing.assert_close(merged(x), expected, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(

@@ -21,6 +21,7 @@ not need its input's norm (``scaling="projected"`` and ``use_norm=False``): the 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -65,6 +66,9 @@ class MergedMLP(nn.Module):
                     )
                 )
         self.steps = nn.ModuleList(_StepParameters(step) for step in self._fused.steps)
+        for step in self._fused.steps:
+            if step.layer is not None:  # the executor reads its hyper-parameters only: drop A and G
+                step.layer = copy.deepcopy(step.layer).to("meta")
         self.in_dim = mlp.in_dim
         self.out_dim = mlp.out_dim
         self.out_activation = mlp.out_activation
