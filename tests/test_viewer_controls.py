@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 from torch import Tensor, nn
 
 from eugen_nerf.eval.panels import compose, fit_label
-from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.layers import EUGenMLP, EUGenSpec
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
     SceneMismatchError,
@@ -127,6 +127,17 @@ def test_no_controls_without_eugen_layers():
     model.mlp = EUGenMLP(3, 2, 8, 3)
     add_eugen_viewer_controls(model)
     assert not hasattr(model, "eugen_fused_inference") and not hasattr(model, "eugen_show")
+
+
+def test_no_fused_switch_for_mlps_trained_merged():
+    """A MergedMLP has one form: a model whose EUGen MLPs all trained merged gets no switch."""
+    from eugen_nerf.layers import MergedMLP
+
+    spec = EUGenSpec(num_features=4, scaling="projected", use_norm=False)
+    model = nn.Module()
+    model.mlp = MergedMLP(EUGenMLP(3, 3, 8, 3, layer_types=("dense", "eugen", "dense"), eugen=spec))
+    add_eugen_viewer_controls(model)
+    assert not hasattr(model, "eugen_fused_inference")
 
 
 def test_show_dropdown_renders_student_teacher_or_difference(server):
