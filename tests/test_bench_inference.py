@@ -297,3 +297,26 @@ def test_live_tensors_count_what_is_alive_at_the_peak_exactly():
         for what in live.at_peak
     )
     assert live.current == 2 * row and e.shape == (1000,)  # d and e are alive, nothing else
+
+
+def test_the_nerf_head_renders_merged_fused_and_layer_by_layer_unfused() -> None:
+    """``eugen-nerf`` trains its trunk merged: its fused variant is that merged trunk (its MACs counted), and
+    its unfused variant the same layers trained apart, run layer by layer, whose fused render it equals."""
+    from eugen_nerf.layers import MergedMLP
+
+    args = inference.BenchInference(scene=SCENE, families=["nerf"])
+    head = inference.Head("nerf", args, "cpu")
+    fused, unfused = head.runners["eugen_fused"], head.runners["eugen_unfused"]
+    assert any(isinstance(m, MergedMLP) for m in fused.model.modules())
+    assert not any(isinstance(m, MergedMLP) for m in unfused.model.modules())
+    assert unfused.model is head.layered and not unfused.fused
+    dense_macs = inference.mlp_macs(head.models["dense"], fused=False)
+    merged_macs = inference.mlp_macs(fused.model, fused=True)
+    assert merged_macs < dense_macs / 2  # the trunk's merged form is counted, not left out
+    assert inference.mlp_macs(unfused.model, fused=True) == merged_macs  # the same shapes merged
+    assert inference.mlp_macs(unfused.model, fused=False) > dense_macs  # A and G, layer by layer
+    view = view_at_size(head.cameras, 0, 8)
+    with torch.no_grad():
+        a = inference.Variant(head.layered, fused=True).render(view)
+        b = inference.Variant(head.layered, fused=False).render(view)
+    assert torch.allclose(a, b, atol=1e-5)

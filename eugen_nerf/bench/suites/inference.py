@@ -5,8 +5,10 @@ Every head with an EUGen twin is measured (NeRF, Zip-NeRF, the nerfacto-style he
 speed is the ``isdf`` suite's: its field is an SDF, not a radiance field). The models are built from the
 registered method configurations (the small CPU sizes, or ``--full-size``) with their initial weights: the
 cost of a render is the model's shapes and sample counts, not its weights, and quality against the dense
-twin is what the training suites measure. The fused form is checked to render the same image as the unfused
-one (``max_abs_rgb_diff_fused``).
+twin is what the training suites measure. EUGen fused is the method as it renders: its merged form, trained
+as such where the method trains merged (``eugen-nerf``'s trunk) and fused from its layers otherwise; EUGen
+unfused is its layers trained apart and run layer by layer. The fused form is checked to render the same image
+as the unfused one (``max_abs_rgb_diff_fused``, on the layer-by-layer model).
 
 Per head and variant:
 
@@ -58,7 +60,7 @@ from eugen_nerf.eval.runs import final_rgb
 from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.eval.timing import NonFiniteOutput, benchmark_interleaved, check_finite
 from eugen_nerf.inputs.errors import usage_error
-from eugen_nerf.layers import EUGenMLP
+from eugen_nerf.layers import EUGenMLP, MergedMLP
 
 FAMILIES = ("nerf", "zipnerf", "nerfacto", "siren")
 MEMORY_ORDER = ("dense", "eugen_fused", "eugen_unfused", "narrowed_dense")
@@ -75,11 +77,19 @@ def eugen_mlps(model: torch.nn.Module) -> list[EUGenMLP]:
 
 
 def mlp_macs(model: torch.nn.Module, fused: bool) -> int:
-    """MACs per field point of the field's MLPs (encodings and hash grids excluded)."""
+    """MACs per field point of the field's MLPs (encodings and hash grids excluded); an MLP trained merged
+    (:class:`~eugen_nerf.layers.MergedMLP`) runs its merged form either way."""
     _, field = find_field(model)
-    return sum(
+    layered = sum(
         m.fused().macs_per_point() if fused and m.has_eugen else m.macs_per_point() for m in eugen_mlps(field)
     )
+    return layered + sum(m.macs_per_point() for m in field.modules() if isinstance(m, MergedMLP))
+
+
+def trains_merged(config) -> bool:
+    """Whether a method configuration's EUGen layers train (and so render) in their merged form."""
+    eugen = config.pipeline.model.eugen
+    return bool(getattr(eugen, "merged_training", getattr(eugen, "train_merged", False)))
 
 
 class Variant:
@@ -127,10 +137,13 @@ def family_configs(family: str, full_size: bool) -> dict[str, object]:
 
 
 def variant_configs(family: str, full_size: bool) -> dict[str, object]:
-    """The configuration each measured variant is built from; ``eugen_unfused`` is EUGen's with fused
-    inference off (what a fresh process renders with)."""
+    """The configuration each measured variant is built from; ``eugen_unfused`` is EUGen's with its layers
+    trained apart (``train_merged`` False where the method has the knob) and fused inference off: the layer-by-
+    layer form, whose A and G a run trained that way holds and renders with when not fused."""
     configs = family_configs(family, full_size)
     unfused = copy.deepcopy(configs["eugen"])
+    if hasattr(unfused.pipeline.model.eugen, "train_merged"):
+        unfused.pipeline.model.eugen.train_merged = False
     unfused.pipeline.model.eugen.fused_inference = False
     out = {"dense": configs["dense"], "eugen_fused": configs["eugen"], "eugen_unfused": unfused}
     if "narrowed_dense" in configs:
@@ -179,15 +192,22 @@ class Head:
         self.models = {}
         self.runners = {}
         for name, config in self.configs.items():
-            if name == "eugen_unfused":  # the same weights as the fused variant, run layer by layer
+            if name == "eugen_unfused" and not trains_merged(self.configs["eugen_fused"]):
+                # the same weights as the fused variant, run layer by layer
                 self.runners[name] = Variant(self.models["eugen_fused"], fused=False)
                 continue
             self.models[name], self.cameras = build_untrained(config, args.scene, device)
-            self.runners[name] = Variant(self.models[name], fused=True)
+            self.runners[name] = Variant(self.models[name], fused=name != "eugen_unfused")
         if args.compile:
             self.runners["eugen_fused_compiled"] = Variant(
                 copy.deepcopy(self.models["eugen_fused"]), fused=True, compiled=True
             )
+
+    @property
+    def layered(self) -> torch.nn.Module:
+        """The EUGen model that runs layer by layer or fused (the merged form's source when EUGen trains
+        merged): the fused and unfused renders of it must agree."""
+        return self.models.get("eugen_unfused", self.models["eugen_fused"])
 
 
 def timed(
@@ -224,9 +244,9 @@ def measure_speed(family: str, args, device: str) -> dict[str, object]:
     rays_s = timed(runners, lambda r: r.rays(bundle), device, args.warmup, args.repeats, args.clock)
     with torch.no_grad():
         view = view_at_size(head.cameras, 0, 32)  # the same image either way: a small view shows it
-        diff = (
-            (runners["eugen_fused"].render(view) - runners["eugen_unfused"].render(view)).abs().max().item()
-        )
+        layered = head.layered
+        diff = (Variant(layered, fused=True).render(view) - Variant(layered, fused=False).render(view)).abs()
+        diff = diff.max().item()
     dense_macs = mlp_macs(head.models["dense"], fused=False)
     rows = {}
     for name, runner in runners.items():
