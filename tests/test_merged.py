@@ -163,7 +163,7 @@ def test_isdf_field_trains_merged_through_the_eikonal_term():
         ISDFEUGenConfig(train_merged=True)  # the default linear scaling needs norm rows
 
 
-def test_zipnerf_view_mlp_trains_merged_with_the_projected_scaling():
+def test_zipnerf_view_mlp_trains_merged_by_default_with_the_projected_scaling():
     import copy
     import math
     from dataclasses import replace
@@ -174,9 +174,12 @@ def test_zipnerf_view_mlp_trains_merged_with_the_projected_scaling():
     from eugen_nerf.models.zipnerf import FIELD_MLPS, ZipNeRFEUGenConfig
     from eugen_nerf.scenes import shipped_scene
 
+    assert ZipNeRFEUGenConfig().merged_training  # the defaults: projected scaling, no norm entry
+    assert not ZipNeRFEUGenConfig(scaling="linear", use_norm=True).merged_training  # trained apart
+    assert not ZipNeRFEUGenConfig(view_layers=()).merged_training  # nothing to merge
     with pytest.raises(ValueError, match="eugen.train-merged needs"):
-        ZipNeRFEUGenConfig(train_merged=True)  # the default: linear scaling with the norm entry
-    spec = ZipNeRFEUGenConfig(num_features=8, scaling="projected", use_norm=False)
+        ZipNeRFEUGenConfig(train_merged=True, scaling="linear", use_norm=True)
+    spec = ZipNeRFEUGenConfig(num_features=8, train_merged=False)
 
     def tiny(eugen: ZipNeRFEUGenConfig):
         config = copy.deepcopy(eugen_zipnerf.config)
@@ -200,7 +203,7 @@ def test_zipnerf_view_mlp_trains_merged_with_the_projected_scaling():
         return config, config.pipeline.setup(device="cpu", test_mode="val")
 
     _, plain = tiny(spec)
-    config, pipeline = tiny(replace(spec, train_merged=True))
+    config, pipeline = tiny(replace(spec, train_merged=None))
     field = pipeline.model.field
     assert isinstance(field.view_mlp, MergedMLP) and isinstance(field.density_mlp, EUGenMLP)
     parts = [torch.randn(17, 32), torch.randn(17, 27)]

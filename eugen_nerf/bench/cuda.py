@@ -117,7 +117,8 @@ HEADS = (
          out_activation="relu"),
     # Zip-NeRF view MLP: bottleneck 256 + 4-octave directions (27), 3 x 256, skip at 1; ZipNeRFEUGenConfig
     Head("zipnerf-view", 283, 3, 256, 3, skips=(1,), eugen_layers=(0, 1),
-         spec=EUGenSpec(num_features=32, feature_map="identity"), out_activation="sigmoid"),
+         spec=EUGenSpec(num_features=48, feature_map="identity", use_norm=False, scaling="projected"),
+         out_activation="sigmoid"),
     # nerfacto colour MLP: SH directions (16) + geometry features (15), 3 x 64; NerfactoEUGenConfig
     Head("nerfacto-color", 31, 3, 64, 3, skips=(), eugen_layers=(1,),
          spec=EUGenSpec(num_features=16), out_activation="sigmoid"),

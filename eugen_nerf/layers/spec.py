@@ -97,6 +97,15 @@ class EUGenSpec:
         have no trainable form, and low-rank and SNNK layers have no merged chain."""
         return self.layer_type == "eugen" and self.scaling == "projected" and not self.use_norm
 
+    def resolve_train_merged(self, train_merged: bool | None, has_layers: bool) -> bool:
+        """Whether a head trains its EUGen layers merged, from its ``train-merged`` knob: None merges where the
+        layers allow it (:meth:`can_train_merged`) and trains them apart otherwise, True merges (the head's
+        ``validate`` refuses layers that cannot), False never merges; a head without EUGen layers
+        (``has_layers`` False) has nothing to merge."""
+        if not has_layers or train_merged is False:
+            return False
+        return self.can_train_merged()
+
     def check_merged_training(self) -> None:
         """Raise one ``ValueError`` unless :meth:`can_train_merged`: a head whose config has a ``train-merged``
         knob calls it when the knob is on."""

@@ -71,9 +71,7 @@ class NeRFEUGenConfig(EUGenSpec):
     @property
     def merged_training(self) -> bool:
         """Whether the field trains its EUGen layers in their merged form (see ``train_merged``)."""
-        if not (self.trunk_layers or self.head_layers) or self.train_merged is False:
-            return False
-        return self.can_train_merged()
+        return self.resolve_train_merged(self.train_merged, bool(self.trunk_layers or self.head_layers))
 
     def __post_init__(self) -> None:
         super().__post_init__()
