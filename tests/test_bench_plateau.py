@@ -83,6 +83,7 @@ def test_a_stopped_run_continues_from_its_checkpoint(tmp_path: Path):
         tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=100, max_steps=4)
     )
     assert [h["step"] for h in second["history"]] == [2, 4]
+    assert writer.GLOBAL_BUFFER["max_iter"] == 4, "progress counts against the run's steps, not the chunk's"
     assert not writer.EVENT_WRITERS, "each chunk's event writers are closed, not left to log the next chunks"
     assert len(list(run.glob("events.out.tfevents.*"))) == 2
     assert second["history"][0] == first["history"][0], "the first chunk is not trained again"

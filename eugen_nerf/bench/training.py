@@ -100,11 +100,17 @@ def benchmark_run(
     return config
 
 
-def timed_training(config: TrainerConfig) -> tuple[Trainer, float, float]:
+def timed_training(config: TrainerConfig, total_steps: int | None = None) -> tuple[Trainer, float, float]:
     """Set up ``config``'s trainer and train it: the trainer, and the wall seconds (after a synchronise on CUDA)
-    and this process's CPU seconds that training took, set-up excluded."""
+    and this process's CPU seconds that training took, set-up excluded. ``total_steps``: the whole run's steps
+    when ``config`` trains one chunk of it, so the progress line counts percent and time left against the run
+    (nerfstudio counts them against the chunk's own steps, e.g. 1822% at step 9,110 of a 500-step chunk)."""
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
+    if total_steps is not None:
+        from nerfstudio.utils import writer
+
+        writer.GLOBAL_BUFFER["max_iter"] = total_steps
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     start, start_cpu = time.perf_counter(), time.process_time()
@@ -341,7 +347,7 @@ def train_to_plateau(
             run.load_dir = path.parent / "nerfstudio_models" if done else None
             config.save_config()
             seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
-            trainer, wall, cpu = timed_training(run)
+            trainer, wall, cpu = timed_training(run, total_steps=rule.max_steps)
             cpu_per_step = cpu / chunk
             before = history[-1]["train_seconds"] if history else 0.0
             seconds = (before or 0.0) + wall
