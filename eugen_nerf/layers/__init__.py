@@ -8,7 +8,7 @@ from eugen_nerf.layers.fused import FusedMLP
 from eugen_nerf.layers.merged import MergedMLP
 from eugen_nerf.layers.mlp import EUGenMLP, resolve_layer_types
 from eugen_nerf.layers.projections import PROJECTION_KINDS, draw_projections
-from eugen_nerf.layers.spec import LAYER_TYPES, MAX_DEGREE, MAX_FEATURES, EUGenSpec
+from eugen_nerf.layers.spec import LAYER_TYPES, MAX_DEGREE, MAX_FEATURES, EUGenSpec, MergedTrainingSpec
 
 __all__ = [
     "FEATURE_MAPS",
@@ -23,6 +23,7 @@ __all__ = [
     "FusedMLP",
     "LowRankLinear",
     "MergedMLP",
+    "MergedTrainingSpec",
     "NormalEquations",
     "RidgeSolution",
     "draw_projections",

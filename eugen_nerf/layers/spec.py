@@ -121,6 +121,45 @@ class EUGenSpec:
         return replace(self, seed=self.seed + offset)
 
 
+@dataclass
+class MergedTrainingSpec(EUGenSpec):
+    """EUGen knobs of a head that trains its EUGen layers in their merged form by default (NeRF's trunk,
+    Zip-NeRF's view MLP): the identity map, the projected scaling without the norm entry, and the
+    ``train_merged`` knob. A head subclasses it to set its width and to say which of its layers are EUGen."""
+
+    feature_map: FeatureMap = "identity"
+    """Phi of the head's EUGen layers. Identity: each layer is a polynomial of its input (degree k); it trained
+    to a higher PSNR than the ReLU map on both heads, and skips a pass over every feature."""
+    use_norm: bool = False
+    """Append the input's norm to x+ before projecting. Off: the projected scaling already carries the input's
+    scale."""
+    scaling: Scaling = "projected"
+    """How the features are kept at the input's scale (docs/method.md, section 3). Projected: the input's RMS
+    estimated from the layer's own projections, so a merged chain needs no norm rows: each link is k*m rows,
+    not 2*k*m as with linear, and has a trainable form."""
+    train_merged: bool | None = None
+    """Train the EUGen layers in their merged form: the parameters are the matrices inference runs (one EUGen
+    layer's projections read the previous one's features through a k*m by k*m matrix; the layer after the
+    last EUGen layer absorbs its A), trained directly instead of A and G apart, so a training step costs about
+    what inference does. Same function class, other optimiser coordinates (docs/method.md, section 5). None:
+    merged where the layers allow it (EUGen layers, projected scaling, no norm entry), as they by default do;
+    True: refuse layers that do not; False: train A and G apart."""
+
+    def has_mergeable_layers(self) -> bool:
+        """Whether the head selects EUGen layers that merged training applies to."""
+        raise NotImplementedError
+
+    @property
+    def merged_training(self) -> bool:
+        """Whether the head trains its EUGen layers in their merged form (see ``train_merged``)."""
+        return self.resolve_train_merged(self.train_merged, self.has_mergeable_layers())
+
+    def validate(self) -> None:
+        super().validate()
+        if self.train_merged:
+            self.check_merged_training()
+
+
 def flag(name: str) -> str:
     """The command-line spelling of an EUGenSpec field, as errors name it."""
     return "eugen." + name.replace("_", "-")

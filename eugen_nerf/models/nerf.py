@@ -28,8 +28,7 @@ from torch import Tensor
 from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
-from eugen_nerf.layers import EUGenSpec
-from eugen_nerf.layers.eugen import FeatureMap, Scaling
+from eugen_nerf.layers import MergedTrainingSpec
 from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_planes
 from eugen_nerf.models.metrics import image_metrics, psnr
 
@@ -38,50 +37,25 @@ FINE_SEED_OFFSET = 1000
 
 
 @dataclass
-class NeRFEUGenConfig(EUGenSpec):
+class NeRFEUGenConfig(MergedTrainingSpec):
     """EUGen knobs of the NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 64
     """Random projections m of each trunk EUGen layer. With the projected scaling a merged layer is k*m = 128
     rows against the dense layer's 256, so the trunk renders faster than the dense twin's at this m; at m = 32
     the trunk trails the dense twin's PSNR (docs/benchmarks.md, NeRF)."""
-    feature_map: FeatureMap = "identity"
-    """Phi of the trunk's EUGen layers. Identity: each layer is a degree-2 polynomial of its input; behind the
-    dense first layer it learns like a dense trunk of EUGen's size, and it trains to a higher PSNR than the ReLU
-    map."""
-    use_norm: bool = False
-    """Append the input's norm to x+ before projecting. Off: the projected scaling already carries the input's
-    scale."""
-    scaling: Scaling = "projected"
-    """How the features are kept at the input's scale (docs/method.md, section 3). Projected: the input's RMS
-    estimated from the layer's own projections, so a merged trunk step needs no norm of the previous layer's
-    output and is k*m rows, not 2*k*m as with linear."""
     trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6)
     """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
     head_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
-    train_merged: bool | None = None
-    """Train the EUGen layers in their merged form: the parameters are the matrices inference runs (the
-    projections of one EUGen layer read the previous one's features through one k*m by k*m matrix, 128 x 128
-    at m = 64), trained directly instead of A and G apart, so a training step costs about what inference
-    does. Same function class, other optimiser coordinates (docs/method.md, section 5). None: merged where
-    the layers allow it (EUGen layers, projected scaling, no norm entry), as they by default do; True: refuse
-    layers that do not; False: train A and G apart."""
 
-    @property
-    def merged_training(self) -> bool:
-        """Whether the field trains its EUGen layers in their merged form (see ``train_merged``)."""
-        return self.resolve_train_merged(self.train_merged, bool(self.trunk_layers or self.head_layers))
+    def has_mergeable_layers(self) -> bool:
+        return bool(self.trunk_layers or self.head_layers)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.trunk_layers = check_layer_indices("eugen.trunk-layers", self.trunk_layers, TRUNK_LAYERS)
         self.head_layers = check_layer_indices("eugen.head-layers", self.head_layers, HEAD_LAYERS)
-
-    def validate(self) -> None:
-        super().validate()
-        if self.train_merged:
-            self.check_merged_training()
 
 
 @dataclass

@@ -21,15 +21,14 @@ from nerfstudio.model_components.ray_samplers import ProposalNetworkSampler
 
 from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.zipnerf import DENSITY_LAYERS, VIEW_LAYERS, ZipNeRFDensityField, ZipNeRFField
-from eugen_nerf.layers import EUGenSpec
-from eugen_nerf.layers.eugen import FeatureMap, Scaling
+from eugen_nerf.layers import MergedTrainingSpec
 from eugen_nerf.models.interlevel import anti_aliased_interlevel_loss
 from eugen_nerf.models.nerfacto import EUGenNerfactoModel, EUGenNerfactoModelConfig
 from eugen_nerf.scenes.framing import Framing
 
 
 @dataclass
-class ZipNeRFEUGenConfig(EUGenSpec):
+class ZipNeRFEUGenConfig(MergedTrainingSpec):
     """EUGen knobs of the Zip-NeRF field, plus which of its layers are EUGen."""
 
     num_features: int = 48
@@ -38,43 +37,20 @@ class ZipNeRFEUGenConfig(EUGenSpec):
     speed-up: its merged chain costs about (k*m)² a point per link; at m = 32 the field trails the dense twin on
     the unbounded scene by about a decibel (docs/benchmarks.md, Zip-NeRF)."""
 
-    feature_map: FeatureMap = "identity"
-    """Phi of the view MLP's EUGen layers. Identity: each layer is a degree-2 polynomial of its input; it came
-    closer to the dense twin than the ReLU map at every resolution and training length compared."""
-    use_norm: bool = False
-    """Append the input's norm to x+ before projecting. Off: the projected scaling already carries the input's
-    scale."""
-    scaling: Scaling = "projected"
-    """How the features are kept at the input's scale (docs/method.md, section 3). Projected: the input's RMS
-    estimated from the layer's own projections, so the merged view MLP needs no norm rows and can be trained in
-    its merged form."""
     density_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: an EUGen
     bottleneck's 256-wide output is built anyway (its first channel is the density), so it saves no time and
     costs quality."""
     view_layers: tuple[int, ...] = (0, 1)
     """EUGen layers of the 3-layer view-dependent MLP (0 and 1 are 256 wide, 2 outputs RGB)."""
-    train_merged: bool | None = None
-    """Train the view MLP in its merged form: the parameters are the matrices inference runs (the first EUGen
-    layer's projections, the k*m by k*m chain step between the two EUGen layers, the RGB layer's product
-    with the second one's A), trained directly instead of A and G apart (docs/method.md, section 5). None:
-    merged where the layers allow it (EUGen layers, projected scaling, no norm entry), as they by default do;
-    True: refuse layers that do not; False: train A and G apart."""
 
-    @property
-    def merged_training(self) -> bool:
-        """Whether the field trains its view MLP in its merged form (see ``train_merged``)."""
-        return self.resolve_train_merged(self.train_merged, bool(self.view_layers))
+    def has_mergeable_layers(self) -> bool:
+        return bool(self.view_layers)  # the density MLP's EUGen layers train apart
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.density_layers = check_layer_indices("eugen.density-layers", self.density_layers, DENSITY_LAYERS)
         self.view_layers = check_layer_indices("eugen.view-layers", self.view_layers, VIEW_LAYERS)
-
-    def validate(self) -> None:
-        super().validate()
-        if self.train_merged:
-            self.check_merged_training()
 
 
 def zipnerf_proposal_args() -> list[dict]:
