@@ -44,6 +44,22 @@ def test_starts_as_the_mlp_it_is_built_from():
         )
 
 
+def test_forward_concat_calls_the_module_hooks_with_the_whole_input():
+    merged = MergedMLP(trunk())
+    x = torch.randn(64, 15)
+    seen = []
+    handle = merged.register_forward_hook(lambda module, args, output: seen.append((args[0], output)))
+    with torch.no_grad():
+        out = merged.forward_concat([x[:, :3], x[:, 3:]])
+    handle.remove()
+    assert len(seen) == 1
+    torch.testing.assert_close(seen[0][0], x)
+    torch.testing.assert_close(seen[0][1], out)
+    with torch.no_grad():
+        merged.forward_concat([x[:, :3], x[:, 3:]])
+    assert len(seen) == 1  # the hook removed: the parts are read apart again
+
+
 def test_parameters_are_the_merged_matrices_and_cost_less():
     mlp = trunk()
     merged = MergedMLP(mlp)

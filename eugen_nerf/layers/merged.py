@@ -88,8 +88,13 @@ class MergedMLP(nn.Module):
         return self.fused()(in_tensor)
 
     def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
-        """``self(torch.cat(parts, dim=-1))``, each part multiplied by its columns (never concatenated)."""
-        return self.fused()(list(parts))
+        """``self(torch.cat(parts, dim=-1))``, each part multiplied by its columns (never concatenated). With
+        forward hooks on the module the call goes through ``self`` on the concatenation, as
+        :meth:`EUGenMLP.forward_concat` does, so the hooks see the whole input."""
+        parts = list(parts)
+        if self._forward_hooks or self._forward_pre_hooks:
+            return self(torch.cat(parts, dim=-1))
+        return self.fused()(parts)
 
     def macs_per_point(self) -> int:
         """Multiply-accumulates per point (of training and inference alike)."""
