@@ -231,7 +231,7 @@ def _head() -> dict:
     rows = {name: _row(1.0, 1e-5, 100_000_000) for name in ("dense", "eugen_fused")}
     for row in rows.values():
         row.update({key: 1.0 for key in inference.SPEED_FIGURES})
-    return {"max_abs_rgb_diff_fused": 0.0, "variants": rows}
+    return {"max_abs_rgb_diff_fused": 0.0, "variants": rows, "ceiling": {"field_speedup": 2.0}}
 
 
 def test_forget_removes_only_the_named_part_of_the_named_head():
@@ -243,7 +243,7 @@ def test_forget_removes_only_the_named_part_of_the_named_head():
     for row in nerf["variants"].values():
         assert set(row["render"]) == {"200"} and "memory" in row  # the whole-view render and memory stay
         assert not set(inference.SPEED_FIGURES) & set(row)
-    assert "max_abs_rgb_diff_fused" not in nerf
+    assert "max_abs_rgb_diff_fused" not in nerf and "ceiling" not in nerf
     for row in zipnerf["variants"].values():
         assert "memory" not in row and set(row["render"]) == {"200", "800"}
     inference.forget(heads, inference.parse_forget(["zipnerf/renders"]), 800)
@@ -268,6 +268,7 @@ def test_a_head_measured_again_keeps_its_renders_and_memory_and_its_goals_follow
     for row in fresh["variants"].values():
         del row["memory"], row["render"]["200"]
     fresh["variants"]["eugen_fused"]["render"]["800"]["speedup"] = 1.9
+    assert not inference.has_speed({"variants": fresh["variants"]}), "timed without the ceiling: incomplete"
     entry = inference.with_speed(heads["nerf"], fresh, "eugen-bench inference")
     assert inference.has_speed(entry) and entry["command"] == "eugen-bench inference"
     fused = entry["variants"]["eugen_fused"]
@@ -320,3 +321,23 @@ def test_the_nerf_head_renders_merged_fused_and_layer_by_layer_unfused() -> None
         a = inference.Variant(head.layered, fused=True).render(view)
         b = inference.Variant(head.layered, fused=False).render(view)
     assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_the_ceiling_frees_the_eugen_mlps_of_the_dense_twin_only_during_its_calls() -> None:
+    """The speed-up ceiling is the dense twin with the MLPs EUGen replaces (Zip-NeRF: the view MLP) returning
+    zeros: its renders differ only while it runs, and the model is left as it was."""
+    args = inference.BenchInference(scene=SCENE, families=["zipnerf"])
+    head = inference.Head("zipnerf", args, "cpu")
+    paths = inference.eugen_mlp_paths(head.models["eugen_fused"])
+    assert paths == ["field.view_mlp"]
+    dense = head.models["dense"]
+    ceiling = inference.WithoutMLPs(dense, paths)
+    view = view_at_size(head.cameras, 0, 8)
+    bundle = inference.middle_rows(view, 2)
+    with torch.no_grad():
+        before = inference.Variant(dense, fused=True).rays(bundle)
+        free = ceiling.rays(bundle)
+        after = inference.Variant(dense, fused=True).rays(bundle)
+    assert torch.equal(before, after), "the MLPs are back once the call returns"
+    assert not torch.allclose(free, before)
+    assert torch.isfinite(free).all() and "forward" not in vars(dense.field.view_mlp)

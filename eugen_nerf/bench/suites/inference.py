@@ -19,6 +19,10 @@ Per head and variant:
 * render FPS at ``--extrapolate-size`` **extrapolated** from timed ray batches (``--rows`` rows through the
   middle of the view at that size): seconds per ray times the view's pixels. Each measured size also records
   what the ray batches predict for it, so the extrapolation can be judged;
+* the ceiling of EUGen's speed-up: the dense twin timed beside them with the MLPs that hold EUGen layers in the
+  EUGen method made free (returning zeros at no cost), in field points and in ray batches (``ceiling``; with
+  each MLP's share of the dense field's and render's time). EUGen replaces MLPs only: encodings, samplers and
+  compositing cost what they cost;
 * render memory of one test view at every measured size, each model in a fresh process
   (:func:`eugen_nerf.eval.memory.render_memory`: the resident set's growth on the CPU, the CUDA allocator's on
   CUDA), and its ratio to the dense twin's.
@@ -41,6 +45,7 @@ import copy
 import json
 import math
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -63,6 +68,7 @@ from eugen_nerf.inputs.errors import usage_error
 from eugen_nerf.layers import EUGenMLP, MergedMLP
 
 FAMILIES = ("nerf", "zipnerf", "nerfacto", "siren")
+CEILING = "dense_without_eugen_mlps"
 MEMORY_ORDER = ("dense", "eugen_fused", "eugen_unfused", "narrowed_dense")
 LABELS = {"nerf": "NeRF", "zipnerf": "Zip-NeRF", "nerfacto": "nerfacto-style", "siren": "SIREN"}
 RENDER_GOALS = {"nerf": 1.5, "zipnerf": 1.25, "nerfacto": 1.5, "siren": 1.5}
@@ -115,6 +121,44 @@ class Variant:
         """A ``(rows, width)`` ray bundle, rendered as a view is (in the model's eval chunks)."""
         self._mode()
         return final_rgb(self.model.get_outputs_for_camera_ray_bundle(bundle))
+
+
+def eugen_mlp_paths(model: torch.nn.Module) -> list[str]:
+    """Where ``model`` holds MLPs with EUGen layers (merged or layer by layer), as ``get_submodule`` paths."""
+    return [
+        path
+        for path, module in model.named_modules()
+        if isinstance(module, MergedMLP) or (isinstance(module, EUGenMLP) and module.has_eugen)
+    ]
+
+
+class WithoutMLPs(Variant):
+    """A model whose MLPs at ``paths`` cost nothing during each call (each returns zeros of its output's
+    shape): the dense twin so is what a render would cost were EUGen's MLPs free, the ceiling of the speed-up
+    EUGen can bring to a head whose other parts (encodings, samplers, compositing) it leaves as they are."""
+
+    def __init__(self, model, paths: list[str]) -> None:
+        super().__init__(model, fused=True)
+        self.mlps = [model.get_submodule(path) for path in paths]
+
+    @contextmanager
+    def _free(self):
+        for mlp in self.mlps:
+            mlp.forward = lambda x, m=mlp: x.new_zeros(*x.shape[:-1], m.out_dim)
+            mlp.forward_concat = lambda parts, m=mlp: parts[0].new_zeros(*parts[0].shape[:-1], m.out_dim)
+        try:
+            yield
+        finally:
+            for mlp in self.mlps:
+                del mlp.forward, mlp.forward_concat
+
+    def field(self, samples):
+        with self._free():
+            return super().field(samples)
+
+    def rays(self, bundle) -> torch.Tensor:
+        with self._free():
+            return super().rays(bundle)
 
 
 def family_configs(family: str, full_size: bool) -> dict[str, object]:
@@ -236,12 +280,15 @@ def measure_speed(family: str, args, device: str) -> dict[str, object]:
     """Field points/s, MACs, parameters and the ray batches' seconds per ray at ``--extrapolate-size``."""
     head = Head(family, args, device)
     runners = head.runners
+    paths = eugen_mlp_paths(head.models["eugen_fused"])
+    # timed beside the variants: the dense twin with the MLPs EUGen replaces made free
+    timed_runners = {**runners, CEILING: WithoutMLPs(head.models["dense"], paths)}
     samples = random_ray_samples(head.models["eugen_fused"].scene_box.aabb, args.points, torch.device(device))
-    field_s = timed(runners, lambda r: r.field(samples), device, args.warmup, args.repeats, args.clock)
+    field_s = timed(timed_runners, lambda r: r.field(samples), device, args.warmup, args.repeats, args.clock)
     camera = view_at_size(head.cameras, 0, args.extrapolate_size)
     width, height = int(camera.width.flatten()[0]), int(camera.height.flatten()[0])
     bundle = middle_rows(camera, args.rows)
-    rays_s = timed(runners, lambda r: r.rays(bundle), device, args.warmup, args.repeats, args.clock)
+    rays_s = timed(timed_runners, lambda r: r.rays(bundle), device, args.warmup, args.repeats, args.clock)
     with torch.no_grad():
         view = view_at_size(head.cameras, 0, 32)  # the same image either way: a small view shows it
         layered = head.layered
@@ -272,6 +319,14 @@ def measure_speed(family: str, args, device: str) -> dict[str, object]:
         "methods": {name: config.method_name for name, config in head.configs.items()},
         "max_abs_rgb_diff_fused": diff,
         "variants": rows,
+        "ceiling": {
+            "mlps": paths,
+            "what": "the dense twin with these MLPs returning zeros at no cost: EUGen's speed-up were they free",
+            "field_speedup": field_s["dense"] / field_s[CEILING],
+            "render_speedup_extrapolated": rays_s["dense"] / rays_s[CEILING],
+            "mlp_share_of_dense_field": 1.0 - field_s[CEILING] / field_s["dense"],
+            "mlp_share_of_dense_render": 1.0 - rays_s[CEILING] / rays_s["dense"],
+        },
     }
 
 
@@ -545,14 +600,17 @@ def forget(heads: dict[str, dict], items: list[tuple[str, str]], extrapolate_siz
                 row.pop("memory", None)
         if part == "speed":
             entry.pop("max_abs_rgb_diff_fused", None)
+            entry.pop("ceiling", None)
         removed.append(f"{head}/{part}")
     return removed
 
 
 def has_speed(entry: dict | None) -> bool:
-    """Whether a head's field and ray-batch timings are in (every variant's)."""
+    """Whether a head's field and ray-batch timings are in (every variant's, and the ceiling's)."""
     rows = (entry or {}).get("variants")
-    return bool(rows) and all("field_points_per_second" in row for row in rows.values())
+    return (
+        bool(rows) and all("field_points_per_second" in row for row in rows.values()) and "ceiling" in entry
+    )
 
 
 def with_speed(entry: dict | None, measured: dict, command: str) -> dict:
