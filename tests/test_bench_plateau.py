@@ -192,43 +192,54 @@ def test_time_to_the_dense_final_psnr_counts_steps_and_cpu_seconds_per_step():
     assert timing["cpu_seconds"]["narrow"] is None and timing["cpu_seconds"]["unknown_cpu"] is None
 
 
-def test_train_only_trains_a_variant_beside_the_dense_twin_for_the_dense_twins_steps(tmp_path: Path):
-    """``--train-only`` lets a second process train EUGen while the dense twin trains: to the cap while the
-    dense twin is unfinished, to its steps once it has finished; a run that trained other steps is refused."""
-    from eugen_nerf.bench.suites.methods import (
-        BenchMethods,
-        dense_steps_so_far,
-        timestamp,
-        train_only,
-        train_variant,
-        variants,
-    )
+def test_train_only_trains_a_variant_behind_the_dense_twin_never_past_it(tmp_path: Path, monkeypatch, capsys):
+    """``--train-only`` lets a second process train EUGen while another trains the dense twin: EUGen goes as
+    far as the dense twin has been scored, waits while it trains, and ends at its final steps; a run past an
+    unfinished dense twin waits for it, and one that trained other steps than the finished dense twin is
+    refused."""
+    from eugen_nerf.bench.suites import methods
 
-    args = BenchMethods(
+    args = methods.BenchMethods(
         scene=SCENE,
         families=("nerf",),
         variants=("eugen",),
         plateau=True,
         train_only=True,
-        steps=4,
+        steps=6,
         eval_every=2,
         min_steps=2,
         output_dir=tmp_path,
     )
-    configs = variants("nerf", False, False, {})
-    assert dense_steps_so_far(args, configs) == 4  # no dense run yet: its cap
-    train_only(args)
-    dense_place = tmp_path / SCENE.name / "dense-nerf"
-    assert not dense_place.exists(), "the dense twin is left to its own process"
-    eugen = tmp_path / SCENE.name / "eugen-nerf" / timestamp(configs["eugen"][0])
-    record = json.loads((eugen / PLATEAU_RECORD).read_text())
-    assert [h["step"] for h in record["history"]] == [2, 4] and record["finished"] == "max_steps"
+    configs = methods.variants("nerf", False, False, {})
+    dense_run = tmp_path / SCENE.name / "dense-nerf" / "dense-nerf"
+    eugen_run = tmp_path / SCENE.name / "eugen-nerf" / methods.timestamp(configs["eugen"][0])
 
-    # the dense twin finished at 2 steps: that is what every other run trains, and a longer run is refused
-    (dense_place / "dense-nerf").mkdir(parents=True)
-    finished = {"finished": "plateau", "history": [{"step": 2, "psnr": 10.0, "train_seconds": 1.0}]}
-    (dense_place / "dense-nerf" / PLATEAU_RECORD).write_text(json.dumps(finished))
-    assert dense_steps_so_far(args, configs) == 2
-    label, config = configs["eugen"]
+    def dense_scored(*steps: int, finished: str | None = None) -> None:
+        """What the dense twin's own process leaves: its record, scored at ``steps``."""
+        dense_run.mkdir(parents=True, exist_ok=True)
+        history = [{"step": step, "psnr": 10.0 + step, "train_seconds": 1.0} for step in steps]
+        (dense_run / PLATEAU_RECORD).write_text(json.dumps({"finished": finished, "history": history}))
+
+    # the dense twin trains elsewhere: nothing scored, then 2 steps, then it plateaus at 4
+    progress = iter([lambda: dense_scored(2), lambda: dense_scored(2, 4, finished="plateau")])
+    waits = []
+    monkeypatch.setattr(methods.time, "sleep", lambda seconds: (waits.append(seconds), next(progress)()))
+    assert methods.dense_progress(args, configs) == (0, False)
+    methods.train_only(args)
+    assert len(waits) == 2 and all(w == methods.FOLLOW_POLL_SECONDS for w in waits)
+    assert "waiting for the dense twin's run" in capsys.readouterr().out
+    record = json.loads((eugen_run / PLATEAU_RECORD).read_text())
+    assert [h["step"] for h in record["history"]] == [2, 4] and record["finished"] == "max_steps"
+    assert methods.variant_steps(args, *configs["eugen"], 0) == 4
+    assert sorted(p.name for p in dense_run.iterdir()) == [PLATEAU_RECORD], "the dense twin is not trained"
+
+    # a run past an unfinished dense twin is left alone until the dense twin has caught up
+    dense_scored(2)
+    progress = iter([lambda: dense_scored(2, 4, finished="max_steps")])
+    methods.train_only(args)
+    assert json.loads((eugen_run / PLATEAU_RECORD).read_text())["history"] == record["history"]
+
+    # the dense twin finished at 2 steps: the EUGen run, at 4, is refused
+    dense_scored(2, finished="plateau")
     with pytest.raises(InputError, match="trained 4 steps and the dense twin 2"):
-        train_variant(args, label, config, 0, 2)
+        methods.train_only(args)

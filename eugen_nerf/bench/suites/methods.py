@@ -51,6 +51,7 @@ from eugen_nerf.bench.training import (
     PlateauRule,
     benchmark_run,
     cached_for_checkpoint,
+    last_checkpoint_steps,
     step_seconds,
     train_in_process,
     train_to_plateau,
@@ -680,10 +681,11 @@ class BenchMethods:
     """with --plateau: the validation PSNR gain (dB) over the last 20% of the steps below which it stops."""
     train_only: bool = False
     """train the runs of --variants and stop, nothing scored or timed: with --plateau the dense twin until it
-    plateaus when it is among them, every other variant as many steps as the dense twin's finished run
-    trained, or --steps (its cap) while it trains. So other processes can train variants beside the dense
-    twin's; the suite's command without this option then scores and times them all (a run that trained
-    other steps than the dense twin is refused there)."""
+    plateaus when it is among them, every other variant as many steps as the dense twin's run trained. Without
+    the dense twin among them the variants follow its run, trained by another process: each goes as far as
+    the dense twin has been scored and waits for it to go further, until it has finished. The suite's command
+    without this option then scores and times them all (a run that trained other steps than the dense twin is
+    refused there)."""
     timing_view: int = 0
     """the test view every run renders whole, side by side with the others, for the rows' render FPS and memory."""
     timing_repeats: int = 2
@@ -765,15 +767,33 @@ def train_dense_to_plateau(args: BenchMethods, configs: dict) -> tuple[Path, dic
     return train_to_plateau(with_seed(config, args.seeds[0]), args.scene, where, rule, name, label)
 
 
-def dense_steps_so_far(args: BenchMethods, configs: dict) -> int:
-    """``--train-only`` without the dense twin: the steps its first-seed run trained if it has finished,
-    else ``--steps``, its cap."""
+FOLLOW_POLL_SECONDS = 60.0
+"""How often ``--train-only`` without the dense twin looks whether the dense twin's run has gone further."""
+
+
+def dense_run_record(args: BenchMethods, configs: dict) -> tuple[Path, dict]:
+    """The dense twin's first-seed run folder and its plateau record (empty before its first score)."""
     label, config = configs["dense"]
     where, name = dense_run_place(args, config.method_name, label)
-    run = benchmark_run(with_seed(config, args.seeds[0]), args.scene, where, name, args.steps)
-    record_path = run.get_base_dir() / PLATEAU_RECORD
-    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    return record["history"][-1]["step"] if record.get("finished") else args.steps
+    run = benchmark_run(with_seed(config, args.seeds[0]), args.scene, where, name, args.steps).get_base_dir()
+    record_path = run / PLATEAU_RECORD
+    return run, json.loads(record_path.read_text()) if record_path.is_file() else {}
+
+
+def dense_progress(args: BenchMethods, configs: dict) -> tuple[int, bool]:
+    """The steps at which the dense twin's first-seed run was last scored (0 before its first score) and
+    whether it has finished."""
+    record = dense_run_record(args, configs)[1]
+    scored = [h["step"] for h in record.get("history", []) if h.get("psnr") is not None]
+    return (scored[-1] if scored else 0), bool(record.get("finished"))
+
+
+def variant_steps(args: BenchMethods, label: str, config: TrainerConfig, seed: int) -> int:
+    """The steps a variant's run at ``seed`` has trained (its newest checkpoint; 0 before its first)."""
+    run = benchmark_run(
+        with_seed(config, seed), args.scene, args.output_dir, timestamp(label, seed), args.steps
+    )
+    return last_checkpoint_steps(run.get_base_dir())
 
 
 def train_variant(
@@ -814,17 +834,57 @@ def train_only(args: BenchMethods) -> None:
         configs = variants(
             family, args.full_size, args.baselines, overrides(args), speed_source(args, wanted)
         )
-        steps = args.steps
-        if args.plateau and "dense" in wanted:
-            steps = train_dense_to_plateau(args, configs)[1]["history"][-1]["step"]
-        elif args.plateau:
-            steps = dense_steps_so_far(args, configs)
-        for kind in wanted:
-            label, config = configs[kind]
-            for seed in seeds_of(args, kind):
-                if not (args.plateau and kind == "dense" and seed == args.seeds[0]):
-                    train_variant(args, label, config, seed, steps)
+        if args.plateau and "dense" not in wanted:
+            steps = follow_dense(args, configs, wanted)
+        else:
+            steps = args.steps
+            if args.plateau:
+                steps = train_dense_to_plateau(args, configs)[1]["history"][-1]["step"]
+            train_others(args, configs, wanted, steps)
         print(f"[bench_methods] {family}: trained {', '.join(wanted)} ({steps} steps); nothing scored")
+
+
+def train_others(
+    args: BenchMethods, configs: dict, wanted: tuple[str, ...], steps: int, behind_only: bool = False
+) -> None:
+    """Train every run of ``wanted`` (each at its seeds) to ``steps``, the dense twin's first-seed run
+    excepted (with --plateau it sets the steps). ``behind_only``: leave alone the runs already past
+    ``steps``."""
+    for kind in wanted:
+        label, config = configs[kind]
+        for seed in seeds_of(args, kind):
+            if args.plateau and kind == "dense" and seed == args.seeds[0]:
+                continue
+            if behind_only and variant_steps(args, label, config, seed) > steps:
+                continue
+            train_variant(args, label, config, seed, steps)
+
+
+def follow_dense(args: BenchMethods, configs: dict, wanted: tuple[str, ...]) -> int:
+    """``--train-only --plateau`` without the dense twin: train the variants behind the dense twin's first-seed
+    run, which another process trains. Each run goes as far as that run has been scored, then waits for it to
+    go further (looking every ``FOLLOW_POLL_SECONDS``), until it has finished: no run trains a step past the
+    dense twin's last, so none is trained longer than the comparison uses. Returns the dense twin's steps."""
+    trained, waiting = -1, False
+    while True:
+        steps, finished = dense_progress(args, configs)
+        if steps > trained:
+            if steps:
+                train_others(args, configs, wanted, steps, behind_only=not finished)
+            trained, waiting = steps, False
+            if not finished:
+                continue  # look again at once: the dense twin may have gone on meanwhile
+        if finished:
+            return steps
+        if not waiting:
+            run = dense_run_record(args, configs)[0]
+            print(
+                f"[bench_methods] waiting for the dense twin's run {run} to go past {steps} steps "
+                "(another process trains it: the same command with --variants dense)",
+                flush=True,
+            )
+            waiting = True
+        time.sleep(FOLLOW_POLL_SECONDS)
 
 
 def main() -> None:
