@@ -306,3 +306,14 @@ def test_a_run_keeps_its_own_datamanager_when_it_is_not_its_methods(tmp_path):
     config.pipeline.datamanager._target = object
     path.write_text(yaml.dump(config))
     assert read_config(path).pipeline.datamanager._target is registered._target
+
+
+def test_a_distilled_student_is_labelled_as_the_student_of_its_teachers_method():
+    from eugen_nerf.eval.runs import method_label, read_config
+
+    teacher = Path(__file__).resolve().parents[1] / "teachers" / "shiny128" / "dense-nerf" / "paper"
+    student = teacher.with_name("paper-student")
+    assert method_label(read_config(teacher / "config.yml")) == "dense-nerf"
+    # the student's config keeps the teacher's method name, which nerfstudio looks its datamanager up by
+    assert read_config(student / "config.yml").method_name == "dense-nerf"
+    assert method_label(read_config(student / "config.yml")) == "student of dense-nerf"

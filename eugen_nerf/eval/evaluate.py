@@ -309,7 +309,7 @@ def evaluate_run(run: Run, settings: EvalSettings, plots_dir: Path | None = None
     entry = {
         "name": run.name,
         "config": str(run.config_path),
-        "method": run.config.method_name,
+        "method": run.method,
         "scene": str(run.scene),
         "step": run.step,
         "checkpoint": str(run.checkpoint),

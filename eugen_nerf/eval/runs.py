@@ -55,9 +55,24 @@ class Run:
         return "/".join(self.config_path.absolute().parent.parts[-3:])
 
     @property
+    def method(self) -> str:
+        """The method as a reader should see it (:func:`method_label`)."""
+        return method_label(self.config)
+
+    @property
     def scene(self) -> Path:
         datamanager = self.config.pipeline.datamanager
         return Path(datamanager.data or datamanager.dataparser.data)
+
+
+def method_label(config: TrainerConfig) -> str:
+    """A run's method name, or ``student of METHOD`` for a distilled student: a student keeps its teacher's
+    method name (``ns-eval`` and ``ns-viewer`` look the datamanager up by it) and its model configuration holds
+    the teacher's (``teacher``)."""
+    from nerfstudio.models.base_model import ModelConfig
+
+    is_student = isinstance(getattr(config.pipeline.model, "teacher", None), ModelConfig)
+    return f"student of {config.method_name}" if is_student else config.method_name
 
 
 def find_config(path: Path) -> Path:

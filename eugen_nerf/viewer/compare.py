@@ -15,7 +15,6 @@ import torch
 import viser.transforms as vtf
 from nerfstudio.cameras.cameras import Cameras, CameraType
 from nerfstudio.engine.trainer import TrainerConfig
-from nerfstudio.models.base_model import ModelConfig
 from nerfstudio.pipelines.base_pipeline import Pipeline
 from nerfstudio.viewer.utils import CameraState, get_camera
 from torch import Tensor
@@ -84,10 +83,7 @@ class Run:
         from eugen_nerf.eval.runs import load_run
 
         run = load_run(config_path, test_mode="test")
-        # a distilled student keeps its teacher's method name, and its model config holds the teacher's
-        model_config = run.config.pipeline.model
-        kind = "student of " if isinstance(getattr(model_config, "teacher", None), ModelConfig) else ""
-        return cls(config_path, f"{kind}{run.config.method_name} @ step {run.step}", run.pipeline)
+        return cls(config_path, f"{run.method} @ step {run.step}", run.pipeline)
 
     def render(self, camera: Cameras) -> tuple[Tensor, float]:
         """``(H, W, 3)`` rgb in [0, 1] and the seconds the model took for it."""
