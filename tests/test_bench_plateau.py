@@ -243,3 +243,58 @@ def test_train_only_trains_a_variant_behind_the_dense_twin_never_past_it(tmp_pat
     dense_scored(2, finished="plateau")
     with pytest.raises(InputError, match="trained 4 steps and the dense twin 2"):
         methods.train_only(args)
+
+
+def test_runs_off_the_compared_curves_are_scored_on_the_coarser_schedule_once_the_dense_twin_has_finished(
+    tmp_path: Path, monkeypatch
+):
+    """``--eval-every-others``: EUGen's first-seed run follows the dense twin on its schedule; its second seed
+    (and every baseline) waits for the dense twin's final steps, then trains to them scored on the coarser
+    schedule and at its last step. A run continued on another schedule than it started with is refused."""
+    from eugen_nerf.bench.suites import methods
+
+    args = methods.BenchMethods(
+        scene=SCENE,
+        families=("nerf",),
+        variants=("eugen",),
+        seeds=[0, 1],
+        plateau=True,
+        train_only=True,
+        steps=8,
+        eval_every=2,
+        eval_every_others=4,
+        min_steps=2,
+        output_dir=tmp_path,
+    )
+    assert [methods.eval_schedule(args, kind, seed) for kind, seed in [("eugen", 0), ("dense", 0)]] == [2, 2]
+    assert [methods.eval_schedule(args, kind, 0) for kind in ("narrowed", "lowrank", "snnk")] == [4, 4, 4]
+    assert [methods.eval_schedule(args, kind, 1) for kind in ("eugen", "dense")] == [4, 4]
+    configs = methods.variants("nerf", False, False, {})
+    label = configs["eugen"][0]
+    dense_run = tmp_path / SCENE.name / "dense-nerf" / "dense-nerf"
+    runs = [tmp_path / SCENE.name / "eugen-nerf" / methods.timestamp(label, seed) for seed in (0, 1)]
+
+    def dense_scored(*steps: int, finished: str | None = None) -> None:
+        dense_run.mkdir(parents=True, exist_ok=True)
+        history = [{"step": step, "psnr": 10.0 + step, "train_seconds": 1.0} for step in steps]
+        (dense_run / PLATEAU_RECORD).write_text(json.dumps({"finished": finished, "history": history}))
+
+    seen = []
+
+    def dense_goes_on(seconds: float) -> None:
+        seen.append([methods.variant_steps(args, *configs["eugen"], seed) for seed in (0, 1)])
+        dense_scored(2, 4, 6, 8, finished="plateau")
+
+    dense_scored(2)
+    monkeypatch.setattr(methods.time, "sleep", dense_goes_on)
+    methods.train_only(args)
+    assert seen == [[2, 0]], "while the dense twin trains, only the run on its schedule follows it"
+    steps = [[h["step"] for h in json.loads((run / PLATEAU_RECORD).read_text())["history"]] for run in runs]
+    assert steps == [[2, 4, 6, 8], [4, 8]]
+
+    # the second seed's run, asked to continue on the dense twin's schedule, is refused
+    fine = copy.deepcopy(args)
+    fine.eval_every_others, fine.steps = None, 10
+    dense_scored(2, 4, 6, 8, 10, finished="plateau")
+    with pytest.raises(InputError, match="another configuration, seed or plateau rule"):
+        methods.train_only(fine)

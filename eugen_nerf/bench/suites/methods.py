@@ -668,13 +668,21 @@ class BenchMethods:
     plateau: bool = False
     """train the dense twin (first seed) until it plateaus, at most --steps (< --min-gain dB validation PSNR
     gained over the last 20% of its steps, scored every --eval-every steps), then every other run for the
-    steps it took, each scored on the same schedule (time to the dense twin's final PSNR); resumable"""
+    steps it took, each scored on the same schedule (time to the dense twin's final PSNR; see
+    --eval-every-others) and at its last step; resumable"""
     dense_run: Path | None = None
     """with --plateau and one family: the dense twin's first-seed run is trained (or continued) in this folder,
     ``<dir>/<scene>/<method>/<name>``, instead of under --output-dir, for a run of the same configuration and
     seed that another suite trains (the ``distill-zipnerf`` teacher at seed 42): one training serves both."""
     eval_every: int = 500
     """with --plateau: steps between validation scores (and checkpoints)."""
+    eval_every_others: int | None = None
+    """with --plateau: steps between validation scores of every run whose curve is not the comparison's: all
+    but EUGen's and the dense twin's at the first seed (the other seeds and the baselines). None: --eval-every.
+    Their final PSNR is scored all the same; their curves (and the baselines' time to the dense twin's final
+    PSNR) are as coarse as this. On a 200-pixel Zip-NeRF scene scoring the validation views costs about half
+    of what training 500 steps does, so a coarser schedule saves much of these runs' time. While the dense twin
+    is still training, --train-only leaves runs on a coarser schedule until its final steps are known."""
     min_steps: int = 2000
     """with --plateau: the fewest steps the dense twin trains."""
     min_gain: float = 0.1
@@ -796,12 +804,21 @@ def variant_steps(args: BenchMethods, label: str, config: TrainerConfig, seed: i
     return last_checkpoint_steps(run.get_base_dir())
 
 
+def eval_schedule(args: BenchMethods, kind: str, seed: int) -> int:
+    """Steps between the validation scores of a run: ``--eval-every`` for EUGen's and the dense twin's
+    first-seed runs (the curves compared), ``--eval-every-others`` (when given) for every other run."""
+    if (kind in ("eugen", "dense") and seed == args.seeds[0]) or args.eval_every_others is None:
+        return args.eval_every
+    return args.eval_every_others
+
+
 def train_variant(
-    args: BenchMethods, label: str, config: TrainerConfig, seed: int, steps: int
+    args: BenchMethods, kind: str, label: str, config: TrainerConfig, seed: int, steps: int
 ) -> tuple[Path, dict | None, float]:
-    """One run of a variant at ``seed``, trained (or continued, or found finished) for ``steps`` steps: with
-    ``--plateau`` scored on the validation views every ``--eval-every`` steps as the dense twin was. Returns its
-    ``config.yml``, its plateau record (None without ``--plateau``) and its training seconds a step."""
+    """One run of a variant (``kind``) at ``seed``, trained (or continued, or found finished) for ``steps``
+    steps: with ``--plateau`` scored on the validation views on its schedule (:func:`eval_schedule`) and at
+    its last step. Returns its ``config.yml``, its plateau record (None without ``--plateau``) and its training
+    seconds a step."""
     if not args.plateau:
         config_path, sec_per_iter = train_in_process(
             with_seed(config, seed),
@@ -812,7 +829,7 @@ def train_variant(
             reuse=not args.retrain,
         )
         return config_path, None, sec_per_iter
-    fixed = PlateauRule(args.eval_every, 0.2, args.min_gain, steps, steps)
+    fixed = PlateauRule(eval_schedule(args, kind, seed), 0.2, args.min_gain, steps, steps)
     config_path, record = train_to_plateau(
         with_seed(config, seed), args.scene, args.output_dir, fixed, timestamp(label, seed), label
     )
@@ -845,19 +862,23 @@ def train_only(args: BenchMethods) -> None:
 
 
 def train_others(
-    args: BenchMethods, configs: dict, wanted: tuple[str, ...], steps: int, behind_only: bool = False
+    args: BenchMethods, configs: dict, wanted: tuple[str, ...], steps: int, following: bool = False
 ) -> None:
     """Train every run of ``wanted`` (each at its seeds) to ``steps``, the dense twin's first-seed run
-    excepted (with --plateau it sets the steps). ``behind_only``: leave alone the runs already past
-    ``steps``."""
+    excepted (with --plateau it sets the steps). ``following``: the dense twin is still training and ``steps``
+    is how far it has been scored; leave alone the runs already past it, and those on a coarser schedule than
+    the dense twin's (stopped here, they would be scored off their schedule)."""
     for kind in wanted:
         label, config = configs[kind]
         for seed in seeds_of(args, kind):
             if args.plateau and kind == "dense" and seed == args.seeds[0]:
                 continue
-            if behind_only and variant_steps(args, label, config, seed) > steps:
+            if following and (
+                eval_schedule(args, kind, seed) != args.eval_every
+                or variant_steps(args, label, config, seed) > steps
+            ):
                 continue
-            train_variant(args, label, config, seed, steps)
+            train_variant(args, kind, label, config, seed, steps)
 
 
 def follow_dense(args: BenchMethods, configs: dict, wanted: tuple[str, ...]) -> int:
@@ -870,7 +891,7 @@ def follow_dense(args: BenchMethods, configs: dict, wanted: tuple[str, ...]) -> 
         steps, finished = dense_progress(args, configs)
         if steps > trained:
             if steps:
-                train_others(args, configs, wanted, steps, behind_only=not finished)
+                train_others(args, configs, wanted, steps, following=not finished)
             trained, waiting = steps, False
             if not finished:
                 continue  # look again at once: the dense twin may have gone on meanwhile
@@ -895,6 +916,8 @@ def main() -> None:
         usage_error("eugen-bench nerf", "--seeds and --baseline-seeds need at least one seed")
     if args.steps < 1 or args.repeats < 1:
         usage_error("eugen-bench nerf", "--steps and --repeats must be >= 1")
+    if args.eval_every < 1 or (args.eval_every_others is not None and args.eval_every_others < 1):
+        usage_error("eugen-bench nerf", "--eval-every and --eval-every-others must be >= 1")
     unknown = [name for name in args.variants if name not in VARIANT_KINDS]
     if unknown:
         usage_error(
@@ -953,7 +976,7 @@ def main() -> None:
                     config_path, record = dense_run
                     sec_per_iter = record["history"][-1]["train_seconds"] / steps
                 else:
-                    config_path, record, sec_per_iter = train_variant(args, label, config, seed, steps)
+                    config_path, record, sec_per_iter = train_variant(args, kind, label, config, seed, steps)
                 if record is not None and seed == seeds[0]:
                     curves[label] = record["history"]
                 if seed == seeds[0]:
