@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,31 @@ def test_runs_off_the_compared_curves_are_scored_on_the_coarser_schedule_once_th
     dense_scored(2, 4, 6, 8, 10, finished="plateau")
     with pytest.raises(InputError, match="another configuration, seed or plateau rule"):
         methods.train_only(fine)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--eval-every-others", "0"], "--eval-every and --eval-every-others must be >= 1"),
+        (["--eval-every", "0"], "--eval-every and --eval-every-others must be >= 1"),
+        (["--steps", "0"], "--steps and --repeats must be >= 1"),
+        (["--variants", "wide"], "unknown --variants wide"),
+        (["--variants", "lowrank"], "--variants lowrank and snnk need --baselines"),
+    ],
+)
+def test_the_methods_suite_refuses_unusable_values_in_one_line_before_writing(
+    tmp_path: Path, monkeypatch, capsys, argv, message
+):
+    from eugen_nerf.bench.suites import methods
+
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["methods", "--scene", str(SCENE), "--output-dir", str(tmp_path / "work"), *argv],
+    )
+    with pytest.raises(SystemExit) as stop:
+        methods.main()
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+    assert not (tmp_path / "work").exists()
