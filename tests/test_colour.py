@@ -1,7 +1,7 @@
 """Tests that look at the picture: a short ``ns-train`` run must render the object in its own colours.
 
-PSNR alone hid a black bunny on a white background (issue 13): the silhouette was right, every colour was
-at the sigmoid's floor. Here a method trains through nerfstudio's own ``Trainer`` (the ``ns-train`` path:
+PSNR alone can hide a black object on a white background (the silhouette right, every colour
+at the sigmoid's floor). Here a method trains through nerfstudio's own ``Trainer`` (the ``ns-train`` path:
 its optimisers, schedulers and callbacks), renders a held-out view, and the object's pixels (where the
 ground truth is not background) are compared channel by channel with the ground truth's: the mean colour
 must be close and the channels must differ as the ground truth's do (a grey render fails).

@@ -1,4 +1,4 @@
-"""Every method on every new scene kind (issue 16, item 1): framing from the data, and training + evaluation.
+"""Every method on every new scene kind: framing from the data, and training + evaluation.
 
 Default suite: the pipeline is built in-process exactly as ``ns-train`` builds it (datamanager with the
 framing, model), takes a few training steps and renders a test view, on a spread of method x scene pairs.

@@ -1,4 +1,4 @@
-"""Installing the plugin changes nothing it was not asked to change (issue 16, item 3).
+"""Installing the plugin changes nothing it was not asked to change.
 
 nerfstudio imports every method entry point (ours too) in any ``ns-*`` command, so importing them must leave
 the warnings filters alone, and replace torchmetrics' LPIPS only when the offline weights exist.

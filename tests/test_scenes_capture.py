@@ -1,4 +1,4 @@
-"""Capture-style scenes (issue 16): the captured variant's frame is undone by the dataparser, and the framing
+"""Capture-style scenes: the captured variant's frame is undone by the dataparser, and the framing
 (near/far, background, contraction) follows the data."""
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Stacked EUGen layers stay finite and O(1): at initialisation, under autocast, and while training.
 
-Before the ``scaling`` change an all-EUGen 8x256 trunk at k = 3 output NaN at initialisation, and
-k = 2 reached inf by layer 5-7 for inputs of RMS 1.5 (issue 13). These tests pin the fix.
+An all-EUGen 8x256 trunk is the hardest case for a product of projections: without a scaling that divides by
+the input's scale, k = 3 outputs NaN at initialisation and k = 2 reaches inf by layers 5-7 for inputs of RMS
+1.5 (the polynomial scaling below). Every scaling the methods train with is checked here: ``linear`` and
+``unit`` (the layer's), and ``projected`` without the norm entry (what ``eugen-nerf`` and ``eugen-zipnerf``
+train merged).
 """
 
 import itertools
@@ -16,12 +19,13 @@ CONFIGS = list(itertools.product([1, 2, 3], [16, 32, 64]))  # (degree k, feature
 
 
 def _trunk(degree, num_features, scaling="linear", width=256):
+    use_norm = scaling != "projected"  # projected: the merged-training setting, no norm entry
     return EUGenMLP(
         in_dim=width,
         num_layers=8,
         layer_width=width,
         layer_types="eugen",
-        eugen=EUGenSpec(num_features=num_features, degree=degree, scaling=scaling),
+        eugen=EUGenSpec(num_features=num_features, degree=degree, scaling=scaling, use_norm=use_norm),
     )
 
 
@@ -30,7 +34,7 @@ def _rms(t):
 
 
 @pytest.mark.parametrize("degree, num_features", CONFIGS)
-@pytest.mark.parametrize("scaling", ["unit", "linear"])
+@pytest.mark.parametrize("scaling", ["unit", "linear", "projected"])
 def test_all_eugen_trunk_is_finite_and_order_one_at_initialisation(degree, num_features, scaling, one_thread):
     torch.manual_seed(0)
     trunk = _trunk(degree, num_features, scaling)
@@ -49,18 +53,19 @@ def test_all_eugen_trunk_is_finite_and_order_one_at_initialisation(degree, num_f
 
 
 def test_polynomial_scaling_is_what_overflowed():
-    """The theorem's homogeneous form, stacked, is the degree-k^L polynomial the issue measured."""
+    """The theorem's homogeneous form, stacked, is a degree-k^L polynomial of the input: it overflows."""
     torch.manual_seed(0)
     y = _trunk(3, 32, "polynomial")(torch.randn(64, 256) * 1.5)
     assert not torch.isfinite(y).all() or _rms(y) > 1e6
 
 
 @pytest.mark.parametrize("degree, num_features", CONFIGS)
-def test_all_eugen_trunk_trains_with_finite_gradients(degree, num_features, one_thread):
+@pytest.mark.parametrize("scaling", ["linear", "projected"])
+def test_all_eugen_trunk_trains_with_finite_gradients(degree, num_features, scaling, one_thread):
     """A few Adam steps in fp32 and under bf16 autocast: loss, gradients and outputs stay finite."""
     for autocast in (False, True):
         torch.manual_seed(1)
-        trunk = nn.Sequential(_trunk(degree, num_features, width=64), nn.Linear(64, 3))
+        trunk = nn.Sequential(_trunk(degree, num_features, scaling, width=64), nn.Linear(64, 3))
         optimizer = torch.optim.Adam(trunk.parameters(), lr=1e-2)
         x, target = torch.randn(128, 64) * 1.5, torch.rand(128, 3)
         for _ in range(5):

@@ -1,4 +1,4 @@
-"""Zip-NeRF (issue 15): multisampling, anti-aliased features, the interlevel loss, the field, bad input.
+"""Zip-NeRF: multisampling, anti-aliased features, the interlevel loss, the field, bad input.
 
 Fused == unfused for the Zip-NeRF field is in tests/test_fields.py, with the other fields."""
 
