@@ -327,3 +327,33 @@ def test_the_methods_suite_refuses_unusable_values_in_one_line_before_writing(
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert not (tmp_path / "work").exists()
+
+
+def test_the_dense_twin_narrowed_to_eugens_speed_is_timed_by_the_suites_clock_and_kept(
+    tmp_path: Path, monkeypatch
+):
+    """``narrowed-speed``: the width is found by :func:`closest_in_time` on the suite's ``--clock`` (CPU seconds
+    by default: a render's cost whatever else runs), kept with the clock in the cache file, and reused."""
+    from eugen_nerf.bench.suites import methods
+    from eugen_nerf.eval import timing
+
+    calls = []
+
+    def fake_closest(reference, candidates, device, warmup=1, repeats=5, sizes=None, clock="wall"):
+        calls.append(clock)
+        assert set(sizes) == set(candidates)
+        return "64", {name: timing.Timing([1.0]) for name in ["reference", *candidates]}
+
+    monkeypatch.setattr(timing, "closest_in_time", fake_closest)
+    args = methods.BenchMethods(scene=SCENE, families=("nerf",), output_dir=tmp_path, baselines=True)
+    source = methods.speed_source(args, ("eugen", "dense", "narrowed-speed"))
+    assert source == (SCENE, tmp_path / "narrowed_to_speed.json", "cpu")
+    assert methods.speed_source(args, ("eugen", "dense")) is None
+    for _ in range(2):
+        label, _ = methods.variants("nerf", False, True, {}, source)["narrowed-speed"]
+    assert calls == ["cpu"], "timed once, then read from the cache"
+    kept = json.loads(source[1].read_text())
+    assert [entry["width"] for entry in kept.values()] == [64] and [e["clock"] for e in kept.values()] == [
+        "cpu"
+    ]
+    assert "=64, EUGen's render speed" in label

@@ -81,16 +81,16 @@ def test_closest_in_time_picks_the_candidate_timed_nearest_the_reference(monkeyp
 
     seen = {}
 
-    def fake_interleaved(fns, device, warmup, repeats):  # the timings are given; the choice is what is tested
-        seen.update(names=list(fns), warmup=warmup, repeats=repeats)
+    def fake_interleaved(fns, device, warmup, repeats, clock):  # the timings are given; the choice is tested
+        seen.update(names=list(fns), warmup=warmup, repeats=repeats, clock=clock)
         medians = {"reference": 0.89, "128": 0.64, "144": 0.76, "160": 1.03}
         return {name: timing.Timing([medians[name]]) for name in fns}
 
     monkeypatch.setattr(timing, "benchmark_interleaved", fake_interleaved)
     fns = {width: (lambda: None) for width in ("128", "144", "160")}
-    best, timings = timing.closest_in_time(lambda: None, fns, "cpu", warmup=2, repeats=3)
+    best, timings = timing.closest_in_time(lambda: None, fns, "cpu", warmup=2, repeats=3, clock="cpu")
     assert best == "144" and timings["reference"].median == 0.89
-    assert seen == {"names": ["reference", "128", "144", "160"], "warmup": 2, "repeats": 3}
+    assert seen == {"names": ["reference", "128", "144", "160"], "warmup": 2, "repeats": 3, "clock": "cpu"}
     with pytest.raises(ValueError, match="needs candidates"):
         timing.closest_in_time(lambda: None, {}, "cpu")
     with pytest.raises(ValueError, match="needs candidates"):
@@ -106,7 +106,7 @@ def test_closest_in_time_with_sizes_fits_a_line_through_noisy_candidates(monkeyp
     noise = [0.03, 0.5, -0.04, 0.05, -0.03, 0.04, -0.05, 0.02, -0.02]
     medians = {"reference": 2.0, **{w: 1.0 + 0.01 * int(w) + e for w, e in zip(widths, noise)}}
 
-    def fake_interleaved(fns, device, warmup, repeats):
+    def fake_interleaved(fns, device, warmup, repeats, clock):
         return {name: timing.Timing([medians[name]]) for name in fns}
 
     monkeypatch.setattr(timing, "benchmark_interleaved", fake_interleaved)

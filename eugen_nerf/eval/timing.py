@@ -191,6 +191,7 @@ def closest_in_time(
     warmup: int = 1,
     repeats: int = 5,
     sizes: dict[str, float] | None = None,
+    clock: str = "wall",
 ) -> tuple[str, dict[str, Timing]]:
     """The candidate whose time is closest to ``reference``'s, all timed side by side
     (:func:`benchmark_interleaved`, the reference under the key ``"reference"``); returns its key and every timing.
@@ -199,10 +200,10 @@ def closest_in_time(
     ``sizes`` (each candidate's width), the candidates' median times are fitted by a straight line in the size
     and the candidate whose fitted time is nearest the reference's is chosen: on a shared machine one
     candidate's median can be off by more than neighbouring widths differ, while the fit over all of them is
-    not. Without ``sizes``, the candidate with the nearest median."""
+    not. Without ``sizes``, the candidate with the nearest median. ``clock``: see :data:`CLOCKS`."""
     if not candidates or "reference" in candidates:
         raise ValueError("closest_in_time needs candidates, none of them named 'reference'")
-    timings = benchmark_interleaved({"reference": reference, **candidates}, device, warmup, repeats)
+    timings = benchmark_interleaved({"reference": reference, **candidates}, device, warmup, repeats, clock)
     target = timings["reference"].median
     if sizes is None or len(candidates) < 2:
         return min(candidates, key=lambda name: abs(timings[name].median - target)), timings

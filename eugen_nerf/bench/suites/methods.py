@@ -183,11 +183,11 @@ def variants(
     full_size: bool,
     baselines: bool = False,
     eugen_overrides: dict[str, object] | None = None,
-    speed_from: tuple[Path, Path] | None = None,
+    speed_from: tuple[Path, Path, str] | None = None,
 ) -> dict[str, tuple[str, TrainerConfig]]:
     """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
     EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
-    SNNK layers; with ``speed_from = (scene, cache)``, the dense twin narrowed to EUGen's render speed on that
+    SNNK layers; with ``speed_from = (scene, cache, clock)``, the dense twin narrowed to EUGen's render speed on that
     scene (:func:`narrowed_to_speed`). ``eugen_overrides`` (an :class:`~eugen_nerf.layers.EUGenSpec` field ->
     value, e.g. ``{"feature_map": "relu"}``) sets the EUGen method's knobs; every knob given is in the label
     (:func:`eugen_label`), so the run folder names it whatever the method's default is. The narrowed twins
@@ -242,11 +242,13 @@ def narrowed_to_speed(
     eugen_params: int,
     scene: Path,
     cache: Path,
+    clock: str = "cpu",
     repeats: int = 3,
 ) -> tuple[str, TrainerConfig]:
     """(label, config) of the dense twin at the width whose model renders a test view closest to EUGen's
     fused render time, the untrained models timed side by side (the cost is the shapes, not the weights) and
-    the width read off a line fitted through every width's time (:func:`closest_in_time` with sizes).
+    the width read off a line fitted through every width's time (:func:`closest_in_time` with sizes), by
+    ``clock`` (the suite's ``--clock``: CPU seconds on one thread are a render's cost whatever else runs).
     The width found is kept in ``cache`` (with its timings), so a rerun trains and reuses the same run."""
     from eugen_nerf.eval.timing import closest_in_time
     from eugen_nerf.scenes import dataparser_config
@@ -283,6 +285,7 @@ def narrowed_to_speed(
                 warmup=1,
                 repeats=repeats,
                 sizes={str(w): w for w in widths},
+                clock=clock,
             )
         found[key] = {
             "width": int(width),
@@ -290,6 +293,7 @@ def narrowed_to_speed(
             "view": "first test view at half resolution",
             "chosen_by": "a straight line fitted through the widths' median times, nearest EUGen's",
             "threads": torch.get_num_threads(),
+            "clock": clock,
         }
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(found, indent=1) + "\n")
@@ -719,10 +723,12 @@ def overrides(args: BenchMethods) -> dict[str, object]:
     return {name: value for name, value in knobs.items() if value is not None}
 
 
-def speed_source(args: BenchMethods, wanted: tuple[str, ...]) -> tuple[Path, Path] | None:
+def speed_source(args: BenchMethods, wanted: tuple[str, ...]) -> tuple[Path, Path, str] | None:
     """``variants``'s ``speed_from`` when the dense twin narrowed to EUGen's speed is wanted: the scene its
-    width is timed on and the file that keeps the width found."""
-    return (args.scene, args.output_dir / "narrowed_to_speed.json") if "narrowed-speed" in wanted else None
+    width is timed on (the models render on the CPU), the file that keeps the width found and ``--clock``."""
+    if "narrowed-speed" not in wanted:
+        return None
+    return args.scene, args.output_dir / "narrowed_to_speed.json", args.clock
 
 
 def print_step_times(args: BenchMethods) -> None:
