@@ -357,3 +357,27 @@ def test_the_dense_twin_narrowed_to_eugens_speed_is_timed_by_the_suites_clock_an
         "cpu"
     ]
     assert "=64, EUGen's render speed" in label
+
+
+def test_one_run_stands_for_the_twin_narrowed_to_eugens_parameters_and_to_its_speed_when_widths_agree(
+    tmp_path: Path, monkeypatch
+):
+    """Zip-NeRF's view MLP narrowed to EUGen's parameters is 96 wide; when 96 is also the width that renders at
+    EUGen's speed, ``narrowed-speed`` is the same run (label and configuration), so it trains once."""
+    from eugen_nerf.bench.suites import methods
+    from eugen_nerf.eval import timing
+
+    configs = methods.variants("zipnerf", False, True, {})
+    width = configs["narrowed"][1].pipeline.model.hidden_dim_color
+    chosen = iter([str(width), str(width + 16)])
+
+    def fake_closest(reference, candidates, device, warmup=1, repeats=5, sizes=None, clock="wall"):
+        return next(chosen), {name: timing.Timing([1.0]) for name in ["reference", *candidates]}
+
+    monkeypatch.setattr(timing, "closest_in_time", fake_closest)
+    source = (SCENE, tmp_path / "same.json", "cpu")
+    same = methods.variants("zipnerf", False, True, {}, source)
+    assert same["narrowed-speed"] is same["narrowed"]
+    other = methods.variants("zipnerf", False, True, {}, (SCENE, tmp_path / "other.json", "cpu"))
+    assert other["narrowed-speed"][0] != other["narrowed"][0]
+    assert other["narrowed-speed"][1].pipeline.model.hidden_dim_color == width + 16

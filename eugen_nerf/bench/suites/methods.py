@@ -188,7 +188,8 @@ def variants(
     """Variant kind -> (label, trainer config): the EUGen method, its dense twin and the dense twin narrowed to
     EUGen's parameter count; with ``baselines``, also the EUGen method with its EUGen layers made low-rank and
     SNNK layers; with ``speed_from = (scene, cache, clock)``, the dense twin narrowed to EUGen's render speed on that
-    scene (:func:`narrowed_to_speed`). ``eugen_overrides`` (an :class:`~eugen_nerf.layers.EUGenSpec` field ->
+    scene (:func:`narrowed_to_speed`): the narrowed twin's own (label, config) when its width is that one, so
+    one run stands for both. ``eugen_overrides`` (an :class:`~eugen_nerf.layers.EUGenSpec` field ->
     value, e.g. ``{"feature_map": "relu"}``) sets the EUGen method's knobs; every knob given is in the label
     (:func:`eugen_label`), so the run folder names it whatever the method's default is. The narrowed twins
     are sized from the EUGen method as configured, so they follow a knob that changes its parameter count."""
@@ -231,7 +232,11 @@ def variants(
             baseline.pipeline.model.eugen.validate()
             out[kind] = (baseline_label(eugen.method_name, kind, overrides), baseline)
     if speed_from is not None:
-        out["narrowed-speed"] = narrowed_to_speed(eugen, dense, width_field, eugen_params, *speed_from)
+        by_speed = narrowed_to_speed(eugen, dense, width_field, eugen_params, *speed_from)
+        if getattr(by_speed[1].pipeline.model, width_field) == width:
+            # the width of EUGen's parameters also renders at its speed: one run stands for both
+            by_speed = out["narrowed"]
+        out["narrowed-speed"] = by_speed
     return out
 
 
@@ -975,6 +980,9 @@ def main() -> None:
         curves: dict[str, list[dict]] = {}
         for kind in wanted:
             label, config = configs[kind]
+            if label in rows:  # a run that stands for two kinds (narrowed to EUGen's parameters and speed)
+                labels[kind] = label
+                continue
             per_seed = []
             seeds = seeds_of(args, kind)
             for seed in seeds:
