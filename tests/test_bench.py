@@ -105,6 +105,35 @@ def test_a_changed_figure_makes_its_tables_stale_and_tables_rewrites_them(tmp_pa
     assert again.returncode == 0, again.stdout
 
 
+def test_a_cell_over_several_reports_reduces_their_figures_to_one(tmp_path):
+    for name, gain, speedup in (("a", -0.3, 1.2), ("b", 0.1, 1.5), ("c", 0.5, 1.0)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"goals": {"gain": gain, "speedup": speedup}}))
+    spec = tmp_path / "tables.yaml"
+    files = ["a.json", "b.json", "c.json"]
+    cells = [
+        {"files": files, "key": "goals.gain", "reduce": "mean", "fmt": "{:+.2f}"},
+        {"files": files, "key": "goals.speedup", "reduce": "geomean", "fmt": "{:.3f}"},
+        {"files": files, "key": ["goals.gain", "goals.speedup"], "reduce": "min", "fmt": "{} {}"},
+    ]
+    spec.write_text(yaml.safe_dump({"tables": {"t": {"header": ["x", "y", "z"], "rows": [cells]}}}))
+    row = Tables(spec, tmp_path).render("t").splitlines()[-1]
+    assert row == f"| +0.10 | {(1.2 * 1.5) ** (1 / 3):.3f} | -0.3 1.0 |"
+    # a reduction the spec does not name, or a ratio that is not positive: one error naming the table
+    for edit, message in (
+        ({"reduce": "median"}, "needs reduce: one of mean, geomean"),
+        ({"key": "goals.gain"}, "positive"),
+    ):
+        spec.write_text(
+            yaml.safe_dump({"tables": {"t": {"header": ["y"], "rows": [[{**cells[1], **edit}]]}}})
+        )
+        with pytest.raises(InputError, match=message):
+            Tables(spec, tmp_path).render("t")
+    # a report whose figure is not measured yet leaves the cell "not yet measured"
+    (tmp_path / "c.json").write_text(json.dumps({"goals": {"gain": None, "speedup": 1.0}}))
+    spec.write_text(yaml.safe_dump({"tables": {"t": {"header": ["x"], "rows": [[cells[0]]]}}}))
+    assert Tables(spec, tmp_path).render("t").splitlines()[-1] == "| not yet measured |"
+
+
 def test_tables_refuse_a_folder_that_is_not_a_checkout(tmp_path):
     result = run_bench("--tables", "--root", str(tmp_path))
     assert result.returncode == 2

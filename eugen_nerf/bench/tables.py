@@ -17,12 +17,17 @@ A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"
 ``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent or null (a measurement
 not taken yet); without one, such a null cell reads "not yet measured" (an absent key is an error). A list
 value reads as its items joined by commas; ``scale`` multiplies numbers before they are formatted (bytes shown as
-GB with ``scale: 1.0e-9``). A key's path may index a list (``results.0.fps``).
+GB with ``scale: 1.0e-9``). A key's path may index a list (``results.0.fps``). A cell may read its key from
+several reports (``files: [a.json, b.json]``, one a scene) and reduce them to one figure (``reduce: mean``,
+``geomean``, ``min`` or ``max``)::
+
+    {files: [benchmarks/fields/fields.json, benchmarks/fields-thin/fields.json], key: goals.speedup, reduce: geomean}
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,27 @@ MARKER = re.compile(
 def documents(root: Path) -> list[Path]:
     """The Markdown files under ``root`` that hold generated tables (those that exist), README first."""
     return [root / name for name in DOCUMENTS if (root / name).is_file()]
+
+
+REDUCTIONS = {
+    "mean": lambda values: sum(values) / len(values),
+    "geomean": lambda values: math.prod(values) ** (1 / len(values)),
+    "min": min,
+    "max": max,
+}
+"""How a ``files`` cell reduces its reports' figures to one: differences average (``mean``), ratios multiply
+(``geomean``), and a goal every report must meet reads the worst (``min``, ``max``)."""
+
+
+def reduce_values(how: str | None, values: list, where: str) -> float:
+    """``values`` (one a report) reduced by the named :data:`REDUCTIONS` entry."""
+    if how not in REDUCTIONS:
+        raise InputError(f"{where}: a cell over several files needs reduce: one of {', '.join(REDUCTIONS)}")
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise InputError(f"{where}: reduce {how} needs numbers, got {values}")
+    if how == "geomean" and min(values) <= 0:
+        raise InputError(f"{where}: reduce geomean needs positive ratios, got {values}")
+    return REDUCTIONS[how](values)
 
 
 class Tables:
@@ -84,6 +110,9 @@ class Tables:
         return data
 
     def value(self, cell: dict, key: str, where: str, entry: Any, name: str, source: dict) -> Any:
+        if "files" in cell:  # one figure of several reports (scenes), reduced to one
+            values = [self.lookup(self.read(file), key, f"{where} ({file})") for file in cell["files"]]
+            return None if None in values else reduce_values(cell.get("reduce"), values, where)
         if key == "@name":
             return name
         if key == "@label":
