@@ -3,18 +3,22 @@
 Each suite writes into ``<output dir>/<suite>/``; after it succeeds ``eugen-bench`` adds ``command.txt``: the
 ``eugen-bench`` line that reruns the suite, the exact command it ran and the machine it ran on. The index
 page (``<output dir>/README.md``) lists every suite folder found there with the protocol's description and
-setting, its command and its files; it is generated, never edited by hand.
+setting, its command, what its training cost (:mod:`eugen_nerf.bench.cost`) and its files; it is generated,
+never edited by hand.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
 import time
 from pathlib import Path
 
+from eugen_nerf.bench.cost import TrainingCost, training_cost
 from eugen_nerf.bench.protocol import Places, Protocol, Suite
+from eugen_nerf.inputs.errors import InputError
 
 COMMAND_FILE = "command.txt"
 INDEX = "README.md"
@@ -75,6 +79,23 @@ def measured_now(suite: Suite, command_file: Path) -> bool:
     return len(recorded) > 1 and recorded[1].strip() == "python " + shlex.join(suite.command(DEFAULT_PLACES))
 
 
+def folder_cost(folder: Path) -> TrainingCost | None:
+    """What training the results in ``folder`` cost (its JSON reports' runs, summed); None where nothing trained."""
+    costs = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            cost = training_cost(json.loads(path.read_text()))
+        except ValueError as error:
+            raise InputError(f"{path} is not valid JSON: {error}") from error
+        if cost is not None:
+            costs.append(cost)
+    if not costs:
+        return None
+    return TrainingCost(
+        *(sum(getattr(c, f) for c in costs) for f in ("seconds", "runs", "chunks", "wall_chunks"))
+    )
+
+
 def render_index(protocol: Protocol, output_dir: Path) -> str:
     """The index page over the suite folders present in ``output_dir`` (protocol order, then any other); a
     folder whose results an earlier setting of its suite made says so."""
@@ -114,6 +135,9 @@ def render_index(protocol: Protocol, output_dir: Path) -> str:
             ]
         lines += ["```", command, "```", ""]
         files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != COMMAND_FILE)
+        cost = folder_cost(folder)
+        if cost is not None:
+            lines += [cost.describe(), ""]
         lines += ["Files: " + ", ".join(f"[`{f}`]({name}/{f})" for f in files), ""]
     return "\n".join(lines)
 

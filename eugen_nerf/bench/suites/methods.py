@@ -998,7 +998,10 @@ def main() -> None:
                     scores = {key: first.get(key) for key in ("psnr", "ssim", "lpips")}
                 else:
                     scores = quality(config_path)
-                per_seed.append({"seed": seed, "config": str(config_path), **scores})
+                entry = {"seed": seed, "config": str(config_path), **scores}
+                if record is not None and seed != seeds[0]:  # the first seed's is the row's (what it cost)
+                    entry["validation_curve"] = record["history"]
+                per_seed.append(entry)
                 print(f"[bench_methods] {label} seed {seed}: PSNR {scores['psnr']:.2f}", flush=True)
             rows[label] = {"kind": kind, "measured_by": report["command"], **over_seeds(first, per_seed)}
             if label in curves:
