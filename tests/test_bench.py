@@ -118,6 +118,12 @@ def test_a_cell_over_several_reports_reduces_their_figures_to_one(tmp_path):
     spec.write_text(yaml.safe_dump({"tables": {"t": {"header": ["x", "y", "z"], "rows": [cells]}}}))
     row = Tables(spec, tmp_path).render("t").splitlines()[-1]
     assert row == f"| +0.10 | {(1.2 * 1.5) ** (1 / 3):.3f} | -0.3 1.0 |"
+    # a cell given as pieces: the mean, then one report's own figure, in one sentence
+    one = {"file": "a.json", "key": "goals.gain", "fmt": "{:+.1f}"}
+    spec.write_text(
+        yaml.safe_dump({"tables": {"t": {"header": ["x"], "rows": [[[cells[0], " dB (a: ", one, ")"]]]}}})
+    )
+    assert Tables(spec, tmp_path).render("t").splitlines()[-1] == "| +0.10 dB (a: -0.3) |"
     # a reduction the spec does not name, or a ratio that is not positive: one error naming the table
     for edit, message in (
         ({"reduce": "median"}, "needs reduce: one of mean, geomean"),

@@ -19,7 +19,7 @@ not taken yet); without one, such a null cell reads "not yet measured" (an absen
 value reads as its items joined by commas; ``scale`` multiplies numbers before they are formatted (bytes shown as
 GB with ``scale: 1.0e-9``). A key's path may index a list (``results.0.fps``). A cell may read its key from
 several reports (``files: [a.json, b.json]``, one a scene) and reduce them to one figure (``reduce: mean``,
-``geomean``, ``min`` or ``max``)::
+``geomean``, ``min`` or ``max``); a cell given as a list is its pieces (text or cells) joined::
 
     {files: [benchmarks/fields/fields.json, benchmarks/fields-thin/fields.json], key: goals.speedup, reduce: geomean}
 """
@@ -134,6 +134,8 @@ class Tables:
     def cell(
         self, cell: Any, where: str, entry: Any = None, name: str = "", source: dict | None = None
     ) -> str:
+        if isinstance(cell, list):  # pieces of one cell (figures of several reports in one sentence)
+            return "".join(self.cell(piece, where, entry, name, source) for piece in cell)
         if not isinstance(cell, dict):
             return str(cell)
         keys = cell["key"] if isinstance(cell["key"], list) else [cell["key"]]
