@@ -8,6 +8,7 @@ train merged).
 """
 
 import itertools
+import json
 
 import pytest
 import torch
@@ -79,3 +80,49 @@ def test_all_eugen_trunk_trains_with_finite_gradients(degree, num_features, scal
         trunk.eval()
         with torch.no_grad():
             assert torch.isfinite(trunk(x)).all()  # the fused form too
+
+
+def test_the_stability_suite_judges_each_scaling_with_the_layers_it_ships_with(tmp_path, monkeypatch):
+    """The suite's projected rows use the heads' layers (identity map, no norm entry); a non-finite run of a
+    scaling the layers are built with fails the summary, the polynomial one's are counted, not judged."""
+    from eugen_nerf.bench.suites import stability
+
+    assert stability.layer_spec(32, 2, "projected").feature_map == "identity"
+    assert not stability.layer_spec(32, 2, "projected").use_norm
+    assert stability.layer_spec(32, 2, "linear").use_norm
+
+    def fake_run(kind, m, k, scaling, precision, device, steps, data):
+        bad = scaling == "polynomial" and k > 1 or scaling == broken_scaling and (m, k) == (16, 3)
+        return {
+            "kind": kind,
+            "m": m,
+            "k": k,
+            "scaling": scaling,
+            "precision": precision,
+            "finite_at_init": not bad,
+            "finite_through_training": True,
+        }
+
+    monkeypatch.setattr(stability, "run", fake_run)
+    monkeypatch.setattr(stability, "plot", lambda rows, path: None)
+    monkeypatch.setattr(stability, "target", lambda device: None)
+    for broken_scaling, all_finite in (("none", True), ("projected", False)):
+        out = tmp_path / broken_scaling / "stability.json"
+        argv = [
+            "--steps",
+            "1",
+            "--scalings",
+            "linear",
+            "projected",
+            "polynomial",
+            "projected",
+            "--output",
+            str(out),
+        ]
+        monkeypatch.setattr("sys.argv", ["stability", *argv])
+        stability.main()
+        summary = json.loads(out.read_text())["summary"]
+        assert summary["default_scalings_all_finite"] is all_finite
+        assert summary["runs_by_scaling"] == {"linear": 18, "projected": 18, "polynomial": 18}
+        assert summary["non_finite_by_scaling"]["projected"] == (0 if all_finite else 2)
+        assert summary["polynomial_non_finite"] == 12
