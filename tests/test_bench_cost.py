@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eugen_nerf.bench.cost import TrainingCost, curve_cost, training_cost
+from eugen_nerf.bench.cost import RunCost, TrainingCost, curve_cost, run_costs
 from eugen_nerf.bench.index import folder_cost
 from eugen_nerf.inputs.errors import InputError
 
@@ -21,12 +21,21 @@ def chunk(step, seconds, cpu=None):
     }
 
 
-def test_a_chunk_costs_its_cpu_seconds_a_step_times_its_steps_else_its_wall_seconds():
+def test_a_chunk_costs_its_cpu_seconds_a_step_times_its_steps_else_its_wall_seconds_else_an_estimate():
     # 500 steps at 0.2 CPU-s, then 500 with only wall time (400 s), then a last chunk of 200 steps at 0.3
-    curve = [chunk(500, 150.0, 0.2), chunk(1000, 550.0), chunk(1200, 620.0, 0.3)]
-    assert curve_cost(curve) == pytest.approx((100.0 + 400.0 + 60.0, 3, 1))
-    # a chunk that kept neither record is counted in the next one's wall time
-    assert curve_cost([chunk(500, None), chunk(1000, 300.0)]) == pytest.approx((300.0, 2, 2))
+    run = curve_cost([chunk(500, 150.0, 0.2), chunk(1000, 550.0), chunk(1200, 620.0, 0.3)])
+    assert (run.seconds, run.chunks, run.wall_chunks, run.estimated_chunks) == pytest.approx((560.0, 3, 1, 0))
+    # steps that kept no time (before the curve's first record; a resumed chunk whose wall time did not
+    # advance) cost the run's median CPU seconds a step
+    run = curve_cost([chunk(1000, None), chunk(1500, 10.0, 0.4), chunk(2000, 10.0), chunk(2500, 20.0, 0.2)])
+    assert run.seconds == pytest.approx(0.3 * 1500 + 0.4 * 500 + 0.2 * 500)
+    assert (run.wall_chunks, run.estimated_chunks) == (0, 2)
+    # without CPU records, at the median wall seconds a step
+    run = curve_cost([chunk(1000, None), chunk(1500, 100.0), chunk(2000, 300.0)])
+    assert run.seconds == pytest.approx(300.0 + 1000 * 0.3) and (run.wall_chunks, run.estimated_chunks) == (
+        2,
+        1,
+    )
 
 
 def test_every_run_and_every_seed_counts_once():
@@ -44,34 +53,54 @@ def test_every_run_and_every_seed_counts_once():
                     "dense": {"validation_curve": [chunk(500, 1.0, 4.0)]},
                 }
             }
-        }
+        },
+        "siren": {"history": [[100, 20.0], [200, 21.0]]},  # a curve of scores, not of training chunks
     }
-    assert training_cost(report) == TrainingCost(500 * (1.0 + 2.0 + 4.0), 3, 3, 0)
-    assert training_cost({"families": {}, "wall_seconds": 9.0}) is None, "a suite that trains nothing"
+    assert [run.seconds for run in run_costs(report)] == [500.0, 1000.0, 2000.0]
+    assert run_costs({"families": {}, "wall_seconds": 9.0}) == [], "a suite that trains nothing"
 
 
 def test_a_report_that_sums_its_runs_or_times_them_by_the_step_is_read_as_it_says():
     isdf = {"cost": {"train_cpu_seconds_all_runs": 7200.0, "runs": 24}, "plateau": {"curve": [{"step": 100}]}}
-    assert training_cost(isdf) == TrainingCost(7200.0, 24, 0, 0)
+    assert sum(run.seconds for run in run_costs(isdf)) == pytest.approx(7200.0) and len(run_costs(isdf)) == 24
     capture = {
         "steps": 800,
         "runs": {"blender": {"seconds_per_step": 2.0}, "colmap": {"seconds_per_step": 1.5}},
     }
-    assert training_cost(capture) == TrainingCost(2800.0, 2, 2, 2)
+    bunny = {
+        "steps": 600,
+        "runs": {"dense": {"0": {"seconds_per_step": 0.5}, "1": {"seconds_per_step": 0.5}}},
+    }
+    assert [run.seconds for run in run_costs(capture)] == [1600.0, 1200.0]
+    assert [run.seconds for run in run_costs(bunny)] == [300.0, 300.0]
+    assert all(run.wall_chunks == run.chunks == 1 for run in run_costs(capture) + run_costs(bunny))
 
 
-def test_the_index_line_says_how_the_cost_was_counted(tmp_path):
-    assert TrainingCost(3 * 3600.0, 2, 10, 0).describe() == "Training cost: 3.0 CPU-hours over 2 runs."
-    assert "1 of 10 chunks counted at its wall time" in TrainingCost(3600.0, 2, 10, 1).describe()
-    assert TrainingCost(1800.0, 1, 4, 4).describe() == (
-        "Training cost: 0.5 hours over 1 run, wall clock (no CPU-time record)."
+def test_the_index_line_says_how_the_cost_was_counted_and_a_shared_run_counts_once(tmp_path):
+    assert TrainingCost([RunCost(5400.0, 5), RunCost(5400.0, 5)]).describe() == (
+        "Training cost: 3.0 CPU-hours over 2 runs."
     )
-    (tmp_path / "a.json").write_text(json.dumps({"history": [chunk(500, 1.0, 3.6)]}))
-    (tmp_path / "b.json").write_text(json.dumps({"history": [chunk(500, 1.0, 3.6)]}))
-    assert folder_cost(tmp_path) == TrainingCost(3600.0, 2, 2, 0), "the folder's reports summed"
-    (tmp_path / "c.json").write_text("{")
+    assert "(1 of 10 chunks counted at its wall time)" in TrainingCost([RunCost(3600.0, 10, 1)]).describe()
+    assert TrainingCost([RunCost(1800.0, 4, 3, 1)]).describe() == (
+        "Training cost: 0.5 hours over 1 run, wall clock (no CPU-time record; 1 of 4 chunks kept no time: "
+        "estimated at the run's median cost a step)."
+    )
+    teacher = [chunk(500, 1.0, 3.6)]
+    for name, curves in (("a-teacher", [teacher]), ("b-fields", [teacher, [chunk(500, 1.0, 7.2)]])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "r.json").write_text(
+            json.dumps({"history": curves[0], "more": {"history": curves[-1]}})
+        )
+    counted = {}
+    first = folder_cost(tmp_path / "a-teacher", counted)
+    second = folder_cost(tmp_path / "b-fields", counted)
+    assert first.seconds == 1800.0 and len(first.runs) == 1 and not first.shared
+    assert second.seconds == 3600.0 and len(second.runs) == 1 and second.shared == {"a-teacher": 1}
+    assert second.describe().endswith("It uses 1 run trained and counted under `a-teacher`.")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "c.json").write_text("{")
     with pytest.raises(InputError, match="c.json is not valid JSON"):
-        folder_cost(tmp_path)
+        folder_cost(tmp_path / "c")
 
 
 def test_the_methods_suite_keeps_every_seeds_curve_so_its_cost_counts_every_run(tmp_path, monkeypatch):
@@ -120,5 +149,5 @@ def test_the_methods_suite_keeps_every_seeds_curve_so_its_cost_counts_every_run(
     for row in runs.values():
         assert "validation_curve" in row and "validation_curve" not in row["per_seed"][0]
         assert [len(entry.get("validation_curve", [])) for entry in row["per_seed"]] == [0, 2]
-    cost = training_cost(json.loads(out.read_text()))
-    assert cost == TrainingCost(pytest.approx(4 * sum(cpu.values())), 4, 8, 0)
+    runs = run_costs(json.loads(out.read_text()))
+    assert len(runs) == 4 and sum(run.seconds for run in runs) == pytest.approx(4 * sum(cpu.values()))

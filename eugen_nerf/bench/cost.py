@@ -1,74 +1,122 @@
 """What a suite's training cost, read from the report it published.
 
 The protocol is budgeted in CPU-hours and spread over working sessions, so each suite's cost is part of its
-result. Training dominates it, and every training suite keeps its runs' curves in its report:
+result. Training the fields (teachers included) dominates it; distilling, scoring, timing and rendering are
+not counted. A report records its runs' training in one of three ways:
 
-* a curve (``validation_curve`` of a run, a seed's entry, or a teacher's ``history``) is a list of 500-step
-  chunks ``{step, train_seconds, cpu_seconds_per_step}``: a chunk costs its CPU seconds per step times its
-  steps (on one thread, the run's cost alone on a core whatever else ran), or, where a chunk kept no CPU
-  record, the wall seconds it took (cumulative ``train_seconds``: a chunk that kept neither is counted
-  in the next);
+* a curve (``validation_curve`` of a run, a seed's entry, or a teacher's ``history``) is a list of chunks
+  ``{step, train_seconds, cpu_seconds_per_step}`` (``train_seconds`` cumulative wall seconds). A chunk costs
+  its CPU seconds per step times its steps (on one thread, the run's cost alone on a core whatever else
+  ran); a chunk that kept no CPU record, its wall seconds; one that kept no time at all (a resumed chunk
+  that timed nothing, steps trained before the curve began), its steps at the run's median cost a step,
+  counted as estimated;
 * a report that sums its runs itself (``cost.train_cpu_seconds_all_runs``, iSDF's online trainer) is read
   as it is;
-* a run recorded as ``seconds_per_step`` of the report's ``steps`` (the photo capture) costs their product,
-  in wall seconds.
+* runs recorded as ``seconds_per_step`` of the report's ``steps`` (the photo capture, the bunny Zip-NeRF
+  tables) cost their product, in wall seconds.
 
-Scoring, timing and rendering are not counted: they are a small part next to training, and a suite's timed
-invocation records its own ``wall_seconds``.
+A run can serve two suites (a teacher trained by ``distill-zipnerf`` is ``fields-unbounded``'s dense twin):
+each run has an identity (its curve), so the index counts it under the first suite that holds it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import statistics
+from dataclasses import dataclass, field
 from typing import Any
 
 CURVE_KEYS = ("validation_curve", "history")
 """The keys under which a report keeps a run's training curve."""
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """One training run's cost: ``seconds`` (CPU seconds, or wall seconds for its ``wall_chunks``), its chunks,
+    and ``identity``, the same for the same run wherever a report holds it (None where it cannot be told)."""
+
+    seconds: float
+    chunks: int = 1
+    wall_chunks: int = 0
+    estimated_chunks: int = 0
+    identity: str | None = None
+
+
 @dataclass(frozen=True)
 class TrainingCost:
-    seconds: float
-    """CPU seconds, or wall seconds for the chunks that kept no CPU record."""
-    runs: int
-    chunks: int
-    wall_chunks: int
-    """Chunks (or runs) counted at their wall seconds."""
+    """The runs of a suite (a results folder), and the runs it shares with a suite counted before it."""
+
+    runs: list[RunCost]
+    shared: dict[str, int] = field(default_factory=dict)
+    """Folder -> how many of this suite's runs are counted there."""
+
+    @property
+    def seconds(self) -> float:
+        return sum(run.seconds for run in self.runs)
 
     def describe(self) -> str:
         """One line for the results index."""
-        runs = f"{self.runs} run{'s' * (self.runs != 1)}"
-        hours = self.seconds / 3600
-        if self.chunks and self.wall_chunks == self.chunks:
-            return f"Training cost: {hours:.1f} hours over {runs}, wall clock (no CPU-time record)."
-        line = f"Training cost: {hours:.1f} CPU-hours over {runs}"
-        if self.wall_chunks:
-            its = "its" if self.wall_chunks == 1 else "their"
-            line += f" ({self.wall_chunks} of {self.chunks} chunks counted at {its} wall time: no CPU-time record)"
-        return line + "."
+        chunks = sum(r.chunks for r in self.runs)
+        wall = sum(r.wall_chunks for r in self.runs)
+        estimated = sum(r.estimated_chunks for r in self.runs)
+        runs = f"{len(self.runs)} run{'s' * (len(self.runs) != 1)}"
+        notes = []
+        if wall and wall + estimated == chunks:
+            line = f"Training cost: {self.seconds / 3600:.1f} hours over {runs}, wall clock"
+            notes.append("no CPU-time record")
+        else:
+            line = f"Training cost: {self.seconds / 3600:.1f} CPU-hours over {runs}"
+            if wall:
+                notes.append(
+                    f"{wall} of {chunks} chunks counted at {'its' if wall == 1 else 'their'} wall time"
+                )
+        if estimated:
+            notes.append(
+                f"{estimated} of {chunks} chunks kept no time: estimated at the run's median cost a step"
+            )
+        line += f" ({'; '.join(notes)})." if notes else "."
+        for folder, count in self.shared.items():
+            line += f" It uses {count} run{'s' * (count != 1)} trained and counted under `{folder}`."
+        return line
 
 
-def curve_cost(curve: list[dict[str, Any]]) -> tuple[float, int, int]:
-    """``(seconds, chunks, wall_chunks)`` of one training curve (chunks in step order, cumulative
-    ``train_seconds``)."""
-    seconds, wall_chunks, step, wall = 0.0, 0, 0, 0.0
+def curve_cost(curve: list[dict[str, Any]]) -> RunCost:
+    """The cost of one training curve (chunks in step order, ``train_seconds`` cumulative)."""
+    seconds, wall_chunks, estimated, unknown_steps, step, wall = 0.0, 0, 0, 0, 0, 0.0
+    cpu_rates, wall_rates = [], []
     for chunk in curve:
-        steps = chunk["step"] - step
-        now = chunk.get("train_seconds")
-        if chunk.get("cpu_seconds_per_step"):
-            seconds += chunk["cpu_seconds_per_step"] * steps
-        else:  # its wall seconds (a chunk that kept none is in the next one's)
-            seconds += now - wall if now is not None else 0.0
+        steps, now, cpu = chunk["step"] - step, chunk.get("train_seconds"), chunk.get("cpu_seconds_per_step")
+        if _number(cpu):
+            seconds += cpu * steps
+            cpu_rates.append(cpu)
+        elif now is not None and now > wall and steps > 0:
+            seconds += now - wall
             wall_chunks += 1
+            wall_rates.append((now - wall) / steps)
+        else:  # no time recorded for these steps
+            unknown_steps += max(steps, 0)
+            estimated += 1
         step, wall = chunk["step"], now if now is not None else wall
-    return seconds, len(curve), wall_chunks
+    rates = cpu_rates or wall_rates
+    if unknown_steps and rates:
+        seconds += unknown_steps * statistics.median(rates)
+    return RunCost(seconds, len(curve), wall_chunks, estimated, json.dumps(curve, sort_keys=True))
 
 
 def _curves(node: Any):
     """Every training curve under ``node``."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key in CURVE_KEYS and isinstance(value, list) and value and all("step" in c for c in value):
+            if (
+                key in CURVE_KEYS
+                and isinstance(value, list)
+                and value
+                and all(isinstance(c, dict) and "step" in c for c in value)
+            ):
                 yield value
             else:
                 yield from _curves(value)
@@ -77,24 +125,31 @@ def _curves(node: Any):
             yield from _curves(item)
 
 
-def training_cost(report: Any) -> TrainingCost | None:
-    """What the runs of ``report`` (a suite's JSON) cost to train; None for a suite that trains nothing."""
+def _timed_runs(node: Any):
+    """Every ``seconds_per_step`` of a run under ``node``."""
+    if isinstance(node, dict):
+        if _number(node.get("seconds_per_step")):
+            yield node["seconds_per_step"]
+        for value in node.values():
+            yield from _timed_runs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _timed_runs(item)
+
+
+def run_costs(report: Any) -> list[RunCost]:
+    """What each training run of ``report`` (a suite's JSON) cost; empty for a suite that trains nothing."""
     if not isinstance(report, dict):
-        return None
+        return []
     summed = report.get("cost")
-    if isinstance(summed, dict) and summed.get("train_cpu_seconds_all_runs") is not None:
-        return TrainingCost(summed["train_cpu_seconds_all_runs"], summed.get("runs", 0), 0, 0)
+    if isinstance(summed, dict) and _number(summed.get("train_cpu_seconds_all_runs")):
+        runs = summed.get("runs") or 1
+        return [RunCost(summed["train_cpu_seconds_all_runs"] / runs) for _ in range(runs)]
     curves = list(_curves(report))
     if curves:
-        costs = [curve_cost(curve) for curve in curves]
-        return TrainingCost(
-            sum(c[0] for c in costs), len(curves), sum(c[1] for c in costs), sum(c[2] for c in costs)
-        )
-    runs = report.get("runs")
-    if isinstance(runs, dict) and isinstance(report.get("steps"), int):
-        timed = [
-            r["seconds_per_step"] for r in runs.values() if isinstance(r, dict) and r.get("seconds_per_step")
+        return [curve_cost(curve) for curve in curves]
+    if _number(report.get("steps")):
+        return [
+            RunCost(per_step * report["steps"], wall_chunks=1) for per_step in _timed_runs(report.get("runs"))
         ]
-        if timed:
-            return TrainingCost(sum(timed) * report["steps"], len(timed), len(timed), len(timed))
-    return None
+    return []

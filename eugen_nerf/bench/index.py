@@ -16,7 +16,7 @@ import shlex
 import time
 from pathlib import Path
 
-from eugen_nerf.bench.cost import TrainingCost, training_cost
+from eugen_nerf.bench.cost import TrainingCost, run_costs
 from eugen_nerf.bench.protocol import Places, Protocol, Suite
 from eugen_nerf.inputs.errors import InputError
 
@@ -79,21 +79,27 @@ def measured_now(suite: Suite, command_file: Path) -> bool:
     return len(recorded) > 1 and recorded[1].strip() == "python " + shlex.join(suite.command(DEFAULT_PLACES))
 
 
-def folder_cost(folder: Path) -> TrainingCost | None:
-    """What training the results in ``folder`` cost (its JSON reports' runs, summed); None where nothing trained."""
-    costs = []
+def folder_cost(folder: Path, counted: dict[str, str] | None = None) -> TrainingCost | None:
+    """What training the results in ``folder`` cost (its JSON reports' runs); None where nothing trained.
+    ``counted`` maps the identity of every run already counted to its folder: such a run is counted once, and
+    named as shared where another folder holds it; this folder's runs are added to it."""
+    counted = {} if counted is None else counted
+    runs, shared = [], {}
     for path in sorted(folder.glob("*.json")):
         try:
-            cost = training_cost(json.loads(path.read_text()))
+            report = json.loads(path.read_text())
         except ValueError as error:
             raise InputError(f"{path} is not valid JSON: {error}") from error
-        if cost is not None:
-            costs.append(cost)
-    if not costs:
-        return None
-    return TrainingCost(
-        *(sum(getattr(c, f) for c in costs) for f in ("seconds", "runs", "chunks", "wall_chunks"))
-    )
+        for run in run_costs(report):
+            owner = counted.get(run.identity) if run.identity is not None else None
+            if owner is not None:  # counted already: under another suite, or held twice by this one
+                if owner != folder.name:
+                    shared[owner] = shared.get(owner, 0) + 1
+                continue
+            if run.identity is not None:
+                counted[run.identity] = folder.name
+            runs.append(run)
+    return TrainingCost(runs, shared) if runs or shared else None
 
 
 def render_index(protocol: Protocol, output_dir: Path) -> str:
@@ -109,6 +115,7 @@ def render_index(protocol: Protocol, output_dir: Path) -> str:
         "in `docs/benchmarks.md`; `eugen-bench --list` lists the suites.",
         "",
     ]
+    counted: dict[str, str] = {}  # every training run counted so far -> its folder
     for name in known + [name for name in folders if name not in protocol.suites]:
         suite: Suite | None = protocol.suites.get(name)
         folder = output_dir / name
@@ -135,7 +142,7 @@ def render_index(protocol: Protocol, output_dir: Path) -> str:
             ]
         lines += ["```", command, "```", ""]
         files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != COMMAND_FILE)
-        cost = folder_cost(folder)
+        cost = folder_cost(folder, counted)
         if cost is not None:
             lines += [cost.describe(), ""]
         lines += ["Files: " + ", ".join(f"[`{f}`]({name}/{f})" for f in files), ""]

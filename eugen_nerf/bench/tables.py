@@ -111,6 +111,7 @@ class Tables:
 
     def value(self, cell: dict, key: str, where: str, entry: Any, name: str, source: dict) -> Any:
         if "files" in cell:  # one figure of several reports (scenes), reduced to one
+            key = key.replace("{name}", name).replace("{label}", str(source.get("label", "")))
             values = [self.lookup(self.read(file), key, f"{where} ({file})") for file in cell["files"]]
             return None if None in values else reduce_values(cell.get("reduce"), values, where)
         if key == "@name":
@@ -151,7 +152,7 @@ class Tables:
             fallback = cell["default"]  # text, or another cell (a one-seed row has a PSNR but no spread)
             return (
                 self.cell(fallback, where, entry, name, source)
-                if isinstance(fallback, dict)
+                if isinstance(fallback, (dict, list))
                 else str(fallback)
             )
         # a list (seeds) reads as "0, 1, 2"
