@@ -110,8 +110,9 @@ class Tables:
         return data
 
     def value(self, cell: dict, key: str, where: str, entry: Any, name: str, source: dict) -> Any:
-        if "files" in cell:  # one figure of several reports (scenes), reduced to one
+        if "file" in cell or "files" in cell:  # read from named reports: {name} and {label} filled in
             key = key.replace("{name}", name).replace("{label}", str(source.get("label", "")))
+        if "files" in cell:  # one figure of several reports (scenes), reduced to one
             values = [self.lookup(self.read(file), key, f"{where} ({file})") for file in cell["files"]]
             return None if None in values else reduce_values(cell.get("reduce"), values, where)
         if key == "@name":
@@ -121,7 +122,6 @@ class Tables:
         if key.startswith("@file."):
             return self.lookup(self.read(source["file"]), key[len("@file.") :], f"{where} ({source['file']})")
         if "file" in cell:
-            key = key.replace("{name}", name).replace("{label}", str(source.get("label", "")))
             return self.lookup(self.read(cell["file"]), key, f"{where} ({cell['file']})")
         if "join" in cell:
             wanted = {**cell["join"], **{field: entry.get(field) for field in cell.get("same", ())}}
