@@ -140,6 +140,40 @@ def test_a_cell_over_several_reports_reduces_their_figures_to_one(tmp_path):
     assert Tables(spec, tmp_path).render("t").splitlines()[-1] == "| not yet measured |"
 
 
+def test_a_verdict_cell_names_the_parts_of_a_goal_that_were_missed(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"goals": {"gain": -0.3, "speedup": 1.6, "memory": 0.9}}))
+    (tmp_path / "b.json").write_text(json.dumps({"goals": {"gain": 0.0, "speedup": 1.2, "memory": None}}))
+    spec = tmp_path / "tables.yaml"
+
+    def verdict(*checks) -> str:
+        spec.write_text(
+            yaml.safe_dump({"tables": {"t": {"header": ["v"], "rows": [[{"verdict": list(checks)}]]}}})
+        )
+        return Tables(spec, tmp_path).render("t").splitlines()[-1]
+
+    gain = {"file": "a.json", "key": "goals.gain", "at_least": -0.1, "name": "quality"}
+    speed = {"file": "a.json", "key": "goals.speedup", "at_least": 1.5, "name": "speed"}
+    memory = {"file": "a.json", "key": "goals.memory", "at_most": 0.8, "name": "memory"}
+    assert verdict(speed) == "| met |"
+    assert verdict(gain, speed, memory) == "| **missed**: quality, memory |"
+    assert verdict({**memory, "at_most": 0.9}) == "| met |"  # a bound is inclusive
+    # over several reports, reduced as a cell is; a figure not measured yet leaves the verdict open
+    over_both = {k: v for k, v in gain.items() if k != "file"} | {
+        "files": ["a.json", "b.json"],
+        "reduce": "mean",
+    }
+    assert verdict(over_both) == "| **missed**: quality |"
+    assert verdict({**over_both, "reduce": "max"}) == "| met |"
+    assert verdict(speed, {**memory, "file": "b.json"}) == "| not yet measured |"
+    for bad in (
+        {**speed, "at_most": 2},
+        {k: v for k, v in speed.items() if k != "name"},
+        {**speed, "key": "goals"},
+    ):
+        with pytest.raises(InputError, match="verdict check"):
+            verdict(bad)
+
+
 def test_tables_refuse_a_folder_that_is_not_a_checkout(tmp_path):
     result = run_bench("--tables", "--root", str(tmp_path))
     assert result.returncode == 2

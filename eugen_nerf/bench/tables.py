@@ -22,6 +22,11 @@ several reports (``files: [a.json, b.json]``, one a scene) and reduce them to on
 ``geomean``, ``min`` or ``max``); a cell given as a list is its pieces (text or cells) joined::
 
     {files: [benchmarks/fields/fields.json, benchmarks/fields-thin/fields.json], key: goals.speedup, reduce: geomean}
+
+A ``verdict`` cell judges a row's figures against its goal: each check reads one figure as a cell does and names
+the part of the goal it tests; the cell reads "met", or "**missed**:" and the parts missed::
+
+    {verdict: [{file: benchmarks/nerf/nerf.json, key: goals.fps_speedup, at_least: 1.5, name: speed}, ...]}
 """
 
 from __future__ import annotations
@@ -132,6 +137,26 @@ class Tables:
             entry = matches[0]
         return self.lookup(entry, key, where)
 
+    def verdict(self, checks: list[dict], where: str) -> str:
+        """ "met" when every check's figure is within its bound, else the names of the checks missed; "not yet
+        measured" while a figure is null."""
+        missed = []
+        for check in checks:
+            bounds = [b for b in ("at_least", "at_most") if b in check]
+            if len(bounds) != 1 or "name" not in check or not ("file" in check or "files" in check):
+                raise InputError(
+                    f"{where}: a verdict check needs a name, a file (or files) and one of at_least, at_most: {check}"
+                )
+            value = self.value(check, check["key"], where, None, "", {})
+            if value is None:
+                return NOT_MEASURED
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{where}: verdict check {check['name']!r} needs a number, got {value!r}")
+            bound = check[bounds[0]]
+            if value < bound if bounds[0] == "at_least" else value > bound:
+                missed.append(check["name"])
+        return "**missed**: " + ", ".join(missed) if missed else "met"
+
     def cell(
         self, cell: Any, where: str, entry: Any = None, name: str = "", source: dict | None = None
     ) -> str:
@@ -139,6 +164,8 @@ class Tables:
             return "".join(self.cell(piece, where, entry, name, source) for piece in cell)
         if not isinstance(cell, dict):
             return str(cell)
+        if "verdict" in cell:
+            return self.verdict(cell["verdict"], where)
         keys = cell["key"] if isinstance(cell["key"], list) else [cell["key"]]
         try:
             values = [self.value(cell, key, where, entry, name, source or {}) for key in keys]
