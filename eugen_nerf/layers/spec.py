@@ -141,7 +141,7 @@ class MergedTrainingSpec(EUGenSpec):
     """Train the EUGen layers in their merged form: the parameters are the matrices inference runs (one EUGen
     layer's projections read the previous one's features through a k*m by k*m matrix; the layer after the
     last EUGen layer absorbs its A), trained directly instead of A and G apart, so a training step costs about
-    what inference does. Same function class, other optimiser coordinates (docs/method.md, section 5). None:
+    what inference does. Same function class, other optimiser coordinates (docs/method.md, section 2). None:
     merged where the layers allow it (EUGen layers, projected scaling, no norm entry), as they by default do;
     True: refuse layers that do not; False: train A and G apart."""
 
