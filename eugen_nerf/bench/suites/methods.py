@@ -582,7 +582,8 @@ def plot(report: dict[str, object], path: Path) -> None:
                 label=label + (" (timed apart)" if apart else ""),
             )
             axes[1].scatter(row["parameters"], row["psnr"], marker=marker, color=colour, label=label)
-            axes[2].barh(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
+            bars = axes[2].barh(label, row["rays_per_sec"], color=colour, hatch="//" if apart else None)
+            axes[2].bar_label(bars, fmt="%.0f", fontsize=8, padding=2)
     rows = [row for data in families.values() for row in data["runs"].values()]
 
     def scale(key: str) -> str:
@@ -609,8 +610,11 @@ def plot(report: dict[str, object], path: Path) -> None:
     for axis in axes[:2]:
         axis.set_ylim(centre - half, centre + half)
     axes[2].set(xlabel="rays / s", xscale=scale("rays_per_sec"), title="render throughput")
-    axes[2].tick_params(axis="y", labelsize=8)
-    axes[2].invert_yaxis()  # the legend's order, top to bottom
+    # the bars are named by the legend's colours (the order top to bottom is the legend's): a variant's full
+    # name beside its bar squeezes the other panels
+    axes[2].tick_params(axis="y", left=False, labelleft=False)
+    axes[2].margins(x=0.15)
+    axes[2].invert_yaxis()
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=3, frameon=False)
     runs = sorted(
