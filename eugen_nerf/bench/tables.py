@@ -138,8 +138,8 @@ class Tables:
         return self.lookup(entry, key, where)
 
     def verdict(self, checks: list[dict], where: str) -> str:
-        """ "met" when every check's figure is within its bound, else the names of the checks missed; "not yet
-        measured" while a figure is null."""
+        """The verdict text: "met" when every check's figure is within its bound, else "**missed**:" and the
+        names of the checks missed; "not yet measured" while a figure is null."""
         missed = []
         for check in checks:
             bounds = [b for b in ("at_least", "at_most") if b in check]
