@@ -130,7 +130,7 @@ def run(args: BenchArgs) -> int:
     where = places(args)
     if args.list:
         for suite in protocol.suites.values():
-            needs = ", ".join(where.fill(n, suite.name) for n in suite.needs)
+            needs = ", ".join(suite.fill(where, n) for n in suite.needs)
             print(f"{suite.name:13s} {suite.description}")
             print(f"{'':13s} {suite.setting}{f'; reads {needs}' if needs else ''}")
         return 0

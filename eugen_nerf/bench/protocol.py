@@ -8,7 +8,8 @@ A protocol file (package data: ``eugen_nerf/bench/protocols/cpu.yaml``, ``cuda.y
   afford);
 * ``outputs``: the files it writes into its output folder (``benchmarks/<suite>/`` by default);
 * ``needs`` (optional): the scenes or teachers its flags name, each with how to make it;
-* ``setting`` (optional): the scene, resolution, steps and seeds in words, for the index page.
+* ``setting`` (optional): the scene, resolution, steps and seeds in words, for the index page;
+* ``work`` (optional): the suite whose training folder it shares (its runs are reused, not trained again).
 
 In the flags, ``{out}`` is the suite's output folder, ``{work}`` its folder for training runs (reused by a
 rerun, so an interrupted suite continues where it stopped), ``{scenes}`` and ``{teachers}`` the folders the
@@ -41,10 +42,12 @@ class Places:
     scenes: Path
     teachers: Path
 
-    def fill(self, text: str, suite: str) -> str:
+    def fill(self, text: str, suite: str, work: str | None = None) -> str:
+        """``text`` with the places of ``suite`` filled in (``{work}``: the training folder of ``work``,
+        by default the suite's own)."""
         return (
             text.replace("{out}", str(self.output_dir / suite))
-            .replace("{work}", str(self.work_dir / suite))
+            .replace("{work}", str(self.work_dir / (work or suite)))
             .replace("{scenes}", str(self.scenes))
             .replace("{teachers}", str(self.teachers))
         )
@@ -60,22 +63,25 @@ class Suite:
     needs: dict[str, str]
     description: str
     setting: str
+    work: str = ""
+    """The suite whose training folder ``{work}`` names (empty: this suite's own)."""
+
+    def fill(self, places: Places, text: str) -> str:
+        return places.fill(text, self.name, self.work or None)
 
     def command(self, places: Places, quick: bool = False) -> list[str]:
         """``python -m <module> <flags>`` with the places filled in."""
         flags = self.quick_args if quick else self.args
-        return ["-m", f"{SUITES}.{self.module}", *(places.fill(a, self.name) for a in flags)]
+        return ["-m", f"{SUITES}.{self.module}", *(self.fill(places, a) for a in flags)]
 
     def missing(self, places: Places, quick: bool = False) -> str | None:
         """One line naming the first path that the command reads (a ``needs`` entry among its flags) and
         that does not exist, with how to make it."""
         flags = self.command(places, quick)
         for need, makes in self.needs.items():
-            path = places.fill(need, self.name)
+            path = self.fill(places, need)
             if path in flags and not Path(path).exists():
-                return (
-                    f"suite {self.name!r} needs {path}, which does not exist; {places.fill(makes, self.name)}"
-                )
+                return f"suite {self.name!r} needs {path}, which does not exist; {self.fill(places, makes)}"
         return None
 
 
@@ -136,5 +142,9 @@ def load_protocol(path: Path) -> Protocol:
             needs={str(k): v for k, v in needs.items()},
             description=str(entry.get("description", "")),
             setting=str(entry.get("setting", "")),
+            work=str(entry.get("work", "")),
         )
+    for name, suite in suites.items():
+        if suite.work and suite.work not in suites:
+            raise InputError(f"{path}: suite {name!r}: work names no suite of this protocol: {suite.work!r}")
     return Protocol(path, device, suites)
