@@ -58,7 +58,7 @@ def test_generated_tables_and_the_index_match_the_benchmark_json():
 
 def test_the_headline_table_is_short_and_names_its_setting():
     headline = Tables(SPEC, ROOT).tables["headline"]
-    # one row a result: NeRF twice, Zip-NeRF on two scenes, two teachers distilled, iSDF, SIREN, web, CUDA
+    # one row a result: NeRF twice, Zip-NeRF over three scenes, two teachers distilled, iSDF, SIREN, web, CUDA
     assert len(headline["rows"]) <= 10
     assert headline["header"][:3] == ["result", "setting", "hardware"]
     # the CUDA row names the GPU its figures come from, read from the CUDA run's own record
@@ -200,6 +200,39 @@ def test_both_protocols_load_with_at_most_16_suites_writing_only_under_their_fol
                 assert not any("benchmarks" in f or "{" in f for f in flags), (suite.name, flags)
 
 
+def test_a_suite_sharing_another_suites_runs_trains_them_the_same_way():
+    """A suite whose ``work`` names another resumes that suite's runs: a scene, step cap or schedule of its own
+    would train those runs on (or refuse them) and leave the other suite's published figures without their runs."""
+
+    def flag(flags: tuple[str, ...], name: str) -> str | None:
+        return flags[flags.index(name) + 1] if name in flags else None
+
+    shared = 0
+    for device in ("cpu", "cuda"):
+        suites = load_protocol(PROTOCOLS / f"{device}.yaml").suites
+        for suite in suites.values():
+            if suite.work:
+                shared += 1
+                owner = suites[suite.work]
+                for name in (
+                    "--scene",
+                    "--families",
+                    "--steps",
+                    "--min-steps",
+                    "--eval-every",
+                    "--dense-run",
+                ):
+                    for quick in (False, True):
+                        mine = suite.quick_args if quick else suite.args
+                        theirs = owner.quick_args if quick else owner.args
+                        assert flag(mine, name) == flag(theirs, name), (device, suite.name, name, quick)
+                    assert ("--full-size" in suite.args) == ("--full-size" in owner.args), (
+                        device,
+                        suite.name,
+                    )
+    assert shared >= 1  # fields-seeds on fields' runs
+
+
 def test_benchmarks_holds_one_folder_per_suite_with_its_json_plot_and_command():
     top = {p.name for p in (ROOT / "benchmarks").iterdir()}
     suites = top - OTHER_HELPERS - {"README.md"}
@@ -211,7 +244,7 @@ def test_benchmarks_holds_one_folder_per_suite_with_its_json_plot_and_command():
             (folder / COMMAND_FILE).read_text().startswith(f"eugen-bench {name}\npython -m eugen_nerf.bench.")
         )
     files = [p for p in (ROOT / "benchmarks").rglob("*") if p.is_file()]
-    assert len(files) <= 64  # a few files a suite, not a lab notebook
+    assert len(files) <= 72  # a few files a suite, not a lab notebook
 
 
 def test_the_package_runs_and_reads_nothing_outside_itself():
@@ -244,7 +277,8 @@ def test_the_package_runs_and_reads_nothing_outside_itself():
         (lambda s: s["suites"]["layers"].update(module="no_such"), "module eugen_nerf.bench.suites.no_such"),
         (lambda s: s["suites"]["inference"].update(needs=["x"]), "needs must map each path"),
         (lambda s: s.update(device="tpu"), "device must be"),
-        (lambda s: s["suites"]["fields-seeds"].update(work="fieldz"), "work names no suite of this protocol"),
+        (lambda s: s["suites"]["fields-seeds"].update(work="fieldz"), "work must name another suite"),
+        (lambda s: s["suites"]["fields-seeds"].update(work="fields-seeds"), "work must name another suite"),
     ],
 )
 def test_bad_protocol_is_one_clear_error(tmp_path, edit, message):

@@ -49,7 +49,8 @@ class BenchArgs:
     output_dir: Path = Path("benchmarks")
     """Where each suite writes its results (a folder per suite) and the index page README.md."""
     work_dir: Path = Path("outputs/bench")
-    """Where suites keep their training runs (a folder per suite); a rerun reuses the finished ones."""
+    """Where suites keep their training runs (a folder per suite, or shared with the suite a protocol entry's
+    ``work`` names); a rerun reuses the finished ones."""
     scenes: Path = Path("scenes")
     """The folder holding the scenes the suites read."""
     teachers: Path = Path("teachers")

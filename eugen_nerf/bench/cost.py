@@ -15,7 +15,8 @@ not counted. A report records its runs' training in one of three ways:
 * runs recorded as ``seconds_per_step`` of the report's ``steps`` (the photo capture, the bunny Zip-NeRF
   tables) cost their product, in wall seconds.
 
-A run can serve two suites (a teacher trained by ``distill-zipnerf`` is ``fields-unbounded``'s dense twin):
+A run can serve two suites (a teacher trained by ``distill-zipnerf`` is ``fields-unbounded``'s dense twin;
+``fields-seeds`` trains in ``fields``' folder):
 each run has an identity (its curve), so the index counts it under the first suite that holds it.
 """
 

@@ -11,8 +11,8 @@ A protocol file (package data: ``eugen_nerf/bench/protocols/cpu.yaml``, ``cuda.y
 * ``setting`` (optional): the scene, resolution, steps and seeds in words, for the index page;
 * ``work`` (optional): the suite whose training folder it shares (its runs are reused, not trained again).
 
-In the flags, ``{out}`` is the suite's output folder, ``{work}`` its folder for training runs (reused by a
-rerun, so an interrupted suite continues where it stopped), ``{scenes}`` and ``{teachers}`` the folders the
+In the flags, ``{out}`` is the suite's output folder, ``{work}`` its folder for training runs (or that of the
+suite its ``work`` names; reused by a rerun, so an interrupted suite continues where it stopped), ``{scenes}`` and ``{teachers}`` the folders the
 user points ``eugen-bench`` at. The file is checked whole before anything runs: a missing key, an unknown
 suite or module, or a needed path that does not exist is one :class:`~eugen_nerf.inputs.errors.InputError`.
 """
@@ -142,9 +142,12 @@ def load_protocol(path: Path) -> Protocol:
             needs={str(k): v for k, v in needs.items()},
             description=str(entry.get("description", "")),
             setting=str(entry.get("setting", "")),
-            work=str(entry.get("work", "")),
+            work=str(entry.get("work") or ""),
         )
     for name, suite in suites.items():
-        if suite.work and suite.work not in suites:
-            raise InputError(f"{path}: suite {name!r}: work names no suite of this protocol: {suite.work!r}")
+        if suite.work and (suite.work not in suites or suite.work == name or suites[suite.work].work):
+            raise InputError(
+                f"{path}: suite {name!r}: work must name another suite of this protocol that has its own "
+                f"training folder, got {suite.work!r}"
+            )
     return Protocol(path, device, suites)
