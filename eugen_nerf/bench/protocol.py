@@ -12,8 +12,8 @@ A protocol file (package data: ``eugen_nerf/bench/protocols/cpu.yaml``, ``cuda.y
 * ``work`` (optional): the suite whose training folder it shares (its runs are reused, not trained again).
 
 In the flags, ``{out}`` is the suite's output folder, ``{work}`` its folder for training runs (or that of the
-suite its ``work`` names; reused by a rerun, so an interrupted suite continues where it stopped), ``{scenes}`` and ``{teachers}`` the folders the
-user points ``eugen-bench`` at. The file is checked whole before anything runs: a missing key, an unknown
+suite its ``work`` names; reused by a rerun, so an interrupted suite continues where it stopped),
+``{scenes}`` and ``{teachers}`` the folders the user points ``eugen-bench`` at. The file is checked whole before anything runs: a missing key, an unknown
 suite or module, or a needed path that does not exist is one :class:`~eugen_nerf.inputs.errors.InputError`.
 """
 
