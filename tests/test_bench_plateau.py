@@ -130,6 +130,21 @@ def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
     assert (run / "notes.txt").read_text() == "mine"
 
 
+def test_a_run_another_process_is_training_is_refused_until_it_lets_go(tmp_path: Path):
+    """Two processes reaching one run (a suite started twice, or two suites sharing a training folder) would
+    both write its checkpoints and record: the second stops with one line and writes nothing."""
+    from eugen_nerf.bench.training import training_lock
+
+    run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
+    rule = PlateauRule(eval_every=2, min_steps=10, max_steps=2)
+    with training_lock(run):  # as the process training the run holds it (a lock of its own open file)
+        with pytest.raises(InputError, match="another process is training"):
+            train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+        assert not run.exists()
+    _, record = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)  # let go: it trains
+    assert [h["step"] for h in record["history"]] == [2] and record["history"][0]["psnr"] is not None
+
+
 def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path: Path):
     rule = PlateauRule(eval_every=2, min_steps=100, max_steps=2)
     config_path, _ = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)

@@ -8,12 +8,13 @@ in checkpointed chunks, so that a run longer than a working session continues wh
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -272,6 +273,32 @@ def last_checkpoint_steps(run_dir: Path) -> int:
     return int(names[-1].stem.split("-")[1]) + 1 if names else 0
 
 
+@contextlib.contextmanager
+def training_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir`` while it trains: a second process reaching the same run (a suite
+    started twice, or two suites sharing a training folder) stops with one line instead of writing the run's
+    checkpoints and record alongside the first. The lock file sits beside the run folder (whose contents
+    :func:`train_to_plateau` checks) and the operating system releases it when the process ends, however it
+    ends. Where ``fcntl`` does not exist (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux or macOS
+        yield
+        return
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(run_dir.parent / f".{run_dir.name}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(
+                f"another process is training {run_dir}; wait for it to finish or stop it, then run this again"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def train_to_plateau(
     config: TrainerConfig,
     scene: Path,
@@ -290,13 +317,20 @@ def train_to_plateau(
     any point (at most one chunk is trained again). A run directory holding another configuration, seed or
     rule is refused rather than overwritten (other min/max steps continue it); a run of the same configuration
     that ``ns-train`` started there is continued from its newest checkpoint, or started again when it was
-    stopped before its first one. Returns the run's ``config.yml`` and the record.
+    stopped before its first one. A second process reaching the run while it trains is refused
+    (:func:`training_lock`). Returns the run's ``config.yml`` and the record.
     """
-    from eugen_nerf.eval.evaluate import score_test_views
-
     rule.check()
     config = benchmark_run(config, scene, output_dir, timestamp, rule.max_steps)  # chunks of rule.eval_every
     config.save_only_latest_checkpoint = True
+    with training_lock(config.get_base_dir()):
+        return _train_to_plateau(config, rule, label)
+
+
+def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> tuple[Path, dict]:
+    """:func:`train_to_plateau` on the run ``config`` names, its lock held."""
+    from eugen_nerf.eval.evaluate import score_test_views
+
     path = config.get_base_dir() / "config.yml"
     record_path = path.parent / PLATEAU_RECORD
     # the steps are not part of a run's identity: a larger cap or minimum continues it on the same schedule
