@@ -10,11 +10,11 @@ documents against the JSON. A cell is either literal text or a mapping::
 
 A table can also take one row per entry of a JSON mapping or list (``rows_from``: one source, or a list of
 them, each with its ``columns``), with ``@name`` for the entry's key (or index) and ``@label`` for the
-source's ``label``; ``@file.KEY`` reads KEY from the source's own file. A source's ``where: {field: value}`` keeps the matching entries only; a column's
+source's ``label``; ``@file.KEY`` reads KEY from the source's own file (so sources of one layout can share their ``columns``). A source's ``where: {field: value}`` keeps the matching entries only; a column's
 ``join: {field: value}`` with ``same: [fields]`` reads its ``key`` from the sibling entry that has those field
 values and the same ``same`` fields as the row's entry (a pivot: one row per setting, one column per variant).
 A cell's ``key`` may be a list, formatted together (``fmt: "{0:.2f} ({1:.2f}×)"``); in a key read from a
-``file``, ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent or null (a measurement
+``file`` (or ``@file.``), ``{name}`` stands for the row's entry name and ``{label}`` for its source's label; ``default`` is the text (or another cell) of a cell whose key is absent or null (a measurement
 not taken yet); without one, such a null cell reads "not yet measured" (an absent key is an error). A list
 value reads as its items joined by commas; ``scale`` multiplies numbers before they are formatted (bytes shown as
 GB with ``scale: 1.0e-9``). A key's path may index a list (``results.0.fps``). A cell may read its key from
@@ -115,7 +115,7 @@ class Tables:
         return data
 
     def value(self, cell: dict, key: str, where: str, entry: Any, name: str, source: dict) -> Any:
-        if "file" in cell or "files" in cell:  # read from named reports: {name} and {label} filled in
+        if "file" in cell or "files" in cell or key.startswith("@file."):  # {name} and {label} filled in
             key = key.replace("{name}", name).replace("{label}", str(source.get("label", "")))
         if "files" in cell:  # one figure of several reports (scenes), reduced to one
             values = [self.lookup(self.read(file), key, f"{where} ({file})") for file in cell["files"]]
