@@ -3,8 +3,8 @@
 # scripts/gpu_bundle.sh packs, and brings back what a later run needs to continue it. Run there, from the
 # repository root, with .gpu-bundle carried:
 #   bash .gpu-bundle/run.sh SECONDS SUITE-ARGS...
-# SECONDS: when to stop the suite if it is still training (every finished chunk of --eval-every steps is on
-# disk; only the chunk in progress is lost). SUITE-ARGS: the suite's arguments without --output-dir and --out, which are
+# SECONDS: when to stop the suite if it is still training (SIGTERM: each run saves its last finished step
+# and the time its chunk has cost, and continues from there). SUITE-ARGS: the suite's arguments without --output-dir and --out, which are
 # set here. Writes into $OUT: report.json and report.png (when the suite finished), suite.log, runs.tgz (the
 # run folders without checkpoints) and each run's newest checkpoint, whole (the device tool brings back at
 # most 8 files: up to 4 runs' checkpoints). Unpack runs.tgz into a work

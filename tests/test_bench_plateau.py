@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from eugen_nerf.bench.training import PLATEAU_RECORD, PlateauRule, train_to_plateau
-from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.errors import InputError, TrainingStopped
 from eugen_nerf.methods.nerf import dense_nerf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +183,56 @@ def test_a_checkpoint_off_the_schedule_is_continued_to_the_next_scored_step(tmp_
     assert all(h["psnr"] is not None for h in record["history"])
     assert sorted(p.name for p in models.iterdir()) == ["step-000000005.ckpt"]
     assert torch.load(models / "step-000000005.ckpt", map_location="cpu")["step"] == 5
+
+
+def signal_during_steps(monkeypatch, signals: dict[int, int]) -> None:
+    """Send this process ``signals[step]`` signals (SIGTERM, as a deadline's ``kill`` does) in the middle of
+    training step ``step``, after its loss and before it ends."""
+    from eugen_nerf.methods.trainer import SceneTrainer
+
+    original = SceneTrainer.train_iteration
+
+    def signalled(self, step: int):
+        out = original(self, step)
+        for _ in range(signals.get(step, 0)):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(SceneTrainer, "train_iteration", signalled)
+
+
+def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(tmp_path: Path, monkeypatch):
+    rule = PlateauRule(eval_every=4, min_steps=100, max_steps=4)
+    run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
+    models = run / "nerfstudio_models"
+
+    # a second signal during the step stops at once: that step is not saved (none is, before the first)
+    signal_during_steps(monkeypatch, {1: 2})
+    with pytest.raises(TrainingStopped) as stop:
+        train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    assert stop.value.code == 130 and stop.value.step is None
+    assert not list(models.glob("*.ckpt")) and not (run / PLATEAU_RECORD).exists()
+
+    # one signal: the step finishes and is saved, and the record keeps what the stopped part cost
+    monkeypatch.undo()
+    signal_during_steps(monkeypatch, {2: 1})
+    with pytest.raises(TrainingStopped) as stop:
+        train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    assert stop.value.code == 130 and stop.value.step == 2
+    assert sorted(p.name for p in models.iterdir()) == ["step-000000002.ckpt"]
+    assert torch.load(models / "step-000000002.ckpt", map_location="cpu")["step"] == 2
+    record = json.loads((run / PLATEAU_RECORD).read_text())
+    assert record["history"] == [] and record["stopped"]["step"] == 3 and record["stopped"]["steps"] == 3
+    assert record["stopped"]["train_seconds"] > 0 and record["stopped"]["cpu_seconds"] > 0
+
+    # the same call continues with the chunk's last step alone, and the chunk counts both parts
+    monkeypatch.undo()
+    _, finished = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    assert [h["step"] for h in finished["history"]] == [4] and "stopped" not in finished
+    assert finished["history"][0]["train_seconds"] > record["stopped"]["train_seconds"]
+    assert finished["history"][0]["psnr"] is not None
+    assert sorted(p.name for p in models.iterdir()) == ["step-000000003.ckpt"]
+    assert torch.load(models / "step-000000003.ckpt", map_location="cpu")["step"] == 3
 
 
 def test_time_to_the_dense_final_psnr_counts_steps_and_cpu_seconds_per_step():

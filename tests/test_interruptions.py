@@ -184,7 +184,9 @@ def test_interrupted_training_leaves_only_complete_checkpoints(signum: int, seed
     (line,) = [line for line in text.splitlines() if line.startswith("ns-train: interrupted")]
     assert line.startswith(f"ns-train: interrupted ({name}) at step ") and "--load-dir" in line, text[-3000:]
     steps = assert_checkpoints_complete(checkpoints)
-    assert steps[-1] >= 1
+    # the last finished step is saved on the way out (the line names it), not only the last periodic save
+    (saved,) = re.findall(r"saved step (\d+) as ", line)
+    assert steps[-1] == int(saved) == int(re.findall(r"at step (\d+);", line)[0]) >= 1, line
     leftovers = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and "partial" in p.name]
     assert not leftovers, leftovers
 

@@ -22,7 +22,7 @@ import torch
 import yaml
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 
-from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.errors import InputError, TrainingStopped
 
 RECORD = "bench_train.json"
 
@@ -103,7 +103,8 @@ def benchmark_run(
 
 def timed_training(config: TrainerConfig, total_steps: int | None = None) -> tuple[Trainer, float, float]:
     """Set up ``config``'s trainer and train it: the trainer, and the wall seconds (after a synchronise on CUDA)
-    and this process's CPU seconds that training took, set-up excluded. ``total_steps``: the whole run's steps
+    and this process's CPU seconds that training took, set-up excluded (on a stop, recorded in the
+    :class:`TrainingStopped` it raises). ``total_steps``: the whole run's steps
     when ``config`` trains one chunk of it, so the progress line counts percent and time left against the run
     (nerfstudio counts them against the chunk's own steps, e.g. 1822% at step 9,110 of a 500-step chunk)."""
     trainer = config.setup(local_rank=0, world_size=1)
@@ -120,6 +121,9 @@ def timed_training(config: TrainerConfig, total_steps: int | None = None) -> tup
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    except TrainingStopped as stopped:  # Ctrl-C or SIGTERM: the last finished step is saved; so is its time
+        stopped.wall, stopped.cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        raise
     finally:
         close_event_writers()  # after the clock stops: flushing the event files is not training
     return trainer, wall, cpu
@@ -314,7 +318,9 @@ def train_to_plateau(
     beside the run's ``config.yml`` (steps, PSNR, cumulative training seconds, and the chunk's CPU seconds per
     step: on one thread, what a step costs whatever else shares the machine). Run again, the same call
     continues from the newest checkpoint, so a run longer than a working session survives being stopped at
-    any point (at most one chunk is trained again). A run directory holding another configuration, seed or
+    any point: Ctrl-C or SIGTERM saves the last finished step, and the record keeps what the chunk cost so far
+    (``stopped``, added to the chunk's figures when it ends), so nothing is trained again; a harder stop
+    (SIGKILL, a crash) loses the chunk in progress. A run directory holding another configuration, seed or
     rule is refused rather than overwritten (other min/max steps continue it); a run of the same configuration
     that ``ns-train`` started there is continued from its newest checkpoint, or started again when it was
     stopped before its first one. A second process reaching the run while it trains is refused
@@ -361,9 +367,14 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
         history = [h for h in record["history"] if h["step"] <= done]
         on_schedule = done % rule.eval_every == 0 or done >= rule.max_steps
         if done and on_schedule and (not history or history[-1]["step"] != done):
-            # stopped between saving and scoring
+            # stopped between saving and scoring, or by a signal in the chunk's last step
             known = [h["train_seconds"] for h in history if h["train_seconds"] is not None]
-            history.append({"step": done, "psnr": None, "train_seconds": known[-1] if known else None})
+            entry = {"step": done, "psnr": None, "train_seconds": known[-1] if known else None}
+            stopped = record.pop("stopped", None)
+            if stopped and stopped["step"] == done:
+                entry["train_seconds"] = (entry["train_seconds"] or 0.0) + stopped["train_seconds"]
+                entry["cpu_seconds_per_step"] = stopped["cpu_seconds"] / stopped["steps"]
+            history.append(entry)
         record["history"] = history
         scored = bool(history) and history[-1]["psnr"] is not None
         record["finished"] = rule.status(history) if scored else None
@@ -380,11 +391,31 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
             run.steps_per_save = 10**9
             run.load_dir = path.parent / "nerfstudio_models" if done else None
             config.save_config()
+            # the part of this chunk trained before a stop saved it, if the newest checkpoint is that save
+            stopped = record.get("stopped")
+            stopped = stopped if stopped and stopped["step"] == done else {}
             seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
-            trainer, wall, cpu = timed_training(run, total_steps=rule.max_steps)
-            cpu_per_step = cpu / chunk
+            try:
+                trainer, wall, cpu = timed_training(run, total_steps=rule.max_steps)
+            except TrainingStopped as stop:
+                if stop.step is not None:  # saved: keep what the stopped part cost, for the chunk's figures
+                    record["stopped"] = {
+                        "step": stop.step + 1,
+                        "steps": stopped.get("steps", 0) + stop.step + 1 - done,
+                        "train_seconds": stopped.get("train_seconds", 0.0) + stop.wall,
+                        "cpu_seconds": stopped.get("cpu_seconds", 0.0) + stop.cpu,
+                    }
+                    record_path.write_text(json.dumps(record, indent=1) + "\n")
+                    print(
+                        f"{label or path.parent}: stopped after {stop.step + 1} steps; "
+                        "run the same command again to continue",
+                        flush=True,
+                    )
+                raise
+            record.pop("stopped", None)
+            cpu_per_step = (cpu + stopped.get("cpu_seconds", 0.0)) / (chunk + stopped.get("steps", 0))
             before = history[-1]["train_seconds"] if history else 0.0
-            seconds = (before or 0.0) + wall
+            seconds = (before or 0.0) + stopped.get("train_seconds", 0.0) + wall
             history.append(
                 {
                     "step": done + chunk,

@@ -4,7 +4,8 @@
   names the file, frame or option, and it is raised before anything is written.
 * :class:`NumericalError`: a non-finite loss, render or fitted matrix; the message names the layer or step.
 * Ctrl-C (SIGINT) and SIGTERM end a command with one line too; outputs are staged
-  (:mod:`eugen_nerf.inputs.outputs`), so what was there before stays, or the state is resumable.
+  (:mod:`eugen_nerf.inputs.outputs`), so what was there before stays, or the state is resumable. Training
+  stops at the end of its step, saves it and raises :class:`TrainingStopped`.
 
 Every console script runs its body under :func:`one_line_errors`; stock nerfstudio commands (``ns-train``,
 ``ns-eval``, ...) get the same treatment for these error kinds through :func:`install_excepthook`, which
@@ -29,6 +30,19 @@ class InputError(ValueError):
 
 class NumericalError(RuntimeError):
     """A non-finite loss, render or fitted matrix; the message names the layer or step."""
+
+
+class TrainingStopped(SystemExit):
+    """Training ended by Ctrl-C or SIGTERM (exit status 130). ``step``: the step of the checkpoint saved on the
+    way out, the last one training finished (``None`` when none was saved: stopped before its first step, or
+    by a second signal in the middle of one). ``wall`` and ``cpu``: the seconds training ran before the stop,
+    filled in by whoever timed it."""
+
+    def __init__(self, step: int | None) -> None:
+        super().__init__(INTERRUPTED_EXIT)
+        self.step = step
+        self.wall: float | None = None
+        self.cpu: float | None = None
 
 
 def one_line(message: object) -> str:

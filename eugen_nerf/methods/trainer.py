@@ -6,44 +6,112 @@
   full disk) never leaves a ``step-*.ckpt`` that looks complete and is not; the previous one stays. The
   temporary file lies beside ``nerfstudio_models``, not in it: nerfstudio takes every name there for a
   checkpoint (``--load-dir`` would fail on a leftover of a SIGKILL).
-* Ctrl-C or SIGTERM ends training with one line naming the last complete checkpoint and exit status 130
-  (stock nerfstudio prints a traceback and exits 0 on Ctrl-C, and SIGTERM killed it mid-save).
+* Ctrl-C or SIGTERM lets the step in progress finish, saves it as a checkpoint and ends training with one
+  line naming it and exit status 130, so no finished step is lost (stock nerfstudio prints a traceback and
+  exits 0 on Ctrl-C, keeping only its last periodic checkpoint, and SIGTERM killed it mid-save). A second
+  signal during the step stops at once, keeping the last checkpoint on disk.
 * On the CPU, denormal floats are flushed to zero while training (:func:`cpu_denormals_flushed`): the tiny
   gradients of a trained field otherwise make its steps severalfold slower than a fresh field's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
+import signal
+import threading
+from collections.abc import Iterator
 
 import torch
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from eugen_nerf.eval.timing import cpu_denormals_flushed
-from eugen_nerf.inputs.errors import INTERRUPTED_EXIT, sigterm_as_interrupt
+from eugen_nerf.inputs.errors import TrainingStopped
 from eugen_nerf.inputs.numerics import check_losses, non_finite_loss
+
+
+@dataclasses.dataclass
+class _Stop:
+    """Where training stands when a signal arrives: inside a step (which is left to finish), and the last
+    step it finished (the one a stop saves)."""
+
+    in_step: bool = False
+    finished: int | None = None
+    requested: str | None = None  # the signal's name, once one arrived during a step
+    forced: bool = False  # a second signal arrived during a step: that step is not saved
+    saving: bool = False
+
+    def begin_step(self, step: int) -> None:
+        self.in_step = True
+
+    def end_step(self, step: int) -> None:
+        self.in_step, self.finished = False, step
+        if self.requested:
+            raise KeyboardInterrupt(self.requested)
+
+    def handle(self, signum: int, frame: object) -> None:  # a signal handler's signature (frame unused)
+        name = signal.Signals(signum).name
+        if self.saving:
+            return  # the stop's own save takes a moment; SIGKILL remains for a hung one
+        if self.in_step and not self.requested:
+            self.requested = name
+            print(f"{name}: stopping after this step and saving it ({name} again stops at once)", flush=True)
+            return
+        self.forced = self.in_step
+        raise KeyboardInterrupt(name)
+
+
+@contextlib.contextmanager
+def _signals_to(stop: _Stop) -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM go to ``stop.handle`` (in the main thread; elsewhere Python
+    delivers no signals and nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, stop.handle) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class SceneTrainer(Trainer):
     """``Trainer`` with non-finite-loss checks and atomic checkpoints (see the module docstring)."""
 
     def train(self) -> None:
-        """nerfstudio's training loop; Ctrl-C or SIGTERM stops it with one line and exit status 130."""
+        """nerfstudio's training loop, stopped by Ctrl-C or SIGTERM with the last finished step saved (see the
+        module docstring): one line, exit status 130 (:class:`TrainingStopped`)."""
+        stop = _Stop()
+        before = TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], stop.begin_step)
+        after = TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], stop.end_step)
+        callbacks = self.callbacks
+        self.callbacks = [before, *callbacks, after]  # the step's own callbacks run inside it
         try:
-            # SIGTERM unwinds like Ctrl-C: an unfinished save removes its file
-            with sigterm_as_interrupt(), cpu_denormals_flushed(self.device):
+            with _signals_to(stop), cpu_denormals_flushed(self.device):
                 super().train()
         except KeyboardInterrupt as error:
+            saved = None
+            if stop.finished is not None and not stop.forced:
+                stop.saving = True
+                self.save_checkpoint(stop.finished)
+                saved = stop.finished
             steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
-            kept = (
-                f"the last complete checkpoint is {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
-                if steps
-                else "no checkpoint was written"
-            )
-            print(f"ns-train: interrupted ({str(error) or 'SIGINT'}) at step {self.step}; {kept}", flush=True)
-            raise SystemExit(INTERRUPTED_EXIT) from None
+            if saved is not None:
+                kept = f"saved step {saved} as {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
+            elif steps:
+                kept = f"the last complete checkpoint is {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
+            else:
+                kept = "no checkpoint was written"
+            at = stop.finished if stop.finished is not None else self.step
+            print(f"ns-train: interrupted ({str(error) or 'SIGINT'}) at step {at}; {kept}", flush=True)
+            raise TrainingStopped(saved) from None
+        finally:
+            self.callbacks = callbacks
 
     def train_iteration(self, step: int):
         """nerfstudio 1.1.5's ``train_iteration``, with the loss checked before the backward pass and step."""
