@@ -201,7 +201,9 @@ def signal_during_steps(monkeypatch, signals: dict[int, int]) -> None:
     monkeypatch.setattr(SceneTrainer, "train_iteration", signalled)
 
 
-def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(tmp_path: Path, monkeypatch):
+def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(
+    tmp_path: Path, monkeypatch, capsys
+):
     rule = PlateauRule(eval_every=4, min_steps=100, max_steps=4)
     run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
     models = run / "nerfstudio_models"
@@ -212,6 +214,7 @@ def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(tmp
         train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
     assert stop.value.code == 130 and stop.value.step is None
     assert not list(models.glob("*.ckpt")) and not (run / PLATEAU_RECORD).exists()
+    assert "; no checkpoint was written" in capsys.readouterr().out
 
     # one signal: the step finishes and is saved, and the record keeps what the stopped part cost
     monkeypatch.undo()
@@ -219,6 +222,8 @@ def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(tmp
     with pytest.raises(TrainingStopped) as stop:
         train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
     assert stop.value.code == 130 and stop.value.step == 2
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "interrupted (SIGTERM)" in line]
+    assert "at step 2; saved step 2 as " in line and line.endswith("(run the same command again to continue)")
     assert sorted(p.name for p in models.iterdir()) == ["step-000000002.ckpt"]
     assert torch.load(models / "step-000000002.ckpt", map_location="cpu")["step"] == 2
     record = json.loads((run / PLATEAU_RECORD).read_text())

@@ -101,14 +101,19 @@ def benchmark_run(
     return config
 
 
-def timed_training(config: TrainerConfig, total_steps: int | None = None) -> tuple[Trainer, float, float]:
+def timed_training(
+    config: TrainerConfig, total_steps: int | None = None, resume_hint: str | None = None
+) -> tuple[Trainer, float, float]:
     """Set up ``config``'s trainer and train it: the trainer, and the wall seconds (after a synchronise on CUDA)
     and this process's CPU seconds that training took, set-up excluded (on a stop, recorded in the
     :class:`TrainingStopped` it raises). ``total_steps``: the whole run's steps
     when ``config`` trains one chunk of it, so the progress line counts percent and time left against the run
-    (nerfstudio counts them against the chunk's own steps, e.g. 1822% at step 9,110 of a 500-step chunk)."""
+    (nerfstudio counts them against the chunk's own steps, e.g. 1822% at step 9,110 of a 500-step chunk).
+    ``resume_hint``: what a stop's line tells the user to do to continue (our methods' trainer)."""
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
+    if resume_hint is not None and hasattr(trainer, "resume_hint"):
+        trainer.resume_hint = resume_hint
     if total_steps is not None:
         from nerfstudio.utils import writer
 
@@ -396,7 +401,9 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
             stopped = stopped if stopped and stopped["step"] == done else {}
             seed_everything(config.machine.seed + done)  # a resumed chunk draws other rays than the first
             try:
-                trainer, wall, cpu = timed_training(run, total_steps=rule.max_steps)
+                trainer, wall, cpu = timed_training(
+                    run, total_steps=rule.max_steps, resume_hint="run the same command again to continue"
+                )
             except TrainingStopped as stop:
                 if stop.step is not None:  # saved: keep what the stopped part cost, for the chunk's figures
                     record["stopped"] = {
@@ -406,11 +413,6 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
                         "cpu_seconds": stopped.get("cpu_seconds", 0.0) + stop.cpu,
                     }
                     record_path.write_text(json.dumps(record, indent=1) + "\n")
-                    print(
-                        f"{label or path.parent}: stopped after {stop.step + 1} steps; "
-                        "run the same command again to continue",
-                        flush=True,
-                    )
                 raise
             record.pop("stopped", None)
             cpu_per_step = (cpu + stopped.get("cpu_seconds", 0.0)) / (chunk + stopped.get("steps", 0))

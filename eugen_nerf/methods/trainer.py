@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -83,6 +84,10 @@ def _signals_to(stop: _Stop) -> Iterator[None]:
 class SceneTrainer(Trainer):
     """``Trainer`` with non-finite-loss checks and atomic checkpoints (see the module docstring)."""
 
+    resume_hint: str | None = None
+    """What the stop line tells the user to do to continue; None: ``ns-train``'s ``--load-dir`` with the
+    checkpoint folder (a benchmark that continues its runs itself says to rerun its command)."""
+
     def train(self) -> None:
         """nerfstudio's training loop, stopped by Ctrl-C or SIGTERM with the last finished step saved (see the
         module docstring): one line, exit status 130 (:class:`TrainingStopped`)."""
@@ -101,14 +106,16 @@ class SceneTrainer(Trainer):
                 self.save_checkpoint(stop.finished)
                 saved = stop.finished
             steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
+            hint = self.resume_hint or f"resume with --load-dir {self.checkpoint_dir}"
             if saved is not None:
-                kept = f"saved step {saved} as {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
+                kept = f"saved step {saved} as {steps[-1]} ({hint})"
             elif steps:
-                kept = f"the last complete checkpoint is {steps[-1]} (resume with --load-dir {self.checkpoint_dir})"
+                kept = f"the last complete checkpoint is {steps[-1]} ({hint})"
             else:
                 kept = "no checkpoint was written"
             at = stop.finished if stop.finished is not None else self.step
-            print(f"ns-train: interrupted ({str(error) or 'SIGINT'}) at step {at}; {kept}", flush=True)
+            prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "ns-train"
+            print(f"{prog}: interrupted ({str(error) or 'SIGINT'}) at step {at}; {kept}", flush=True)
             raise TrainingStopped(saved) from None
         finally:
             self.callbacks = callbacks
