@@ -9,8 +9,9 @@
 
 Each suite times its variants side by side in one process against the dense baseline and checks that what
 it times is finite. It writes its JSON and plot into --output-dir/SUITE with command.txt (the command and
-the machine); rerunning a suite reuses the training runs it finished under --work-dir. Scenes and teachers
-are read from --scenes and --teachers. Bad input (an unknown suite, a missing scene, --device cuda without
+the machine); rerunning a suite reuses the training runs it finished under --work-dir and continues the
+others (on Ctrl-C or SIGTERM a suite training nerfstudio methods saves the last finished step). Scenes and teachers are read from
+--scenes and --teachers. Bad input (an unknown suite, a missing scene, --device cuda without
 CUDA) is one line, before anything is written.
 """
 
