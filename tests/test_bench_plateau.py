@@ -216,9 +216,19 @@ def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(
     assert not list(models.glob("*.ckpt")) and not (run / PLATEAU_RECORD).exists()
     assert "; no checkpoint was written" in capsys.readouterr().out
 
-    # one signal: the step finishes and is saved, and the record keeps what the stopped part cost
+    # one signal: the step finishes and is saved (another signal during that save is ignored), and the record
+    # keeps what the stopped part cost
     monkeypatch.undo()
     signal_during_steps(monkeypatch, {2: 1})
+    from eugen_nerf.methods.trainer import SceneTrainer
+
+    save = SceneTrainer.save_checkpoint
+
+    def save_while_signalled(self, step: int) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        save(self, step)
+
+    monkeypatch.setattr(SceneTrainer, "save_checkpoint", save_while_signalled)
     with pytest.raises(TrainingStopped) as stop:
         train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
     assert stop.value.code == 130 and stop.value.step == 2

@@ -174,7 +174,26 @@ def test_cpu_training_flushes_denormals_and_restores_the_default_afterwards(monk
     seen = []
     monkeypatch.setattr(Trainer, "train", lambda self: seen.append((denormal * 1.0).item()))
     trainer = SceneTrainer.__new__(SceneTrainer)
-    trainer.device = "cpu"
+    trainer.device, trainer.callbacks = "cpu", []
     trainer.train()
     assert seen == [0.0]
     assert (denormal * 1.0).item() != 0.0
+
+
+def test_ctrl_c_once_training_has_completed_ends_the_command_without_a_stop(monkeypatch, capsys):
+    """With the viewer kept open after training (``--viewer.quit-on-train-completion False``), nerfstudio waits
+    for Ctrl-C after saving the last step: that Ctrl-C ends the command, it is not a stop to save and report."""
+    from nerfstudio.engine.trainer import Trainer
+
+    from eugen_nerf.methods.trainer import SceneTrainer
+
+    def completed_then_waiting(self) -> None:
+        self.training_state = "completed"  # as _after_train leaves it, before the viewer's wait
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "train", completed_then_waiting)
+    monkeypatch.setattr(SceneTrainer, "save_checkpoint", lambda self, step: pytest.fail("saved again"))
+    trainer = SceneTrainer.__new__(SceneTrainer)
+    trainer.device, trainer.callbacks = "cpu", []
+    trainer.train()  # returns
+    assert "interrupted" not in capsys.readouterr().out

@@ -23,6 +23,7 @@ import yaml
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 
 from eugen_nerf.inputs.errors import InputError, TrainingStopped
+from eugen_nerf.inputs.outputs import atomic_write_bytes
 
 RECORD = "bench_train.json"
 
@@ -276,6 +277,11 @@ class PlateauRule:
         return None
 
 
+def write_record(path: Path, record: dict) -> None:
+    """A run's record, renamed into place: a stop while it is written leaves the previous one whole."""
+    atomic_write_bytes(path, (json.dumps(record, indent=1) + "\n").encode())
+
+
 def last_checkpoint_steps(run_dir: Path) -> int:
     """How many steps the newest checkpoint in ``run_dir/nerfstudio_models`` holds (0 without one)."""
     names = sorted((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
@@ -324,8 +330,9 @@ def train_to_plateau(
     step: on one thread, what a step costs whatever else shares the machine). Run again, the same call
     continues from the newest checkpoint, so a run longer than a working session survives being stopped at
     any point: Ctrl-C or SIGTERM saves the last finished step, and the record keeps what the chunk cost so far
-    (``stopped``, added to the chunk's figures when it ends), so nothing is trained again; a harder stop
-    (SIGKILL, a crash) loses the chunk in progress. A run directory holding another configuration, seed or
+    (``stopped``, added to the chunk's figures when it ends), so nothing is trained again (the rest of
+    the chunk then draws other rays than an unstopped run would); a harder stop (SIGKILL, a crash) loses the
+    chunk in progress. A run directory holding another configuration, seed or
     rule is refused rather than overwritten (other min/max steps continue it); a run of the same configuration
     that ``ns-train`` started there is continued from its newest checkpoint, or started again when it was
     stopped before its first one. A second process reaching the run while it trains is refused
@@ -384,7 +391,7 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
         scored = bool(history) and history[-1]["psnr"] is not None
         record["finished"] = rule.status(history) if scored else None
         if record["finished"]:
-            record_path.write_text(json.dumps(record, indent=1) + "\n")
+            write_record(record_path, record)
             return path, record
         if not history or scored or not on_schedule:
             # to the next scheduled step: a checkpoint off the schedule (a run that ns-train started, or
@@ -412,7 +419,7 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
                         "train_seconds": stopped.get("train_seconds", 0.0) + stop.wall,
                         "cpu_seconds": stopped.get("cpu_seconds", 0.0) + stop.cpu,
                     }
-                    record_path.write_text(json.dumps(record, indent=1) + "\n")
+                    write_record(record_path, record)
                 raise
             record.pop("stopped", None)
             cpu_per_step = (cpu + stopped.get("cpu_seconds", 0.0)) / (chunk + stopped.get("steps", 0))
@@ -436,7 +443,7 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
         )
         history[-1]["psnr"] = scores.mean("psnr")
         record["history"] = history
-        record_path.write_text(json.dumps(record, indent=1) + "\n")
+        write_record(record_path, record)
         gain = rule.gain(history)
         print(
             f"{label or path.parent}: {history[-1]['step']} steps, validation PSNR {history[-1]['psnr']:.2f} dB"

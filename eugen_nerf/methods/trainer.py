@@ -9,7 +9,8 @@
 * Ctrl-C or SIGTERM lets the step in progress finish, saves it as a checkpoint and ends training with one
   line naming it and exit status 130, so no finished step is lost (stock nerfstudio prints a traceback and
   exits 0 on Ctrl-C, keeping only its last periodic checkpoint, and SIGTERM killed it mid-save). A second
-  signal during the step stops at once, keeping the last checkpoint on disk.
+  signal during the step stops at once, keeping the last checkpoint on disk; signals during the stop's own
+  save are ignored. Only the main process saves (as nerfstudio's trainer).
 * On the CPU, denormal floats are flushed to zero while training (:func:`cpu_denormals_flushed`): the tiny
   gradients of a trained field otherwise make its steps severalfold slower than a fresh field's.
 """
@@ -24,10 +25,12 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from typing import NoReturn
 
 import torch
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackLocation
 from nerfstudio.engine.trainer import Trainer
+from nerfstudio.utils.decorators import check_main_thread
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from eugen_nerf.eval.timing import cpu_denormals_flushed
@@ -81,6 +84,14 @@ def _signals_to(stop: _Stop) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _command_name() -> str:
+    """The running command as a user typed it: ``ns-train``, ``eugen-bench``, or ``python -m MODULE``."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return f"python -m {spec.name}"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "ns-train"
+
+
 class SceneTrainer(Trainer):
     """``Trainer`` with non-finite-loss checks and atomic checkpoints (see the module docstring)."""
 
@@ -90,35 +101,43 @@ class SceneTrainer(Trainer):
 
     def train(self) -> None:
         """nerfstudio's training loop, stopped by Ctrl-C or SIGTERM with the last finished step saved (see the
-        module docstring): one line, exit status 130 (:class:`TrainingStopped`)."""
+        module docstring): one line, exit status 130 (:class:`TrainingStopped`). After training has completed
+        (the viewer kept open with ``--viewer.quit-on-train-completion False``), Ctrl-C just ends the command."""
         stop = _Stop()
         before = TrainingCallback([TrainingCallbackLocation.BEFORE_TRAIN_ITERATION], stop.begin_step)
         after = TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION], stop.end_step)
         callbacks = self.callbacks
         self.callbacks = [before, *callbacks, after]  # the step's own callbacks run inside it
         try:
+            # the stop's save runs with the handlers still installed, which ignore signals while it writes
             with _signals_to(stop), cpu_denormals_flushed(self.device):
-                super().train()
-        except KeyboardInterrupt as error:
-            saved = None
-            if stop.finished is not None and not stop.forced:
-                stop.saving = True
-                self.save_checkpoint(stop.finished)
-                saved = stop.finished
-            steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
-            hint = self.resume_hint or f"resume with --load-dir {self.checkpoint_dir}"
-            if saved is not None:
-                kept = f"saved step {saved} as {steps[-1]} ({hint})"
-            elif steps:
-                kept = f"the last complete checkpoint is {steps[-1]} ({hint})"
-            else:
-                kept = "no checkpoint was written"
-            at = stop.finished if stop.finished is not None else self.step
-            prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "ns-train"
-            print(f"{prog}: interrupted ({str(error) or 'SIGINT'}) at step {at}; {kept}", flush=True)
-            raise TrainingStopped(saved) from None
+                try:
+                    super().train()
+                except KeyboardInterrupt as error:
+                    if self.training_state == "completed":
+                        return  # every step trained and saved: the viewer's wait was ended
+                    self._stop(stop, str(error) or "SIGINT")
         finally:
             self.callbacks = callbacks
+
+    def _stop(self, stop: _Stop, signal_name: str) -> NoReturn:
+        """Save the last finished step (unless a second signal cut its step short), say so, and end training."""
+        saved = None
+        if stop.finished is not None and not stop.forced:
+            stop.saving = True
+            self.save_checkpoint(stop.finished)
+            saved = stop.finished
+        steps = sorted(self.checkpoint_dir.glob("step-*.ckpt"))
+        hint = self.resume_hint or f"resume with --load-dir {self.checkpoint_dir}"
+        if saved is not None:
+            kept = f"saved step {saved} as {steps[-1]} ({hint})"
+        elif steps:
+            kept = f"the last complete checkpoint is {steps[-1]} ({hint})"
+        else:
+            kept = "no checkpoint was written"
+        at = stop.finished if stop.finished is not None else self.step
+        print(f"{_command_name()}: interrupted ({signal_name}) at step {at}; {kept}", flush=True)
+        raise TrainingStopped(saved) from None
 
     def train_iteration(self, step: int):
         """nerfstudio 1.1.5's ``train_iteration``, with the loss checked before the backward pass and step."""
@@ -157,8 +176,10 @@ class SceneTrainer(Trainer):
             self.optimizers.scheduler_step_all(step)
         return loss, loss_dict, metrics_dict
 
+    @check_main_thread
     def save_checkpoint(self, step: int) -> None:
-        """nerfstudio's checkpoint, written under a temporary name and renamed into place."""
+        """nerfstudio's checkpoint, written under a temporary name and renamed into place (by the main process
+        only, as nerfstudio's)."""
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         path = self.checkpoint_dir / f"step-{step:09d}.ckpt"
         partial = self.checkpoint_dir.parent / f".{path.name}.{os.getpid()}.partial"  # same file system
