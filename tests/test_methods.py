@@ -180,7 +180,7 @@ def test_cpu_training_flushes_denormals_and_restores_the_default_afterwards(monk
     assert (denormal * 1.0).item() != 0.0
 
 
-def test_ctrl_c_once_training_has_completed_ends_the_command_without_a_stop(monkeypatch, capsys):
+def test_ctrl_c_once_training_has_completed_ends_the_command_without_a_stop(tmp_path, monkeypatch, capsys):
     """With the viewer kept open after training (``--viewer.quit-on-train-completion False``), nerfstudio waits
     for Ctrl-C after saving the last step: that Ctrl-C ends the command, it is not a stop to save and report."""
     from nerfstudio.engine.trainer import Trainer
@@ -188,12 +188,13 @@ def test_ctrl_c_once_training_has_completed_ends_the_command_without_a_stop(monk
     from eugen_nerf.methods.trainer import SceneTrainer
 
     def completed_then_waiting(self) -> None:
-        self.training_state = "completed"  # as _after_train leaves it, before the viewer's wait
+        self.training_state, self.step = "completed", 7  # as _after_train leaves it, before the viewer's wait
+        (self.checkpoint_dir / "step-000000007.ckpt").write_bytes(b"the final save")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Trainer, "train", completed_then_waiting)
     monkeypatch.setattr(SceneTrainer, "save_checkpoint", lambda self, step: pytest.fail("saved again"))
     trainer = SceneTrainer.__new__(SceneTrainer)
-    trainer.device, trainer.callbacks = "cpu", []
+    trainer.device, trainer.callbacks, trainer.checkpoint_dir = "cpu", [], tmp_path
     trainer.train()  # returns
     assert "interrupted" not in capsys.readouterr().out

@@ -114,7 +114,8 @@ class SceneTrainer(Trainer):
                 try:
                     super().train()
                 except KeyboardInterrupt as error:
-                    if self.training_state == "completed":
+                    final = self.checkpoint_dir / f"step-{self.step:09d}.ckpt"
+                    if self.training_state == "completed" and final.is_file():
                         return  # every step trained and saved: the viewer's wait was ended
                     self._stop(stop, str(error) or "SIGINT")
         finally:
