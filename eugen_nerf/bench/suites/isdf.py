@@ -57,9 +57,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import math
-import os
 import statistics
 import time
 from collections.abc import Iterator
@@ -79,7 +79,7 @@ from eugen_nerf.bench.training import PlateauRule, plain, without_unused_eugen_k
 from eugen_nerf.eval.timing import benchmark, benchmark_interleaved, closest_in_time
 from eugen_nerf.fields.isdf import ISDFEUGenConfig, ISDFField, ISDFFieldConfig, dense_isdf_config
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, usage_error
-from eugen_nerf.inputs.outputs import file_stem
+from eugen_nerf.inputs.outputs import atomic_write_bytes, file_stem
 from eugen_nerf.isdf.evaluate import (
     EvaluationConfig,
     GroundTruth,
@@ -384,22 +384,18 @@ def run_dir(config: BenchISDF, name: str, seed: int) -> Path:
     return config.mesh_dir / "runs" / file_stem(name) / f"seed{seed}"
 
 
-def write_atomically(path: Path, write) -> None:
-    partial = path.with_name(path.name + ".partial")
-    write(partial)
-    os.replace(partial, path)
-
-
 def save(folder: Path, trainer: StreamingTrainer, record: dict) -> None:
     """The state first, then the record: a stop between them leaves a state the record does not score yet,
     which the next call scores (never a record ahead of its state)."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / STATE, lambda p: torch.save(trainer.state_dict(), p))
+    state = io.BytesIO()
+    torch.save(trainer.state_dict(), state)
+    atomic_write_bytes(folder / STATE, state.getvalue())
     save_record(folder, record)
 
 
 def save_record(folder: Path, record: dict) -> None:
-    write_atomically(folder / RECORD, lambda p: p.write_text(json.dumps(record, indent=1) + "\n"))
+    atomic_write_bytes(folder / RECORD, (json.dumps(record, indent=1) + "\n").encode())
 
 
 def open_run(
