@@ -414,10 +414,11 @@ def test_nerf_suite_goals_judge_only_the_variants_measured():
     # a variant trained at fewer seeds (--baseline-seeds) is compared on the seeds it shares with EUGen:
     # seed 0's 19.0 against 18.6 is ahead, although EUGen's mean over its three seeds (18.5) is not
     rows["N"] = row({0: 18.6})
-    assert (
-        goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N"})["goal_ahead_of_every_baseline_met"]
-        is True
-    )
+    judged = goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N", "narrowed-speed": "N"})
+    assert judged["goal_ahead_of_every_baseline_met"] is True
+    assert judged["psnr_gain_vs_narrowed_dense_db"] == pytest.approx(0.4)  # not 18.5 - 18.6
+    assert judged["psnr_gain_vs_speed_matched_dense_db"] == pytest.approx(0.4)
+    assert judged["goal_equal_parameters_met"] is True and judged["goal_equal_speed_met"] is True
     rows["S"] = row({0: 19.1})
     judged = goals(rows, {"eugen": "E", "lowrank": "L", "narrowed": "N", "snnk": "S"})
     assert judged["psnr_gain_vs_baselines_db"]["S"] == pytest.approx(-0.1)
