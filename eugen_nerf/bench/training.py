@@ -219,7 +219,7 @@ def cached_for_checkpoint(config_path: Path, name: str, compute: Callable[[], di
         if saved.get("stamp") == stamp:
             return saved["metrics"]
     result = compute()
-    cache.write_text(json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n")
+    atomic_write_bytes(cache, (json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n").encode())
     return result
 
 
