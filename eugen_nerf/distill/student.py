@@ -137,8 +137,8 @@ def resolve_layers(model: nn.Module, patterns: Sequence[str]) -> list[LayerRef]:
     """Turn layer paths, glob patterns, ``twin`` or ``hidden`` into replaceable layers, in depth order.
 
     ``twin``: the layers the teacher's EUGen twin makes EUGen (:func:`twin_layers`: eugen-nerf's trunk layers
-    of a ``dense-nerf`` teacher, eugen-zipnerf's view layers of a ``dense-zipnerf`` one), ``hidden`` for a
-    teacher without one.
+    of a ``dense-nerf`` teacher, eugen-zipnerf's view layers of a ``dense-zipnerf`` one, eugen-nerfacto's
+    colour layer of a ``dense-nerfacto`` one), ``hidden`` for a teacher without one.
 
     Raises :class:`DistillError` naming the path for anything that does not exist, is not a linear
     layer, or is a linear layer outside a known MLP.
