@@ -754,6 +754,22 @@ def test_a_scored_run_is_read_back_until_its_checkpoint_or_key_changes(tmp_path)
     assert cached_for_checkpoint(config, "q.json", score, scales=[1]) == {"psnr": 3.0}
 
 
+def test_the_methods_suite_scores_a_finished_run_once_per_checkpoint_and_repeats(tmp_path, monkeypatch):
+    from eugen_nerf.bench.suites import methods
+
+    config = tmp_path / "config.yml"
+    config.write_text("")
+    (tmp_path / "nerfstudio_models").mkdir()
+    (tmp_path / "nerfstudio_models" / "step-000000009.ckpt").write_bytes(b"weights")
+    calls = []
+    monkeypatch.setattr(
+        methods, "_measure", lambda path, repeats: calls.append(repeats) or {"fps": len(calls)}
+    )
+    assert methods.measure(config, 1) == methods.measure(config, 1) == {"fps": 1}
+    assert methods.measure(config, 3) == {"fps": 2}  # other repeats: timed again
+    assert calls == [1, 3]
+
+
 def test_zipnerf_suite_goal_bounds_eugens_loss_not_its_lead():
     from eugen_nerf.bench.suites.zipnerf import twin_goals
 

@@ -19,7 +19,7 @@ taken when each run finished, stay beside them as ``fps_scoring_pass``.
 Quality is the mean (and population std) over ``--seeds`` (the seed sets the initialisation, the ray
 batches and the EUGen projections; ``--baseline-seeds`` for the narrowed twin and the baselines); speed and
 size are measured on the first seed's run. Finished runs are
-reused (``--retrain`` trains afresh).
+reused, and so are their scores (``--retrain`` trains afresh).
 
 The default invocation uses the small CPU configuration; ``--steps`` and ``--full-size`` for longer runs.
 ``eugen-bench nerf`` runs the NeRF family with the protocol's setting; by hand:
@@ -418,7 +418,14 @@ def keep_earlier_rows(
 
 
 def measure(config_path: Path, repeats: int) -> dict[str, object]:
-    """Quality, speed and size of a trained run on its test split (the shared evaluation loop)."""
+    """Quality, speed and size of a trained run on its test split (the shared evaluation loop), taken once per
+    checkpoint (kept beside it, like :func:`quality`: a rerun over finished runs does not score them again)."""
+    return cached_for_checkpoint(
+        config_path, "bench_measure.json", lambda: _measure(config_path, repeats), repeats=repeats
+    )
+
+
+def _measure(config_path: Path, repeats: int) -> dict[str, object]:
     run = load_run(config_path)
     model = run.pipeline.model
     scored = score_test_views(run.pipeline, warmup=1, repeats=repeats, label=run.name)
