@@ -591,6 +591,24 @@ def test_a_suite_run_replaces_only_the_sections_it_measured(tmp_path):
     assert write_report(path, {"families": {"a": {}}}, [("families",)]) == {"families": {"a": {}}}
 
 
+def test_a_report_holding_a_non_finite_figure_is_not_written_and_the_earlier_one_survives(tmp_path):
+    """A methods or inference report with an inf or NaN anywhere (its own rows or those kept from earlier runs)
+    is refused with the figure's path, and the report already on disk is left as it was."""
+    from eugen_nerf.bench.merge import write_report
+    from eugen_nerf.eval.timing import NonFiniteOutput
+
+    path = tmp_path / "fields.json"
+    write_report(path, {"families": {"nerf": {"runs": {"eugen": {"psnr": 25.0}}}}}, [("families",)])
+    before = path.read_bytes()
+    bad = {"families": {"zipnerf": {"runs": {"dense": {"psnr": 24.0, "fps": float("nan")}}}}}
+    with pytest.raises(NonFiniteOutput, match=r"families\.zipnerf\.runs\.dense\.fps"):
+        write_report(path, bad, [("families",)])
+    with pytest.raises(NonFiniteOutput, match=r"per_seed\[1\]"):
+        write_report(path, {"families": {"x": {"per_seed": [1.0, float("inf")]}}}, [("families",)])
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["fields.json"]  # no temporary file left behind
+
+
 def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_path, monkeypatch):
     """A benchmark rerun must not measure a run trained at another seed, with another model default or at
     other training scales."""

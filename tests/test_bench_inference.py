@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from eugen_nerf.bench.merge import refuse_non_finite
 from eugen_nerf.bench.suites import inference
 from eugen_nerf.eval.memory import build_untrained, render_memory, view_at_size
 from eugen_nerf.eval.timing import NonFiniteOutput
@@ -54,12 +55,12 @@ def test_a_non_finite_timed_output_is_refused_on_any_repeat():
 
 def test_a_report_with_a_non_finite_figure_is_refused():
     report = {"devices": {"cpu": {"nerf": {"variants": {"dense": {"render": {"400": {"fps": 0.1}}}}}}}}
-    inference.refuse_non_finite(report)
+    refuse_non_finite(report)
     report["devices"]["cpu"]["nerf"]["variants"]["dense"]["render"]["400"]["fps"] = math.inf
     with pytest.raises(NonFiniteOutput, match=r"devices\.cpu\.nerf\.variants\.dense\.render\.400\.fps"):
-        inference.refuse_non_finite(report)
+        refuse_non_finite(report)
     with pytest.raises(NonFiniteOutput, match=r"sizes\[1\]"):
-        inference.refuse_non_finite({"sizes": [1.0, float("nan")]})
+        refuse_non_finite({"sizes": [1.0, float("nan")]})
 
 
 def _args(**overrides) -> inference.BenchInference:

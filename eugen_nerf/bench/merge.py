@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eugen_nerf.eval.timing import NonFiniteOutput
+from eugen_nerf.inputs.outputs import atomic_write_bytes
+
 
 def merge_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]]) -> dict[str, Any]:
     """``report``, with every entry of the ``sections`` of the report already at ``path`` that this run did
@@ -35,10 +38,13 @@ def merge_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence
 def write_report(
     path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]] = ()
 ) -> dict[str, Any]:
-    """Merge (see :func:`merge_report`) and write ``report`` as JSON; returns what was written."""
+    """Merge (see :func:`merge_report`) and write ``report`` as JSON; returns what was written. A report holding an
+    inf or NaN is refused (:func:`refuse_non_finite`), and the file is renamed into place, so a stop while it is
+    written leaves the previous report whole (a truncated one would lose every section kept from earlier runs)."""
     merged = merge_report(path, report, sections)
+    refuse_non_finite(merged)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(merged, indent=2) + "\n")
+    atomic_write_bytes(path, (json.dumps(merged, indent=2, allow_nan=False) + "\n").encode())
     return merged
 
 
@@ -52,3 +58,11 @@ def non_finite_figures(data: object, where: str = "report") -> list[str]:
     if isinstance(data, list):
         return [p for index, value in enumerate(data) for p in non_finite_figures(value, f"{where}[{index}]")]
     return []
+
+
+def refuse_non_finite(data: object, where: str = "report") -> None:
+    """Raise :class:`NonFiniteOutput` naming the first figure in ``data`` that is inf or NaN: a report holding
+    one is not written."""
+    bad = non_finite_figures(data, where)
+    if bad:
+        raise NonFiniteOutput(f"{bad[0]} is not finite; the report is not written")
