@@ -123,6 +123,31 @@ def test_a_stopped_run_continues_from_its_checkpoint(tmp_path: Path):
     assert (run / "nerfstudio_models/step-000000003.ckpt").stat().st_mtime_ns == written
 
 
+def test_a_stop_while_a_chunk_is_scored_keeps_what_the_chunk_cost(tmp_path: Path, monkeypatch):
+    """Scoring runs with no signal handler: a stop then ends the process. The chunk's training time is on disk
+    before scoring starts, so the rerun scores the saved checkpoint, trains nothing and counts the chunk."""
+    from eugen_nerf.eval import evaluate
+
+    rule = PlateauRule(eval_every=2, min_steps=100, max_steps=2)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt("SIGTERM")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate, "score_test_views", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
+    saved = json.loads((run / PLATEAU_RECORD).read_text())["history"]
+    assert [h["step"] for h in saved] == [2] and saved[0]["psnr"] is None
+    assert saved[0]["train_seconds"] > 0 and saved[0]["cpu_seconds_per_step"] > 0
+    written = (run / "nerfstudio_models/step-000000001.ckpt").stat().st_mtime_ns
+    _, record = train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
+    assert record["finished"] == "max_steps" and record["history"][0]["psnr"] is not None
+    assert record["history"][0]["train_seconds"] == saved[0]["train_seconds"]
+    assert (run / "nerfstudio_models/step-000000001.ckpt").stat().st_mtime_ns == written, "nothing retrained"
+
+
 def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
     run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
     run.mkdir(parents=True)

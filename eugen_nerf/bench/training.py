@@ -433,6 +433,10 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
                     "cpu_seconds_per_step": cpu_per_step,
                 }
             )
+            # on disk before scoring: a stop while the chunk is scored (no signal handler then) must not lose
+            # what the chunk cost; the rerun scores the saved checkpoint (an entry without a score)
+            record["history"] = history
+            write_record(record_path, record)
             pipeline = trainer.pipeline
         else:  # a checkpoint found on disk, not yet scored
             from eugen_nerf.eval.runs import load_run
