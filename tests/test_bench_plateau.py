@@ -148,6 +148,22 @@ def test_a_stop_while_a_chunk_is_scored_keeps_what_the_chunk_cost(tmp_path: Path
     assert (run / "nerfstudio_models/step-000000001.ckpt").stat().st_mtime_ns == written, "nothing retrained"
 
 
+def test_a_fixed_step_run_never_trains_into_a_run_trained_to_plateau(tmp_path: Path):
+    """Both kinds of benchmark run name their folders alike: a fixed-step training reaching a plateau run's
+    folder (the same suite without --plateau) is refused, and the plateau run and its record stay as they were."""
+    from eugen_nerf.bench.training import train_in_process
+
+    run = tmp_path / SCENE.name / "dense-nerf" / "same"
+    train_to_plateau(
+        tiny_config(), SCENE, tmp_path, PlateauRule(eval_every=2, min_steps=10, max_steps=2), "same"
+    )
+    before = {p.name: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    for reuse in (True, False):
+        with pytest.raises(InputError, match="trained to plateau"):
+            train_in_process(tiny_config(), SCENE, 2, tmp_path, "same", reuse=reuse)
+    assert {p.name: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
     run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
     run.mkdir(parents=True)
@@ -416,6 +432,9 @@ def test_runs_off_the_compared_curves_are_scored_on_the_coarser_schedule_once_th
         (["--steps", "0"], "--steps and --repeats must be >= 1"),
         (["--variants", "wide"], "unknown --variants wide"),
         (["--variants", "lowrank"], "--variants lowrank and snnk need --baselines"),
+        (["--plateau", "--retrain"], "--retrain does not apply to --plateau runs"),
+        (["--seeds", "0", "1", "0"], "must not repeat a seed"),
+        (["--baseline-seeds", "2", "2"], "must not repeat a seed"),
     ],
 )
 def test_the_methods_suite_refuses_unusable_values_in_one_line_before_writing(

@@ -43,7 +43,7 @@ def plain(value: object) -> object:
 
 
 def same_model(config_path: Path, config: TrainerConfig) -> bool:
-    """Whether the run saved at ``config_path`` was trained with ``config``'s model, data and optimiser
+    """Whether the run saved at ``config_path`` was trained with ``config``'s seed and model, data and optimiser
     configuration (a changed model default, training rays, say ``train_scales``, or learning rate trains
     afresh). Optimisers are compared group by group over the groups both configurations name: a group one
     of them lacks is one its model has no parameters for."""
@@ -57,6 +57,8 @@ def same_model(config_path: Path, config: TrainerConfig) -> bool:
         ]
 
     shared = saved.optimizers.keys() & config.optimizers.keys()
+    if saved.machine.seed != config.machine.seed:
+        return False
     return relevant(saved.pipeline) == relevant(config.pipeline) and all(
         plain(saved.optimizers[group]) == plain(config.optimizers[group]) for group in shared
     )
@@ -185,14 +187,28 @@ def train_in_process(
     """
     config = benchmark_run(config, scene, output_dir, timestamp, steps)
     config.steps_per_save = steps
+    with training_lock(config.get_base_dir()):
+        return _train_in_process(config, steps, reuse)
+
+
+def _train_in_process(config: TrainerConfig, steps: int, reuse: bool) -> tuple[Path, float]:
+    """:func:`train_in_process` on the run ``config`` names, its lock held."""
     path = config.get_base_dir() / "config.yml"
     record = path.parent / RECORD
+    if (path.parent / PLATEAU_RECORD).is_file():
+        raise InputError(
+            f"{path.parent} holds a run trained to plateau ({PLATEAU_RECORD}); train to plateau again, or choose "
+            "another output folder for a fixed number of steps"
+        )
     if reuse and record.is_file():
-        saved = json.loads(record.read_text())
+        try:
+            saved = json.loads(record.read_text())
+        except ValueError:  # a record cut short: the run is not known to be finished
+            saved = {}
         same_run = saved.get("seed") == config.machine.seed and same_model(path, config)
         if (
             same_run
-            and saved["steps"] == steps
+            and saved.get("steps") == steps
             and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file()
         ):
             return path, saved["seconds_per_step"]
@@ -200,23 +216,28 @@ def train_in_process(
     config.save_config()
     seed_everything(config.machine.seed)
     seconds_per_step = timed_training(config)[1] / steps
-    record.write_text(
-        json.dumps({"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step}) + "\n"
-    )
+    write_record(record, {"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step})
     return path, seconds_per_step
 
 
-def cached_for_checkpoint(config_path: Path, name: str, compute: Callable[[], dict], **key: object) -> dict:
+def cached_for_checkpoint(
+    config_path: Path,
+    name: str,
+    compute: Callable[[], dict],
+    usable: Callable[[dict], bool] = lambda result: True,
+    **key: object,
+) -> dict:
     """``compute()``'s result for a trained run, kept in ``name`` beside its ``config.yml`` and read back while
     the run's last checkpoint (its name and write time: a retrained run keeps its name) and ``key`` are
-    unchanged, so a benchmark's rerun over finished runs does not score them again."""
+    unchanged and ``usable`` accepts it (say, scores taken before the LPIPS weights were installed), so a
+    benchmark's rerun over finished runs does not score them again."""
     cache = config_path.parent / name
     checkpoints = sorted((config_path.parent / "nerfstudio_models").glob("*.ckpt"))
     last = checkpoints[-1] if checkpoints else None
     stamp = {"checkpoint": last and last.name, "written_ns": last and last.stat().st_mtime_ns, **plain(key)}
     if cache.is_file():
         saved = json.loads(cache.read_text())
-        if saved.get("stamp") == stamp:
+        if saved.get("stamp") == stamp and usable(saved["metrics"]):
             return saved["metrics"]
     result = compute()
     atomic_write_bytes(cache, (json.dumps({"stamp": stamp, "metrics": result}, indent=1) + "\n").encode())

@@ -353,7 +353,13 @@ def quality(config_path: Path) -> dict[str, float]:
         run = load_run(config_path)
         return score_test_views(run.pipeline, warmup=0, repeats=1, label=run.name).means()
 
-    return cached_for_checkpoint(config_path, "bench_quality.json", score)
+    return cached_for_checkpoint(config_path, "bench_quality.json", score, usable=has_lpips_if_available)
+
+
+def has_lpips_if_available(scores: dict) -> bool:
+    """Whether scores kept from an earlier pass hold LPIPS, or LPIPS cannot be computed now either: scores taken
+    before its weights were installed are taken again, so that every seed's row holds the same metrics."""
+    return "lpips" in scores or lpips_unavailable_reason() is not None
 
 
 def over_seeds(first: dict[str, object], per_seed: list[dict[str, object]]) -> dict[str, object]:
@@ -421,7 +427,11 @@ def measure(config_path: Path, repeats: int) -> dict[str, object]:
     """Quality, speed and size of a trained run on its test split (the shared evaluation loop), taken once per
     checkpoint (kept beside it, like :func:`quality`: a rerun over finished runs does not score them again)."""
     return cached_for_checkpoint(
-        config_path, "bench_measure.json", lambda: _measure(config_path, repeats), repeats=repeats
+        config_path,
+        "bench_measure.json",
+        lambda: _measure(config_path, repeats),
+        usable=has_lpips_if_available,
+        repeats=repeats,
     )
 
 
@@ -506,18 +516,30 @@ def side_by_side(
 def goals(
     rows: dict[str, dict[str, object]], labels: dict[str, str], speedup_goal: float = 1.5
 ) -> dict[str, object]:
-    """The goals from the rows (``labels``: variant kind -> row label). Quality against the dense twin is the
-    means over seeds; against every other variant, the per-seed paired gap over the seeds both were trained at
-    (the means' difference when the seeds agree; baselines trained at fewer seeds, ``--baseline-seeds``, are
-    compared on those seeds only). A goal is judged only when the variants it compares were measured."""
+    """The goals from the rows (``labels``: variant kind -> row label). Quality against every other variant, the
+    dense twin included, is the per-seed paired gap over the seeds both were trained at (the means' difference
+    when the seeds agree; baselines trained at fewer seeds, ``--baseline-seeds``, are compared on those seeds
+    only; rows sharing no seed are compared by their means and listed under ``compared_unpaired``). A goal is
+    judged only when the variants it compares were measured."""
     row = {kind: rows[label] for kind, label in labels.items()}
     if "eugen" not in row:
         return {}
     e = row["eugen"]
+    eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
+    gaps = {
+        labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
+        for kind in row
+        if kind != "eugen"
+    }
+    gain = {
+        kind: (gaps[labels[kind]] or {"mean": e["psnr"] - row[kind]["psnr"]})["mean"]
+        for kind in row
+        if kind != "eugen"
+    }
     out: dict[str, object] = {}
     if "dense" in row:
         d = row["dense"]
-        speedup, psnr_loss = e["fps"] / d["fps"], d["psnr"] - e["psnr"]
+        speedup, psnr_loss = e["fps"] / d["fps"], -gain["dense"]
         out.update(
             {
                 "fps_speedup_vs_dense": speedup,
@@ -530,27 +552,19 @@ def goals(
         )
         if e.get("render_memory_bytes") and d.get("render_memory_bytes"):
             out["render_memory_ratio_vs_dense"] = e["render_memory_bytes"] / d["render_memory_bytes"]
-    eugen_psnr = {s["seed"]: s["psnr"] for s in e["per_seed"]}
-    gaps = {
-        labels[kind]: paired_gap(eugen_psnr, {s["seed"]: s["psnr"] for s in row[kind]["per_seed"]})
-        for kind in row
-        if kind != "eugen"
-    }
-    gain = {
-        kind: (gaps[labels[kind]] or {"mean": e["psnr"] - row[kind]["psnr"]})["mean"]
-        for kind in ("narrowed", "narrowed-speed", *BASELINE_KINDS)
-        if kind in row
-    }
     if "narrowed" in row:
         out["psnr_gain_vs_narrowed_dense_db"] = gain["narrowed"]
         out["goal_equal_parameters_met"] = gain["narrowed"] >= 0
     if "narrowed-speed" in row:
         out["psnr_gain_vs_speed_matched_dense_db"] = gain["narrowed-speed"]
         out["goal_equal_speed_met"] = gain["narrowed-speed"] >= 0
-    baselines = [kind for kind in (*BASELINE_KINDS, "narrowed-speed") if kind in row]
+    baselines = [kind for kind in ("narrowed", "narrowed-speed", *BASELINE_KINDS) if kind in row]
     if baselines:
         out["psnr_gain_vs_baselines_db"] = {labels[b]: gain[b] for b in baselines}
-        out["goal_ahead_of_every_baseline_met"] = all(value >= 0 for value in gain.values())
+        out["goal_ahead_of_every_baseline_met"] = all(gain[b] >= 0 for b in baselines)
+    unpaired = [label for label, gap in gaps.items() if gap is None]
+    if unpaired:
+        out["compared_unpaired"] = unpaired
     out["eugen_minus_variant_per_seed_db"] = {label: gap for label, gap in gaps.items() if gap is not None}
     return out
 
@@ -667,7 +681,7 @@ class BenchMethods:
     baseline_seeds: list[int] | None = None
     """seeds of the narrowed dense twin and the baselines (default: ``--seeds``; fewer saves CPU time)"""
     retrain: bool = False
-    """train every run afresh (otherwise a finished run of the same steps is reused)"""
+    """train every run afresh (otherwise a finished run of the same steps is reused); not with --plateau"""
     feature_map: FeatureMap | None = None
     """feature map of the EUGen variant (default: the method's own)"""
     num_features: int | None = None
@@ -770,7 +784,7 @@ def dense_run_place(args: BenchMethods, method: str, label: str) -> tuple[Path, 
     """Where the dense twin's first-seed run trains: (output folder, run name) for :func:`train_to_plateau`,
     ``--dense-run`` split into its parts, or ``--output-dir`` and the variant's own name."""
     if args.dense_run is None:
-        return args.output_dir, timestamp(label)
+        return args.output_dir, timestamp(label, args.seeds[0])
     run = args.dense_run
     if run.parent.name != method or run.parent.parent.name != args.scene.name:
         usage_error(
@@ -947,6 +961,16 @@ def main() -> None:
     if not args.baselines and any(name in BASELINE_KINDS for name in args.variants):
         usage_error("eugen-bench nerf", "--variants lowrank and snnk need --baselines")
 
+    if args.retrain and args.plateau:
+        usage_error(
+            "eugen-bench nerf",
+            "--retrain does not apply to --plateau runs, which continue where they stopped: "
+            "remove the runs' folders under --output-dir to train them afresh",
+        )
+    if len(set(args.seeds)) != len(args.seeds) or len(set(args.baseline_seeds or ())) != len(
+        args.baseline_seeds or ()
+    ):
+        usage_error("eugen-bench nerf", "--seeds and --baseline-seeds must not repeat a seed")
     if args.dense_run is not None and (not args.plateau or len(args.families) != 1):
         usage_error("eugen-bench nerf", "--dense-run needs --plateau and one --families")
     if args.step_time:
@@ -986,7 +1010,9 @@ def main() -> None:
         if args.plateau:  # the dense twin sets the steps every run trains
             dense_run = train_dense_to_plateau(args, configs)
             steps = dense_run[1]["history"][-1]["step"]
-            report["plateau"] = {"rule": dense_run[1]["rule"], "finished": dense_run[1]["finished"]}
+            plateau = {"rule": dense_run[1]["rule"], "finished": dense_run[1]["finished"]}
+            if len(args.families) == 1:  # the report's own (the tables read it); each family keeps its own
+                report["plateau"] = plateau
         curves: dict[str, list[dict]] = {}
         for kind in wanted:
             label, config = configs[kind]
@@ -1004,7 +1030,12 @@ def main() -> None:
                 if record is not None and seed == seeds[0]:
                     curves[label] = record["history"]
                 if seed == seeds[0]:
-                    first = {"train_sec_per_iter": sec_per_iter, **measure(config_path, args.repeats)}
+                    # the run's place now, not where it was scored (a work folder moved since keeps its caches)
+                    first = {
+                        "train_sec_per_iter": sec_per_iter,
+                        **measure(config_path, args.repeats),
+                        "config": str(config_path),
+                    }
                     scores = {key: first.get(key) for key in ("psnr", "ssim", "lpips")}
                 else:
                     scores = quality(config_path)
@@ -1035,7 +1066,10 @@ def main() -> None:
             "runs": rows,
             "goals": goals(rows, labels, GOAL_SPEEDUP[family]),
             **(
-                {"training_to_dense_final": time_to_dense_final(curves, dense_run[1]["history"])}
+                {
+                    "plateau": plateau,
+                    "training_to_dense_final": time_to_dense_final(curves, dense_run[1]["history"]),
+                }
                 if dense_run is not None
                 else {}
             ),
@@ -1052,10 +1086,13 @@ def main() -> None:
         )
         for label, figures in side_by_side(timed, args.timing_view, args.timing_repeats, args.clock).items():
             row = rows[label]
-            row["fps_scoring_pass"], row["rays_per_sec_scoring_pass"] = (
-                row.get("fps"),
-                row.get("rays_per_sec"),
-            )
+            if (
+                label not in kept
+            ):  # a kept row's fps is its earlier side-by-side figure, its scoring pass kept
+                row["fps_scoring_pass"], row["rays_per_sec_scoring_pass"] = (
+                    row.get("fps"),
+                    row.get("rays_per_sec"),
+                )
             row.update(figures, measured_by=report["command"])
         report["families"][family]["goals"] = goals(rows, labels, GOAL_SPEEDUP[family])
     report["provenance"] = provenance(args.scene)
