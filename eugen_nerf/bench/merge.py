@@ -38,14 +38,21 @@ def merge_report(path: Path, report: dict[str, Any], sections: Sequence[Sequence
 def write_report(
     path: Path, report: dict[str, Any], sections: Sequence[Sequence[str]] = ()
 ) -> dict[str, Any]:
-    """Merge (see :func:`merge_report`) and write ``report`` as JSON; returns what was written. A report holding an
-    inf or NaN is refused (:func:`refuse_non_finite`), and the file is renamed into place, so a stop while it is
-    written leaves the previous report whole (a truncated one would lose every section kept from earlier runs)."""
+    """Merge (see :func:`merge_report`) and write ``report`` (:func:`publish_json`: a truncated report would lose
+    every section kept from earlier runs); returns what was written."""
     merged = merge_report(path, report, sections)
-    refuse_non_finite(merged)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, (json.dumps(merged, indent=2, allow_nan=False) + "\n").encode())
+    publish_json(path, merged)
     return merged
+
+
+def publish_json(path: Path, report: dict[str, Any], default: Any = None) -> None:
+    """Write a suite's report as JSON (``default``: as :func:`json.dumps`'s): refused, with the figure's path, where
+    it holds an inf or NaN (:func:`refuse_non_finite`); renamed into place, so a stop while it is written leaves
+    the report before it whole."""
+    refuse_non_finite(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report, indent=2, allow_nan=False, default=default) + "\n"
+    atomic_write_bytes(path, text.encode())
 
 
 def non_finite_figures(data: object, where: str = "report") -> list[str]:

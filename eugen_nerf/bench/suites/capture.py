@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import tyro
 
+from eugen_nerf.bench.merge import publish_json
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.suites.methods import small_zipnerf  # the CPU preset
@@ -357,7 +358,7 @@ def main() -> None:
         "provenance": provenance(args.capture),
         "when": time.strftime("%Y-%m-%d %H:%M"),
     }
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    publish_json(args.output, report)
     print(
         json.dumps(
             {

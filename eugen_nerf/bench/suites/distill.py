@@ -37,6 +37,7 @@ from typing import Literal
 
 import tyro
 
+from eugen_nerf.bench.merge import publish_json
 from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.training import PlateauRule, train_to_plateau
@@ -399,8 +400,7 @@ def write_result(args: BenchDistill, given: dict, training: dict | None, reports
         "report": {k: v for k, v in report.items() if k != "finetune_losses"},
         "variants": {name: variant_summary(name, reports[name]) for name in reports},
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    publish_json(args.output, result, default=str)
     plot(report, summary, args.output.with_suffix(".png"), result["variants"])
 
 

@@ -71,7 +71,7 @@ import numpy as np
 import torch
 import tyro
 
-from eugen_nerf.bench.merge import non_finite_figures
+from eugen_nerf.bench.merge import non_finite_figures, publish_json
 from eugen_nerf.bench.provenance import content_hash, provenance
 from eugen_nerf.bench.seeds import mean_and_std
 from eugen_nerf.bench.suites import command_line
@@ -829,7 +829,7 @@ def main(config: BenchISDF) -> None:
         "goal": goal,
         "results": results,
     }
-    (config.output / "isdf.json").write_text(json.dumps(payload, indent=2) + "\n")
+    publish_json(config.output / "isdf.json", payload)
     plot(
         results,
         config.output / "isdf.png",

@@ -11,7 +11,6 @@ Writes the JSON report given by ``--output`` and its plot beside it (``.png``).
 from __future__ import annotations
 
 import functools
-import json
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch
 import tyro
 
+from eugen_nerf.bench.merge import publish_json
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.eval.timing import benchmark_interleaved
 from eugen_nerf.inputs.errors import usage_error
@@ -168,8 +168,7 @@ def main() -> None:
             for d in devices
         },
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    publish_json(args.output, results)
     plot(results, args.output.with_suffix(".png"))
     print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
 
