@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eugen_nerf.eval.timing import NonFiniteOutput
+from eugen_nerf.inputs.errors import NumericalError
 from eugen_nerf.inputs.outputs import atomic_write_bytes
 
 
@@ -67,9 +68,13 @@ def non_finite_figures(data: object, where: str = "report") -> list[str]:
     return []
 
 
+class NonFiniteReport(NonFiniteOutput, NumericalError):
+    """A figure about to be published is inf or NaN (a :class:`NumericalError` too: uncaught, one line)."""
+
+
 def refuse_non_finite(data: object, where: str = "report") -> None:
-    """Raise :class:`NonFiniteOutput` naming the first figure in ``data`` that is inf or NaN: a report holding
+    """Raise :class:`NonFiniteReport` naming the first figure in ``data`` that is inf or NaN: a report holding
     one is not written."""
     bad = non_finite_figures(data, where)
     if bad:
-        raise NonFiniteOutput(f"{bad[0]} is not finite; the report is not written")
+        raise NonFiniteReport(f"{bad[0]} is not finite; the report is not written")

@@ -20,8 +20,6 @@ from typing import Generic, TypeVar
 
 import torch
 
-from eugen_nerf.inputs.errors import NumericalError
-
 T = TypeVar("T")
 S = TypeVar("S")
 V = TypeVar("V")
@@ -127,9 +125,8 @@ def time_inside(
     return result, total, inside
 
 
-class NonFiniteOutput(NumericalError):
-    """What was timed, or a figure about to be published, is inf or NaN: it means nothing (a command that does
-    not catch it stops with one line)."""
+class NonFiniteOutput(ArithmeticError):
+    """What was timed produced inf or NaN: its speed means nothing."""
 
 
 def check_finite(result: object, name: str = "result") -> None:
