@@ -148,6 +148,12 @@ def earlier_scene(scratch: Path) -> None:
     (scratch / "out" / "transforms.json").write_text('{"frames": []}')
 
 
+def other_files(scratch: Path) -> None:
+    """A folder of the user's own files where a command is told to write, with --overwrite."""
+    (scratch / "out").mkdir()
+    (scratch / "out" / "notes.txt").write_text("mine, not a result")
+
+
 def earlier_student(scratch: Path) -> None:
     shutil.copytree(TEACHER, scratch / "out")
 
@@ -223,6 +229,13 @@ CASES = [
         lambda i, s: f"--output {s / 'out'} already holds an eugen-isdf run",
         prepare=earlier_isdf_run,
     ),
+    Case(
+        "isdf-overwrite-over-other-files",
+        lambda i, s: ["--output", str(s / "out"), "--overwrite", *ISDF],
+        "eugen-isdf",
+        lambda i, s: f"--output {s / 'out'} holds files that are not an eugen-isdf run (no metrics.json)",
+        prepare=other_files,
+    ),
     # ---------------------------------------------------------------- eugen-scenes
     Case(
         "scenes-mesh-without-vertices",
@@ -245,6 +258,14 @@ CASES = [
         lambda i, s: f"--output {s / 'out'} already exists",
         code=1,
         prepare=earlier_scene,
+    ),
+    Case(
+        "scenes-overwrite-over-other-files",
+        lambda i, s: ["render", "--output", str(s / "out"), "--width", "8", "--height", "8", "--overwrite"],
+        "eugen-scenes",
+        lambda i, s: f"--output {s / 'out'} holds files that are not a scene (no scene.json)",
+        code=1,
+        prepare=other_files,
     ),
     Case(
         "scenes-width-0",
@@ -414,6 +435,18 @@ CASES = [
         lambda i, s: (
             f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"
         ),
+    ),
+    Case(
+        "distill-output-is-the-teacher",
+        lambda i, s: [
+            "--teacher",
+            str(run_dir(i, "run_truncated")),
+            "--output-dir",
+            str(run_dir(i, "run_truncated")),
+            "--overwrite",
+        ],
+        "eugen-distill",
+        lambda i, s: f"--output-dir {run_dir(i, 'run_truncated')} is the teacher's run folder",
     ),
     Case(
         "distill-output-holds-a-run",
@@ -821,3 +854,18 @@ def test_ns_train_non_finite_loss_stops_naming_the_step(tmp_path: Path):
     assert "is nan (non-finite); stopped before the optimiser step" in " ".join(text.split()), text[-3000:]
     assert "step " in text
     assert not list((tmp_path / "out").rglob("*.ckpt"))
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path: Path, monkeypatch):
+    """Checked on the nearest folder that exists (running as root, every folder is writable: access is faked)."""
+    import os
+
+    from eugen_nerf.inputs.errors import InputError
+    from eugen_nerf.inputs.outputs import refuse_existing
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path and real(path, mode))
+    with pytest.raises(InputError, match=f"--output {tmp_path / 'a' / 'b'}: cannot write into {tmp_path}$"):
+        refuse_existing(tmp_path / "a" / "b", False)
+    monkeypatch.setattr(os, "access", real)
+    refuse_existing(tmp_path / "a" / "b", False)  # writable: nothing to say

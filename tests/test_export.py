@@ -126,6 +126,34 @@ def test_a_trunk_trained_layer_by_layer_exports_and_renders_as_nerfstudio(tmp_pa
     assert_renders_as_nerfstudio(run, export, views=1)
 
 
+def test_a_distorted_camera_renders_as_nerfstudio(runs, tmp_path):
+    """Test cameras with OpenCV lens distortion (a COLMAP capture's) keep it in the export, and the reference
+    renderer's rays are nerfstudio's, undistorted the same way."""
+    from eugen_nerf.eval.runs import final_rgb, load_run
+    from eugen_nerf.export.exporter import ExportOptions, build_export
+
+    run = load_run(runs["dense-nerf"], device="cpu")
+    cameras = run.pipeline.datamanager.eval_dataset.cameras
+    lens = torch.tensor([-0.08, 0.02, 0.0, 0.0, 0.004, -0.003])
+    cameras.distortion_params = lens.expand(len(cameras), 6).clone()
+    header, buffers = build_export(run, ExportOptions(grid_resolution=GRID))
+    assert header["cameras"][0]["distortion"] == pytest.approx(lens.tolist())
+    fmt.write(tmp_path / fmt.FILE_NAME, header, buffers)
+    exported = load_export(tmp_path, device="cpu")
+    with torch.no_grad():
+        expected = final_rgb(run.model.get_outputs_for_camera(cameras[0:1])).clamp(0, 1)
+    got = render_view(exported, 0, Sampling(kind="nerfstudio"))
+    assert psnr(got, expected) > 60, f"{psnr(got, expected):.1f} dB"
+    # the rays themselves: nerfstudio's directions (the export's frame differs by a shift and a scale only)
+    from eugen_nerf.export.render import camera_rays
+
+    theirs = cameras[0:1].generate_rays(camera_indices=0).directions.reshape(-1, 3)
+    ours = camera_rays(exported.cameras[0])[1]
+    assert (ours - theirs).abs().max() < 1e-5
+    pinhole = camera_rays(dataclasses.replace(exported.cameras[0], distortion=(0.0,) * 6))[1]
+    assert (pinhole - theirs).abs().max() > 1e-3, "the lens changes nothing here: the test would show nothing"
+
+
 def test_eugen_export_holds_the_merged_chain(exports):
     """The EUGen trunk is written feature to feature: its EUGen steps (but the last) carry no output matrix."""
     header = fmt.read(exports["eugen-nerf"]).header
@@ -324,6 +352,37 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
     assert again.stdout.strip().splitlines()[-1].startswith("eugen-export: error: --output")
     assert "--overwrite" in again.stdout
 
+    # --overwrite replaces an earlier export, never a folder of other files (here: the run itself)
+    run_folder = runs["eugen-nerf"].parent
+    before = sorted(p.name for p in run_folder.iterdir())
+    into_run = subprocess.run(
+        [str(exe), str(runs["eugen-nerf"]), "--output", str(run_folder), "--overwrite"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert into_run.returncode == 2 and "holds files that are not an export" in into_run.stdout, (
+        into_run.stdout
+    )
+    assert sorted(p.name for p in run_folder.iterdir()) == before
+
+    # a staging folder left by an export killed outright does not stop the next one
+    (tmp_path / ".fresh.partial").mkdir()
+    (tmp_path / ".fresh.partial" / "junk").write_text("left behind")
+    fresh = subprocess.run(
+        [*args[:3], str(tmp_path / "fresh"), *args[4:]],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert fresh.returncode == 0, fresh.stdout[-2000:] + fresh.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "fresh").iterdir()) == [fmt.FILE_NAME]
+    assert not (tmp_path / ".fresh.partial").exists()
+
     nowhere = tmp_path / "nowhere"
     bad = subprocess.run(
         [str(exe), str(tmp_path), "--output", str(nowhere)],
@@ -346,3 +405,58 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
     assert (
         serve.returncode == 2 and "truncated" in serve.stdout and len(serve.stdout.strip().splitlines()) == 1
     )
+    port = subprocess.run(
+        [str(exe), "serve", str(output), "--port", "70000"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        port.returncode == 2
+        and "--port must be in 0..65535" in port.stdout
+        and "Traceback" not in port.stderr
+    )
+
+
+def test_serving_exports_of_different_scenes_is_refused(exports, tmp_path):
+    from eugen_nerf.export.serve import make_server
+
+    parsed = fmt.read(exports["dense-nerf"])
+    moved = json.loads(json.dumps(parsed.header))
+    moved["cameras"][0]["camera_to_world"][0][3] += 0.5
+    fmt.write(tmp_path / fmt.FILE_NAME, moved, parsed.buffers)
+    with pytest.raises(fmt.ExportFormatError, match="different test cameras"):
+        make_server([exports["eugen-nerf"], tmp_path], 0)
+    make_server([exports["eugen-nerf"], exports["dense-nerf"]], 0).server_close()  # one scene: served
+
+
+def test_a_malformed_buffer_table_is_one_line(tmp_path):
+    buffers = {"a": np.arange(6, dtype=np.float32)}
+    path = tmp_path / fmt.FILE_NAME
+    fmt.write(path, {"head": "nerf"}, buffers)
+    data = path.read_bytes()
+    length = struct.unpack("<I", data[8:12])[0]
+    for change, message in (
+        ({"dtype": "int32"}, "not an offset, a size, a shape and one of the types"),
+        ({"offset": None}, "not an offset"),
+        ({"nbytes": 5}, "not whole values"),
+    ):
+        header = json.loads(data[16 : 16 + length])
+        header["buffers"]["a"].update(change)
+        text = json.dumps(header).encode().ljust(length)
+        with pytest.raises(fmt.ExportFormatError, match=message) as error:
+            fmt.decode(data[:16] + text + data[16 + length :], "bad.eugen")
+        assert "\n" not in str(error.value) and "bad.eugen" in str(error.value)
+    header = json.loads(data[16 : 16 + length])
+    header["buffers"] = None
+    with pytest.raises(fmt.ExportFormatError, match="buffer table"):
+        fmt.decode(data[:16] + json.dumps(header).encode().ljust(length) + data[16 + length :], "bad.eugen")
+
+
+def test_a_float16_export_refuses_weights_out_of_its_range():
+    from eugen_nerf.export.exporter import ExportError, _Writer
+
+    with pytest.raises(ExportError, match="exceeds float16's range.*--dtype float32"):
+        _Writer("float16").add("trunk.0.weight", torch.tensor([1.0, 7e4]))
+    assert _Writer("float32").add("w", torch.tensor([1.0, 7e4])) == "w"

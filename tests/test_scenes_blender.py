@@ -236,13 +236,16 @@ def test_missing_blender_names_the_package_and_writes_nothing(tmp_path: Path, mo
     assert list(tmp_path.iterdir()) == []
 
 
-def test_output_holding_something_else_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_output_holding_something_else_is_refused(tmp_path: Path, overwrite: bool) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine")
     with pytest.raises(
-        InputError, match="holds files that are not this scene; choose another folder or pass --overwrite"
+        InputError, match="holds files that are not this scene; choose an empty or new folder"
     ):
-        generate_blender_scene(BlenderSceneConfig("shiny", tmp_path / "out", resolution=32, views=(1, 1, 1)))
+        generate_blender_scene(
+            BlenderSceneConfig("shiny", tmp_path / "out", resolution=32, views=(1, 1, 1), overwrite=overwrite)
+        )
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
 
 

@@ -5,6 +5,8 @@ lacks what it needs. Chromium missing is a failure with the setup command, not a
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -280,3 +282,45 @@ def test_page_renders_projected_scaling_as_the_reference(tmp_path, one_thread):
     assert reference.std() > 0.02, "the tiny field renders flat: the comparison would show nothing"
     # the page agrees to ~59 dB; an rms off by sqrt(2) (its row count wrong) falls to ~40 dB
     assert psnr(page, reference) > 50, f"page vs reference {psnr(page, reference):.1f} dB"
+
+
+@pytest.mark.usefixtures("chromium")
+def test_page_keeps_a_cameras_aspect_and_lens(exports, tmp_path):
+    """A 4:3 test camera with lens distortion (a COLMAP capture's): the page draws it undistorted as the
+    reference renderer does, and its frame keeps the camera's aspect instead of stretching it square."""
+    parsed = fmt.read(exports["dense-nerf"])
+    header = json.loads(json.dumps(parsed.header))
+    camera = header["cameras"][0]
+    camera["height"] = camera["width"] * 3 // 4
+    camera["cy"] *= 0.75
+    camera["distortion"] = [-0.5, 0.1, 0.0, 0.0, 0.01, -0.01]
+    (tmp_path / "lens").mkdir()
+    fmt.write(tmp_path / "lens" / fmt.FILE_NAME, header, parsed.buffers)
+    exported = load_export(tmp_path / "lens", device="cpu")
+    width, height = camera["width"], camera["height"]
+    reference = render_view(exported, 0, Sampling(samples=SAMPLES))
+    pinhole = dataclasses.replace(exported.cameras[0], distortion=(0.0,) * 6)
+    assert psnr(render_view(exported, pinhole, Sampling(samples=SAMPLES)), reference) < 35, (
+        "the lens shows nothing"
+    )
+    with page_on([tmp_path / "lens"]) as browser:
+        page, _ = page_render(browser, camera=0, width=width, height=height, samples=SAMPLES)
+        assert page.shape == reference.shape
+        assert psnr(page, reference) > 40, f"page vs reference {psnr(page, reference):.1f} dB"
+    with Browser(1000, 640) as browser:
+        from eugen_nerf.export.serve import make_server
+
+        server = make_server([tmp_path / "lens"], 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            browser.open(f"http://127.0.0.1:{server.server_address[1]}/?resolution=16&samples=8")
+            assert wait_ready(browser) == "ready"
+            assert all("ms/frame" in caption for caption in frames_drawn(browser))
+            size = browser.evaluate(
+                "(() => { const c = document.querySelector('#view-0 canvas'); return [c.width, c.height]; })()"
+            )
+            assert size == [16, 12]
+            left, top, right, bottom = browser.rect("#view-0 canvas")
+            assert abs((bottom - top) / (right - left) - 0.75) < 0.02, "the canvas is shown stretched"
+        finally:
+            server.shutdown()

@@ -97,7 +97,7 @@ class FieldRenderer {
     return program;
   }
 
-  // Start a frame of `view` ({c2w, fxN, fyN, cxN, cyN}) at width x height.
+  // Start a frame of `view` ({c2w, fxN, fyN, cxN, cyN, aspect, distortion}) at width x height.
   start(view, settings) {
     const { width, height } = settings;
     if (this.canvas.width !== width || this.canvas.height !== height) {
@@ -114,6 +114,9 @@ class FieldRenderer {
     gl.uniform3f(u("uOrigin"), c[0][3], c[1][3], c[2][3]);
     gl.uniformMatrix3fv(u("uRotation"), false, [c[0][0], c[1][0], c[2][0], c[0][1], c[1][1], c[2][1], c[0][2], c[1][2], c[2][2]]);
     gl.uniform4f(u("uIntrinsics"), view.fxN * width, view.fyN * height, view.cxN * width, view.cyN * height);
+    const k = view.distortion || [0, 0, 0, 0, 0, 0];
+    gl.uniform4f(u("uRadial"), k[0], k[1], k[2], k[3]);
+    gl.uniform2f(u("uTangential"), k[4], k[5]);
     gl.uniform2f(u("uOffset"), 0, 0);
     gl.uniform1f(u("uHeight"), height);
     gl.uniform1i(u("uSamples"), settings.samples);
@@ -194,6 +197,8 @@ function cameraView(camera) {
     fyN: camera.fy / camera.height,
     cxN: camera.cx / camera.width,
     cyN: camera.cy / camera.height,
+    aspect: camera.height / camera.width,
+    distortion: camera.distortion || [0, 0, 0, 0, 0, 0], // k1, k2, k3, k4, p1, p2
   };
 }
 const sub = (a, b) => a.map((v, i) => v - b[i]);
@@ -211,8 +216,9 @@ function rotate(v, axis, angle) { // Rodrigues
 const state = { renderers: [], names: [], show: 0, view: null, target: [0, 0, 0], up: [0, 0, 1], dirty: true, turn: 0 };
 
 function settings() {
-  const size = Number($("resolution").value);
-  return { width: size, height: size, samples: Number($("samples").value), occupancy: $("occupancy").checked, earlyTermination: $("termination").checked };
+  const size = Number($("resolution").value); // the frame's width; its height keeps the camera's aspect
+  const height = Math.max(1, Math.round(size * (state.view ? state.view.aspect : 1)));
+  return { width: size, height, samples: Number($("samples").value), occupancy: $("occupancy").checked, earlyTermination: $("termination").checked };
 }
 
 function visible() {

@@ -422,6 +422,8 @@ void rayDirection(vec3 d) {
     const table = this.buffers[grid.table];
     const rows = table.shape[0];
     if (![1, 2, 4].includes(features)) throw new FieldError(`This page reads hash grids of 1, 2 or 4 features per level, not ${features}.`);
+    const primes = (grid.hash && grid.hash.primes) || HASH_PRIMES;
+    if (primes.some((p, i) => p !== HASH_PRIMES[i])) throw new FieldError(`This page hashes with the primes ${HASH_PRIMES.join(", ")}, not ${primes.join(", ")}.`);
     const limit = limits.maxTextureSize;
     const tableWidth = Math.min(limit, rows);
     const tableHeight = Math.ceil(rows / tableWidth);
@@ -561,6 +563,8 @@ uniform mediump sampler3D uOcc;
 uniform vec3 uOrigin;
 uniform mat3 uRotation;
 uniform vec4 uIntrinsics; // fx, fy, cx, cy in pixels of the full frame
+uniform vec4 uRadial;     // the lens's distortion (nerfstudio's OpenCV model): k1, k2, k3, k4
+uniform vec2 uTangential; // p1, p2
 uniform vec2 uOffset;     // this draw's pixel offset
 uniform float uHeight;
 uniform int uSamples;
@@ -600,10 +604,33 @@ bool occupied(vec3 p) {
   return texelFetch(uOcc, cell.zyx, 0).r > 0.0;
 }
 
+// Normalised image coordinates (y down) without the lens's distortion: nerfstudio's Newton iteration
+// (radial_and_tangential_undistort), step for step.
+vec2 undistort(vec2 c) {
+  if (uRadial == vec4(0.0) && uTangential == vec2(0.0)) return c;
+  float k1 = uRadial.x, k2 = uRadial.y, k3 = uRadial.z, k4 = uRadial.w, p1 = uTangential.x, p2 = uTangential.y;
+  float x = c.x, y = c.y;
+  for (int i = 0; i < 10; i++) {
+    float r = x * x + y * y;
+    float d = 1.0 + r * (k1 + r * (k2 + r * (k3 + r * k4)));
+    float fx = d * x + 2.0 * p1 * x * y + p2 * (r + 2.0 * x * x) - c.x;
+    float fy = d * y + 2.0 * p2 * x * y + p1 * (r + 2.0 * y * y) - c.y;
+    float dr = k1 + r * (2.0 * k2 + r * (3.0 * k3 + r * 4.0 * k4));
+    float dx = 2.0 * x * dr, dy = 2.0 * y * dr;
+    float fxx = d + dx * x + 2.0 * p1 * y + 6.0 * p2 * x;
+    float fxy = dy * x + 2.0 * p1 * x + 2.0 * p2 * y;
+    float fyx = dx * y + 2.0 * p2 * y + 2.0 * p1 * x;
+    float fyy = d + dy * y + 2.0 * p2 * x + 6.0 * p1 * y;
+    float den = fyx * fxy - fxx * fyy;
+    if (abs(den) > 1e-3) { x += (fx * fyy - fy * fxy) / den; y += (fy * fxx - fx * fyx) / den; }
+  }
+  return vec2(x, y);
+}
+
 vec3 pixelDirection(vec2 pixel) {
   float row = uHeight - pixel.y; // row 0 at the top, as the cameras' images
-  vec3 local = vec3((pixel.x - uIntrinsics.z) / uIntrinsics.x, -(row - uIntrinsics.w) / uIntrinsics.y, -1.0);
-  return normalize(uRotation * local);
+  vec2 c = undistort(vec2((pixel.x - uIntrinsics.z) / uIntrinsics.x, (row - uIntrinsics.w) / uIntrinsics.y));
+  return normalize(uRotation * vec3(c.x, -c.y, -1.0));
 }
 
 void main() {

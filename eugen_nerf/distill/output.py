@@ -31,10 +31,15 @@ def holds_run(run_dir: Path) -> bool:
     return (run_dir / "config.yml").exists() or any((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
 
 
-def check_output_dir(run_dir: Path, overwrite: bool) -> None:
-    """Refuse to write over a complete run unless ``overwrite`` (nothing is written here)."""
+def check_output_dir(run_dir: Path, overwrite: bool, teacher: Path | None = None) -> None:
+    """Refuse to write over a complete run unless ``overwrite``, and into the ``teacher``'s own run folder
+    whatever ``overwrite`` says (nothing is written here)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise DistillError(f"--output-dir {run_dir} exists and is not a directory")
+    if teacher is not None:
+        teacher_dir = teacher.parent if teacher.is_file() else teacher
+        if run_dir.resolve() == teacher_dir.resolve():
+            raise DistillError(f"--output-dir {run_dir} is the teacher's run folder; choose another folder")
     if holds_run(run_dir) and not overwrite:
         raise DistillError(f"--output-dir {run_dir} already holds a run; pass --overwrite to replace it")
 

@@ -191,7 +191,7 @@ class Distillation:
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
         options = self.options
-        check_output_dir(options.output_dir, options.overwrite)
+        check_output_dir(options.output_dir, options.overwrite, options.teacher)
         if options.refine_steps and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise DistillError(
                 "--refine-steps runs in one process (its rows are not shared across processes): "

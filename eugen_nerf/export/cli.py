@@ -42,7 +42,7 @@ class Export:
     """A cell is occupied where a cell-long step through it is at least this opaque (default: 0.001 for NeRF,
     0.01 for Zip-NeRF, whose untrained space keeps a faint haze)."""
     overwrite: bool = False
-    """Replace an existing export in --output."""
+    """Replace an earlier export in --output (a folder holding other files is refused, never replaced)."""
 
     def main(self) -> None:
         from eugen_nerf.export.exporter import ExportOptions
@@ -51,7 +51,7 @@ class Export:
             raise InputError(f"--grid-resolution must be in 8..256, got {self.grid_resolution}")
         if self.alpha_threshold is not None and not 0 < self.alpha_threshold < 1:
             raise InputError(f"--alpha-threshold must be in (0, 1), got {self.alpha_threshold}")
-        refuse_existing(self.output, self.overwrite, "--output", "an export")
+        refuse_existing(self.output, self.overwrite, "--output", "an export", marker=fmt.FILE_NAME)
         from rich.progress import Progress
 
         from eugen_nerf.eval.runs import load_run
@@ -89,6 +89,8 @@ class Serve:
 
         if not 1 <= len(self.exports) <= 2:
             raise InputError(f"serve takes one or two exports, got {len(self.exports)}")
+        if not 0 <= self.port <= 65535:
+            raise InputError(f"--port must be in 0..65535, got {self.port}")
         try:
             server = make_server(self.exports, self.port)
         except OSError as error:

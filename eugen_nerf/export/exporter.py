@@ -85,7 +85,21 @@ class _Writer:
     def add(self, name: str, tensor: torch.Tensor | None) -> str | None:
         if tensor is None:
             return None
-        self.buffers[name] = tensor.detach().double().cpu().numpy().astype(self.dtype)
+        array = tensor.detach().double().cpu().numpy()
+        stored = array.astype(self.dtype)
+        if not np.isfinite(stored).all():
+            where = (
+                "is not finite" if not np.isfinite(array).all() else f"exceeds {self.dtype.__name__}'s range"
+            )
+            raise ExportError(
+                f"{name}: a value {where} (largest magnitude {np.abs(array).max():.4g}); "
+                + (
+                    "export with --dtype float32"
+                    if self.dtype is np.float16
+                    else "the run's weights are broken"
+                )
+            )
+        self.buffers[name] = stored
         return name
 
 
@@ -344,22 +358,23 @@ def _cameras(run, origin: torch.Tensor, unit: float) -> list[dict]:
     for i in range(len(cameras)):
         if int(cameras.camera_type[i]) != CameraType.PERSPECTIVE.value:
             raise ExportError(
-                f"{run.config_path}: test camera {i} is not a pinhole camera; only pinhole cameras are exported"
+                f"{run.config_path}: test camera {i} is not a perspective camera; only perspective cameras are exported"
             )
         c2w = cameras.camera_to_worlds[i].double().clone()
         c2w[:, 3] = (c2w[:, 3] - origin) / unit
-        out.append(
-            {
-                "name": f"test {i}",
-                "width": int(cameras.width[i]),
-                "height": int(cameras.height[i]),
-                "fx": float(cameras.fx[i]),
-                "fy": float(cameras.fy[i]),
-                "cx": float(cameras.cx[i]),
-                "cy": float(cameras.cy[i]),
-                "camera_to_world": c2w.tolist(),
-            }
-        )
+        camera = {
+            "name": f"test {i}",
+            "width": int(cameras.width[i]),
+            "height": int(cameras.height[i]),
+            "fx": float(cameras.fx[i]),
+            "fy": float(cameras.fy[i]),
+            "cx": float(cameras.cx[i]),
+            "cy": float(cameras.cy[i]),
+            "camera_to_world": c2w.tolist(),
+        }
+        if cameras.distortion_params is not None and bool((cameras.distortion_params[i] != 0).any()):
+            camera["distortion"] = [float(v) for v in cameras.distortion_params[i]]  # k1, k2, k3, k4, p1, p2
+        out.append(camera)
     return out
 
 
@@ -376,7 +391,7 @@ def _nerf_fields(model, writer: _Writer) -> tuple[dict, dict]:
         "far": far,
         "coarse_samples": model.sampler_uniform.num_samples,
         "importance_samples": model.sampler_pdf.num_samples,
-        "histogram_padding": 0.01,
+        "histogram_padding": model.sampler_pdf.histogram_padding,
     }
     return fields, sampling
 

@@ -16,6 +16,7 @@ Imports torch and numpy only: usable where nerfstudio is not installed.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import torch
 from torch import Tensor
 
 from eugen_nerf.export import format as fmt
-from eugen_nerf.fields.multisample import contract_gaussians
+from eugen_nerf.fields.multisample import contract_gaussians, encode_directions, level_weights
 from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, TINY_SQUARE, scales_higher_orders, softplus_
 
 ACTIVATIONS = {
@@ -277,19 +278,6 @@ class HashGrid:
             out.addcmul_(weight[..., None], self.table[index])
 
 
-def level_weights(stds: Tensor, resolutions: Tensor) -> Tensor:
-    """Zip-NeRF's down-weighting of each level's features, ``erf(1 / sqrt(8 s^2 n^2))`` for a blur ``s`` in the
-    grid's ``[-1, 1]`` units (twice the unit cube's) and ``n`` cells per axis."""
-    return torch.erf(1 / (8 * stds[..., None] ** 2 * resolutions**2 + 1e-12).sqrt())
-
-
-def encode_directions(directions: Tensor, frequencies: int) -> Tensor:
-    """Zip-NeRF's direction encoding ``[d, sin(2^i d), cos(2^i d)]``, ``i < frequencies``."""
-    scales = 2.0 ** torch.arange(frequencies, device=directions.device, dtype=directions.dtype)
-    scaled = (directions[..., None, :] * scales[:, None]).flatten(-2)
-    return torch.cat([directions, torch.sin(scaled), torch.cos(scaled)], dim=-1)
-
-
 @dataclass
 class ZipNeRFDensity:
     """Zip-NeRF's density network (a proposal network, and the NeRF field's first half): the hash grid at each
@@ -349,9 +337,14 @@ class ZipNeRFField(ZipNeRFDensity):
         return self.density.macs_per_point() + self.view.macs_per_point()
 
 
+NO_DISTORTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
 @dataclass
 class Camera:
-    """A pinhole camera (nerfstudio's convention: x right, y up, looking down -z) in the field's frame."""
+    """A perspective camera (nerfstudio's convention: x right, y up, looking down -z) in the field's frame, with
+    nerfstudio's OpenCV lens distortion ``[k1, k2, k3, k4, p1, p2]`` (in normalised image coordinates, so a
+    resized camera keeps it; all zero: a pinhole)."""
 
     width: int
     height: int
@@ -361,19 +354,19 @@ class Camera:
     cy: float
     camera_to_world: Tensor
     name: str = ""
+    distortion: tuple[float, ...] = NO_DISTORTION
 
     def resized(self, width: int, height: int) -> Camera:
         """The same view at another resolution (intrinsics scaled per axis)."""
         sx, sy = width / self.width, height / self.height
-        return Camera(
-            width,
-            height,
-            self.fx * sx,
-            self.fy * sy,
-            self.cx * sx,
-            self.cy * sy,
-            self.camera_to_world,
-            self.name,
+        return dataclasses.replace(
+            self,
+            width=width,
+            height=height,
+            fx=self.fx * sx,
+            fy=self.fy * sy,
+            cx=self.cx * sx,
+            cy=self.cy * sy,
         )
 
 
@@ -448,6 +441,9 @@ def _encoding(spec: dict, device, dtype) -> Encoding:
 
 
 def grid_from_header(spec: dict, buffers, device, dtype) -> HashGrid:
+    primes = tuple(spec.get("hash", {}).get("primes", HASH_PRIMES))
+    if primes != HASH_PRIMES:
+        raise ValueError(f"the hash grid's primes are {primes}; this reader hashes with {HASH_PRIMES}")
     return HashGrid(
         _tensor(buffers, spec["table"], device, dtype),
         torch.tensor(spec["resolutions"], device=device, dtype=dtype),
@@ -512,6 +508,7 @@ def load_export(
                 c["cy"],
                 torch.tensor(c["camera_to_world"], dtype=dtype, device=device),
                 c.get("name", ""),
+                tuple(float(v) for v in c.get("distortion", NO_DISTORTION)),
             )
             for c in header["cameras"]
         ]

@@ -100,21 +100,37 @@ def decode(data: bytes, source: str = "export") -> ExportFile:
             "export the run again with this eugen-nerf"
         )
     section = memoryview(data)[16 + length :]
+    table = header.get("buffers", {})
+    if not isinstance(table, dict):
+        raise ExportFormatError(f"{source}: its header's buffer table is not a table; export it again")
     buffers = {}
-    for name, entry in header.get("buffers", {}).items():
-        end = entry["offset"] + entry["nbytes"]
+    for name, entry in table.items():
+        try:
+            offset, nbytes, shape = (
+                int(entry["offset"]),
+                int(entry["nbytes"]),
+                [int(n) for n in entry["shape"]],
+            )
+            dtype = np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<")
+        except (KeyError, TypeError, ValueError):
+            raise ExportFormatError(
+                f"{source}: buffer {name}'s entry {entry!r} is not an offset, a size, a shape and one of the "
+                f"types {', '.join(DTYPES)}; export it again"
+            ) from None
+        end = offset + nbytes
         if end > len(section):
             raise ExportFormatError(
                 f"{source}: truncated (buffer {name} ends at byte {16 + length + end}, the file has "
                 f"{len(data)}); export it again"
             )
-        dtype = np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<")
-        array = np.frombuffer(section[entry["offset"] : end], dtype=dtype)
-        if array.size != int(np.prod(entry["shape"], dtype=np.int64)):
+        if offset < 0 or nbytes < 0 or nbytes % dtype.itemsize:
             raise ExportFormatError(
-                f"{source}: buffer {name} holds {array.size} values, not {entry['shape']}"
+                f"{source}: buffer {name} spans {nbytes} bytes at {offset}, not whole values"
             )
-        buffers[name] = array.reshape(entry["shape"])
+        array = np.frombuffer(section[offset:end], dtype=dtype)
+        if array.size != int(np.prod(shape, dtype=np.int64)):
+            raise ExportFormatError(f"{source}: buffer {name} holds {array.size} values, not {shape}")
+        buffers[name] = array.reshape(shape)
     return ExportFile(header, buffers)
 
 
@@ -124,6 +140,10 @@ def read(path: Path) -> ExportFile:
     file = path / FILE_NAME if path.is_dir() else path
     if not file.is_file():
         raise ExportFormatError(f"{path}: no exported field there (expected {FILE_NAME}; run eugen-export)")
-    parsed = decode(file.read_bytes(), str(file))
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        raise ExportFormatError(f"{file}: cannot read it ({error.strerror})") from None
+    parsed = decode(data, str(file))
     parsed.path = file
     return parsed

@@ -30,6 +30,7 @@ autocast their features stay in its type).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,9 +75,39 @@ def _directions(camera: Camera, shift_x: float = 0.0, shift_y: float = 0.0) -> T
         torch.arange(camera.width, device=device, dtype=dtype) + 0.5 + shift_x,
         indexing="ij",
     )
-    local = torch.stack([(x - camera.cx) / camera.fx, -(y - camera.cy) / camera.fy, -torch.ones_like(x)], -1)
+    u, v = (x - camera.cx) / camera.fx, (y - camera.cy) / camera.fy
+    if any(camera.distortion):
+        u, v = undistort(u, v, camera.distortion)
+    local = torch.stack([u, -v, -torch.ones_like(x)], -1)
     directions = (local.reshape(-1, 1, 3) * c2w[:3, :3]).sum(-1)
     return directions / torch.linalg.vector_norm(directions, dim=-1, keepdim=True)
+
+
+def undistort(
+    u: Tensor, v: Tensor, distortion: tuple[float, ...], iterations: int = 10
+) -> tuple[Tensor, Tensor]:
+    """Normalised image coordinates (OpenCV's: ``v`` down) without the lens's radial and tangential distortion
+    ``[k1, k2, k3, k4, p1, p2]``: nerfstudio's Newton iteration (``radial_and_tangential_undistort``, from
+    MultiNeRF), step for step, so that a distorted camera's rays are nerfstudio's."""
+    k1, k2, k3, k4, p1, p2 = distortion
+    x, y = u, v
+    for _ in range(iterations):
+        r = x * x + y * y
+        d = 1.0 + r * (k1 + r * (k2 + r * (k3 + r * k4)))
+        fx = d * x + 2 * p1 * x * y + p2 * (r + 2 * x * x) - u
+        fy = d * y + 2 * p2 * x * y + p1 * (r + 2 * y * y) - v
+        d_r = k1 + r * (2.0 * k2 + r * (3.0 * k3 + r * 4.0 * k4))
+        d_x, d_y = 2.0 * x * d_r, 2.0 * y * d_r
+        fx_x = d + d_x * x + 2.0 * p1 * y + 6.0 * p2 * x
+        fx_y = d_y * x + 2.0 * p1 * x + 2.0 * p2 * y
+        fy_x = d_x * y + 2.0 * p2 * y + 2.0 * p1 * x
+        fy_y = d + d_y * y + 2.0 * p2 * x + 6.0 * p1 * y
+        denominator = fy_x * fx_y - fx_x * fy_y
+        solvable = denominator.abs() > 1e-3
+        safe = torch.where(solvable, denominator, torch.ones_like(denominator))
+        x = x + torch.where(solvable, (fx * fy_y - fy * fx_y) / safe, torch.zeros_like(x))
+        y = y + torch.where(solvable, (fy * fx_x - fx * fy_x) / safe, torch.zeros_like(y))
+    return x, y
 
 
 def camera_rays(camera: Camera) -> tuple[Tensor, Tensor]:
@@ -356,15 +387,8 @@ def render_view(
         camera = exported.cameras[camera]
     if width or height:
         camera = camera.resized(width or camera.width, height or camera.height)
-    camera = Camera(
-        camera.width,
-        camera.height,
-        camera.fx,
-        camera.fy,
-        camera.cx,
-        camera.cy,
-        camera.camera_to_world.to(exported.device, exported.bounds.dtype),
-        camera.name,
+    camera = dataclasses.replace(
+        camera, camera_to_world=camera.camera_to_world.to(exported.device, exported.bounds.dtype)
     )
     origins, directions = camera_rays(camera)
     image = render_rays(exported, origins, directions, sampling, chunk, camera_radii(camera))

@@ -12,6 +12,8 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
+
 from eugen_nerf.export import format as fmt
 
 PAGE = Path(__file__).resolve().parent / "viewer"
@@ -24,6 +26,29 @@ def page_dir() -> Path:
     return PAGE
 
 
+def world_cameras(header: dict) -> list[tuple]:
+    """An export's test cameras in the scene's own frame (a NeRF export stores them in the object's frame):
+    size, intrinsics and camera-to-world, rounded so that two exports of one scene compare equal."""
+    frame = header.get("scene", {}).get("frame", {"origin": [0.0, 0.0, 0.0], "unit": 1.0})
+    origin, unit = np.asarray(frame["origin"], dtype=np.float64), float(frame["unit"])
+    out = []
+    for camera in header.get("cameras", []):
+        c2w = np.asarray(camera["camera_to_world"], dtype=np.float64)
+        c2w[:, 3] = c2w[:, 3] * unit + origin
+        intrinsics = [camera[key] for key in ("width", "height", "fx", "fy", "cx", "cy")]
+        out.append(tuple(np.round(np.concatenate([intrinsics, c2w.ravel()]), 4).tolist()))
+    return out
+
+
+def check_same_cameras(exports: list[Path], headers: list[dict]) -> None:
+    """Two exports are shown from one camera: refused in one line unless their test cameras are the same."""
+    if len(headers) == 2 and world_cameras(headers[0]) != world_cameras(headers[1]):
+        raise fmt.ExportFormatError(
+            f"{exports[0]} and {exports[1]} have different test cameras (exports of different scenes?); "
+            "serve two exports of the same scene, or each on its own"
+        )
+
+
 def describe(path: Path) -> dict:
     """The page's entry for an export (checked readable first: a bad one is one line, before serving)."""
     parsed = fmt.read(path)
@@ -34,6 +59,7 @@ def describe(path: Path) -> dict:
         "name": f"{Path(path).resolve().name} ({source.get('method', '?')}, {kind})",
         "path": parsed.path,
         "bytes": parsed.path.stat().st_size,
+        "header": parsed.header,
     }
 
 
@@ -79,4 +105,5 @@ def make_server(exports: list[Path], port: int = 0, host: str = "127.0.0.1") -> 
     """A server (not yet serving) for ``exports``; port 0 picks a free port."""
     page = page_dir()
     fields = [describe(path) for path in exports]
+    check_same_cameras(exports, [f["header"] for f in fields])
     return ThreadingHTTPServer((host, port), partial(Handler, page=page.resolve(), fields=fields))

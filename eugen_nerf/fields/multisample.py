@@ -1,4 +1,5 @@
-"""Zip-NeRF's multisampling of conical frustums, and the scale-aware weights of hash-grid features.
+"""Zip-NeRF's multisampling of conical frustums, the scale-aware weights of hash-grid features, and its
+direction encoding.
 
 A pixel sees a cone, and one sample interval ``[t0, t1]`` of its ray is a conical frustum. Zip-NeRF
 replaces the frustum by six points in a hexagonal pattern, spiralling along the interval, whose mean and
@@ -148,3 +149,10 @@ def level_weights(stds: Tensor, resolutions: Tensor) -> Tensor:
         return torch.erf(torch.rsqrt(squared + 1e-12))
     # blurs come from the rays' geometry (no gradient): the passes run in place on that buffer
     return squared.add_(1e-12).rsqrt_().erf_()
+
+
+def encode_directions(directions: Tensor, frequencies: int = 4) -> Tensor:
+    """Zip-NeRF's direction encoding ``[d, sin(2^i d), cos(2^i d)]``, ``i < frequencies`` (27 channels at 4)."""
+    scales = 2.0 ** torch.arange(frequencies, device=directions.device, dtype=directions.dtype)
+    scaled = (directions[..., None, :] * scales[:, None]).flatten(-2)
+    return torch.cat([directions, torch.sin(scaled), torch.cos(scaled)], dim=-1)

@@ -26,6 +26,7 @@ from eugen_nerf.fields.components import field_mlp, hash_implementation
 from eugen_nerf.fields.hashgrid import GatherHashEncoding
 from eugen_nerf.fields.multisample import (
     contract_gaussians,
+    encode_directions,
     frustum_multisamples,
     level_weights,
     pixel_radius,
@@ -39,13 +40,6 @@ VIEW_LAYERS = 3
 DIRECTION_FREQUENCIES = 4
 DENSITY_BIAS = -1.0
 RGB_PADDING = 0.001
-
-
-def encode_directions(directions: Tensor) -> Tensor:
-    """Zip-NeRF's direction encoding: ``[d, sin(2^i d), cos(2^i d)]`` for ``i < 4`` (27 channels)."""
-    scales = 2.0 ** torch.arange(DIRECTION_FREQUENCIES, device=directions.device, dtype=directions.dtype)
-    scaled = (directions[..., None, :] * scales[:, None]).flatten(-2)
-    return torch.cat([directions, torch.sin(scaled), torch.cos(scaled)], dim=-1)
 
 
 class AntiAliasedHashGrid(nn.Module):
@@ -227,7 +221,7 @@ class ZipNeRFField(ZipNeRFDensityField):
         self, ray_samples: RaySamples, density_embedding: Tensor | None = None
     ) -> dict[FieldHeadNames, Tensor]:
         assert density_embedding is not None
-        directions = encode_directions(ray_samples.frustums.directions.reshape(-1, 3))
+        directions = encode_directions(ray_samples.frustums.directions.reshape(-1, 3), DIRECTION_FREQUENCIES)
         h = [density_embedding.reshape(-1, self.bottleneck_width), directions]
         rgb = self.view_mlp.forward_concat(h).view(*ray_samples.frustums.shape, 3)
         return {FieldHeadNames.RGB: rgb * (1 + 2 * RGB_PADDING) - RGB_PADDING}

@@ -23,13 +23,27 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def refuse_existing(target: Path, overwrite: bool, option: str = "--output", what: str = "a result") -> None:
-    """:class:`InputError` when ``target`` exists (as ``what``) and ``overwrite`` is not set."""
+def refuse_existing(
+    target: Path, overwrite: bool, option: str = "--output", what: str = "a result", marker: str | None = None
+) -> None:
+    """:class:`InputError` when ``target`` exists (as ``what``) and ``overwrite`` is not set, or when it holds
+    files that are not ``what`` (no ``marker`` file in it): ``--overwrite`` replaces an earlier result, never a
+    folder of something else. Also refused: a ``target`` whose nearest existing folder cannot be written."""
     target = Path(target)
     if target.exists() and not target.is_dir():
         raise InputError(f"{option} {target} exists and is not a directory")
-    if target.exists() and any(target.iterdir()) and not overwrite:
-        raise InputError(f"{option} {target} already holds {what}; pass --overwrite to replace it")
+    if target.exists() and any(target.iterdir()):
+        if marker is not None and not (target / marker).is_file():
+            raise InputError(
+                f"{option} {target} holds files that are not {what} (no {marker}); choose an empty or new folder"
+            )
+        if not overwrite:
+            raise InputError(f"{option} {target} already holds {what}; pass --overwrite to replace it")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {target}: cannot write into {parent}")
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -70,11 +84,14 @@ def staged_directory(target: Path, keep_on_error: bool = False) -> Iterator[Path
     """Yield a staging directory that becomes ``target`` only when the block completes.
 
     On an error (or Ctrl-C/SIGTERM) the staging directory is removed, unless ``keep_on_error`` (it then
-    holds resumable state); ``target`` is untouched either way.
+    holds resumable state); ``target`` is untouched either way. Without ``keep_on_error`` a staging directory
+    found at the start was left by a process killed outright, and is removed.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_path(target)
+    if staging.exists() and not keep_on_error:  # left by a run killed outright (SIGKILL, out of memory)
+        shutil.rmtree(staging)
     staging.mkdir(exist_ok=keep_on_error)
     try:
         yield staging

@@ -110,7 +110,7 @@ def check_command(command: ISDFCommand) -> None:
             f"--train.sampling.far ({command.train.sampling.far}) must exceed "
             f"--train.sampling.near ({command.train.sampling.near})"
         )
-    refuse_existing(command.output, command.overwrite, "--output", "an eugen-isdf run")
+    refuse_existing(command.output, command.overwrite, "--output", "an eugen-isdf run", marker="metrics.json")
 
 
 def run(command: ISDFCommand, progress: bool = True) -> dict[str, float]:

@@ -37,6 +37,7 @@ from eugen_nerf.scenes.writer import (
     SPLITS,
     atomic_output,
     pose_to_json,
+    refuse_output,
     write_capture_transforms,
     write_jpeg,
     write_json,
@@ -130,7 +131,7 @@ class SceneConfig:
     seed: int = 0
     """Random seed for the camera placement; same arguments and seed give byte-identical files."""
     overwrite: bool = False
-    """Replace OUTPUT if it already exists."""
+    """Replace OUTPUT if it already holds a scene (a folder of other files is refused)."""
 
     def command(self) -> str:
         """The ``eugen-scenes render`` call that reproduces this config (non-default options only)."""
@@ -276,8 +277,7 @@ def generate_scene(config: SceneConfig) -> Path:
         raise ValueError("--jpeg-quality must be between 1 and 100")
     if config.frame_scale <= 0:
         raise ValueError("--frame-scale must be positive")
-    if config.output.exists() and not config.overwrite:  # before the (slow) mesh load and render
-        raise FileExistsError(f"--output {config.output} already exists; pass --overwrite to replace it")
+    refuse_output(config.output, config.overwrite)  # before the (slow) mesh load and render
 
     mesh_path, bundled = resolve_mesh(config.mesh)
     up_axis = config.up_axis or (bundled.up_axis if bundled else "y")

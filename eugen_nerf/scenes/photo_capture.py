@@ -87,7 +87,8 @@ class PhotoCaptureConfig:
     renders (the Monte-Carlo noise floor) in scene.json; 0 skips it."""
     jpeg_quality: int = 92
     overwrite: bool = False
-    """Replace an output folder that holds something else (it stays until the new capture is complete)."""
+    """Replace an output folder that holds another photo capture (it stays until the new one is complete; a
+    folder of other files is refused)."""
     quiet: bool = False
     """No progress bar."""
 

@@ -401,7 +401,8 @@ class RoomConfig:
     """Render this many frames again with another sampling seed and record the PSNR between the two renders
     in scene.json; 0 skips it."""
     overwrite: bool = False
-    """Replace an output folder that holds something else (it stays until the new scene is complete)."""
+    """Replace an output folder that holds another room render (it stays until the new one is complete; a
+    folder of other files is refused)."""
     quiet: bool = False
     """No progress bar."""
 

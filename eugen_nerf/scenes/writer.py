@@ -24,11 +24,23 @@ from eugen_nerf.scenes.render import View
 from eugen_nerf.scenes.validate import SPLITS
 
 
+def refuse_output(target: Path, overwrite: bool) -> None:
+    """:class:`FileExistsError` when ``target`` exists and ``overwrite`` is not set, or holds files that are not
+    a scene (no scene.json): ``--overwrite`` replaces an earlier scene, never a folder of something else."""
+    if not target.exists():
+        return
+    if overwrite and target.is_dir() and any(target.iterdir()) and not (target / "scene.json").is_file():
+        raise FileExistsError(
+            f"--output {target} holds files that are not a scene (no scene.json); choose an empty or new folder"
+        )
+    if not overwrite:
+        raise FileExistsError(f"--output {target} already exists; pass --overwrite to replace it")
+
+
 @contextmanager
 def atomic_output(target: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder that replaces ``target`` only if the body finishes without error."""
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"--output {target} already exists; pass --overwrite to replace it")
+    refuse_output(target, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:

@@ -69,7 +69,8 @@ class BlenderSceneConfig:
     """Render this many test views again with another sampling seed.
     The PSNR between the two renders (the Monte-Carlo noise floor) goes into scene.json."""
     overwrite: bool = False
-    """Replace an output folder that holds a different scene (it stays until the new one is complete)."""
+    """Replace an output folder that holds a different scene (it stays until the new one is complete; a folder
+    of other files is refused)."""
     quiet: bool = False
     """No progress bar."""
 
@@ -187,8 +188,9 @@ def output_is_current(
     describe: Callable[[dict[str, Any] | None], str],
 ) -> bool:
     """True when ``output`` already holds the render ``fingerprint`` names (its scene.json of ``format_``
-    says so); False when it is absent, empty or may be overwritten; otherwise one-line :class:`InputError`
-    saying what it holds (``describe`` of its record, None when it has none)."""
+    says so); False when it is absent, empty or holds another render of ``format_`` that ``overwrite`` lets
+    go; otherwise one-line :class:`InputError` saying what it holds (``describe`` of its record, None when it
+    has none: a folder that is no render of ``format_`` is refused even with ``overwrite``)."""
     if output.exists() and not output.is_dir():
         raise InputError(f"--output {output} exists and is not a folder")
     if not output.exists() or not any(output.iterdir()):
@@ -196,6 +198,8 @@ def output_is_current(
     record = read_scene_json(output, format_)
     if record is not None and record.get("fingerprint") == fingerprint:
         return True
+    if record is None:  # --overwrite replaces an earlier render, never a folder of something else
+        raise InputError(f"--output {output} holds {describe(record)}; choose an empty or new folder")
     if overwrite:
         return False
     raise InputError(f"--output {output} holds {describe(record)}; choose another folder or pass --overwrite")
