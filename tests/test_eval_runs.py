@@ -317,3 +317,58 @@ def test_a_distilled_student_is_labelled_as_the_student_of_its_teachers_method()
     # the student's config keeps the teacher's method name, which nerfstudio looks its datamanager up by
     assert read_config(student / "config.yml").method_name == "dense-nerf"
     assert method_label(read_config(student / "config.yml")) == "student of dense-nerf"
+
+
+def test_runs_of_other_test_views_are_not_compared(run_config, scene, tmp_path, capsys):
+    """Two runs whose test views have the same sizes but other images, or other cameras (another scene, or a
+    dataparser placing the poses otherwise), are neither timed against each other nor pictured side by side."""
+    altered = shutil.copytree(scene, tmp_path / "altered")
+    test_image = altered / "images" / "test_008.png"
+    iio.imwrite(test_image, 255 - iio.imread(test_image))
+    moved = shutil.copytree(scene, tmp_path / "moved")
+    meta = json.loads((moved / "transforms.json").read_text())
+    meta["frames"][-1]["transform_matrix"][0][3] += 0.5
+    (moved / "transforms.json").write_text(json.dumps(meta))
+    for name, data, says in (
+        ("altered", altered, "test view 0's image differs between run 1 and run 2"),
+        ("moved", moved, "the test cameras of run 1 and run 2 differ (camera_to_worlds)"),
+    ):
+        other = rerun_on(run_config, data, tmp_path / f"run_{name}")
+        args = ["--load-config", str(run_config), str(other), "--output", str(tmp_path / f"{name}.json")]
+        quick = ["--repeats", "1", "--field-points", "1024", "--no-render-memory", "--no-lpips"]
+        with pytest.raises(SystemExit):
+            entrypoint([*args, "--side-by-side", str(tmp_path / f"{name}.png"), *quick])
+        assert says in " ".join(capsys.readouterr().out.split())
+        assert not (tmp_path / f"{name}.png").exists()
+        entrypoint([*args, *quick])
+        assert says in " ".join(capsys.readouterr().out.split())
+        report = json.loads((tmp_path / f"{name}.json").read_text())
+        assert [run["speed"]["render_speedup"] for run in report["runs"]] == [None, None]
+
+
+@pytest.mark.parametrize(
+    "option, says",
+    [
+        (["--max-views", "0"], "--max-views must be an integer >= 1, got 0"),
+        (["--max-views", "-1"], "--max-views must be an integer >= 1, got -1"),
+        (["--repeats", "0"], "--repeats must be an integer >= 1, got 0"),
+        (["--speed-views", "0"], "--speed-views must be an integer >= 1, got 0"),
+        (["--side-by-side", "picture"], "--side-by-side picture: name a .png or .jpg or .jpeg file"),
+    ],
+)
+def test_measuring_options_are_checked_before_any_work(run_config, tmp_path, capsys, option, says):
+    with pytest.raises(SystemExit):
+        entrypoint(
+            ["--load-config", str(run_config), str(run_config), "--output", str(tmp_path / "r.json"), *option]
+        )
+    assert says in capsys.readouterr().out
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_lpips_of_images_too_small_is_one_line(tmp_path, capsys):
+    for name in ("a.png", "b.png"):
+        iio.imwrite(tmp_path / name, np.zeros((16, 16, 3), np.uint8))
+    with pytest.raises(SystemExit):
+        entrypoint(["lpips", str(tmp_path / "a.png"), str(tmp_path / "b.png")])
+    out = capsys.readouterr().out
+    assert "LPIPS needs images of at least 31x31" in out and "Traceback" not in out

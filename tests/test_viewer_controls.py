@@ -17,11 +17,12 @@ import torch
 import viser
 import yaml
 from _scripts import run_main
-from nerfstudio.viewer.viewer_elements import ViewerCheckbox, ViewerDropdown
+from nerfstudio.viewer.viewer_elements import ViewerCheckbox
 from PIL import Image, ImageDraw
 from torch import Tensor, nn
 
 from eugen_nerf.eval.panels import compose, fit_label
+from eugen_nerf.eval.panels import difference as difference_image
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
@@ -31,7 +32,7 @@ from eugen_nerf.viewer.compare import (
     panel_camera,
     viser_to_c2w,
 )
-from eugen_nerf.viewer.controls import FUSED_LABEL, add_eugen_viewer_controls, difference_image
+from eugen_nerf.viewer.controls import FUSED_LABEL, add_eugen_viewer_controls
 from eugen_nerf.viewer.server import start_viser_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def free_port() -> int:
 class FakeModel(nn.Module):
     """A model as the viewer sees it: EUGen MLPs inside, a constant-colour render."""
 
-    def __init__(self, colour: float, teacher: nn.Module | None = None) -> None:
+    def __init__(self, colour: float) -> None:
         super().__init__()
         self.field = nn.ModuleDict(
             {
@@ -55,8 +56,6 @@ class FakeModel(nn.Module):
             }
         )
         self.colour = colour
-        if teacher is not None:
-            self.teacher = teacher
 
     def get_outputs_for_camera(self, camera, obb_box=None) -> dict[str, Tensor]:
         return {"rgb": torch.full((2, 2, 3), self.colour), "depth": torch.full((2, 2, 1), self.colour)}
@@ -101,7 +100,6 @@ def test_fused_checkbox_toggles_fuse_in_eval_of_eugen_mlps(server):
     add_eugen_viewer_controls(model)
     checkbox = model.eugen_fused_inference
     assert isinstance(checkbox, ViewerCheckbox) and checkbox.name == FUSED_LABEL and checkbox.value is True
-    assert not hasattr(model, "eugen_show")  # no teacher, no switch
 
     checkbox.install(server)
     checkbox.gui_handle.value = False  # what a click in the browser does
@@ -126,7 +124,7 @@ def test_no_controls_without_eugen_layers():
     model = nn.Module()
     model.mlp = EUGenMLP(3, 2, 8, 3)
     add_eugen_viewer_controls(model)
-    assert not hasattr(model, "eugen_fused_inference") and not hasattr(model, "eugen_show")
+    assert not hasattr(model, "eugen_fused_inference")
 
 
 def test_no_fused_switch_for_mlps_trained_merged():
@@ -138,25 +136,6 @@ def test_no_fused_switch_for_mlps_trained_merged():
     model.mlp = MergedMLP(EUGenMLP(3, 3, 8, 3, layer_types=("dense", "eugen", "dense"), eugen=spec))
     add_eugen_viewer_controls(model)
     assert not hasattr(model, "eugen_fused_inference")
-
-
-def test_show_dropdown_renders_student_teacher_or_difference(server):
-    teacher = FakeModel(0.9)
-    student = FakeModel(0.25, teacher=teacher)
-    add_eugen_viewer_controls(student)
-    show = student.eugen_show
-    assert isinstance(show, ViewerDropdown) and show.options == ["student", "teacher", "difference"]
-    # the student's checkbox drives the student's MLPs only
-    student.eugen_fused_inference.cb_hook(ViewerCheckbox(FUSED_LABEL, default_value=False))
-    assert not student.field["eugen"].fuse_in_eval and teacher.field["eugen"].fuse_in_eval
-
-    show.install(server)
-    expected = {"student": 0.25, "teacher": 0.9, "difference": 0.65}
-    for choice, value in expected.items():
-        show.gui_handle.value = choice
-        assert wait_until(lambda choice=choice: show.value == choice)
-        rgb = student.get_outputs_for_camera(camera=None)["rgb"]
-        torch.testing.assert_close(rgb, torch.full((2, 2, 3), value))
 
 
 def test_difference_image_is_absolute_and_in_range():
@@ -185,7 +164,7 @@ def test_nearest_test_view_by_position_and_direction():
     cameras = Cameras(
         camera_to_worlds=torch.stack([look_from(4.0), look_from(-4.0)]), fx=10.0, fy=10.0, cx=5.0, cy=5.0
     )
-    views = HeldOutViews(cameras, ["a", "b"], [torch.zeros(10, 10, 3)] * 2)
+    views = HeldOutViews(cameras, ["a", "b"])
     assert views.nearest(look_from(3.5)) == 0
     assert views.nearest(look_from(-5.0)) == 1
 
@@ -227,15 +206,35 @@ def write_run_config(path: Path, data: Path) -> Path:
 
 
 def test_runs_of_different_scenes_are_refused(tmp_path: Path):
-    left = write_run_config(tmp_path / "a" / "config.yml", REPO / "scenes" / "bunny32")
-    same = write_run_config(tmp_path / "b" / "config.yml", REPO / "scenes" / "bunny32")
-    other = write_run_config(tmp_path / "c" / "config.yml", REPO / "scenes" / "bunny64")
-    assert check_same_scene(left, same) == REPO / "scenes" / "bunny32"
-    with pytest.raises(SceneMismatchError, match="different scenes.*bunny32.*bunny64"):
-        check_same_scene(left, other)
+    # nerfstudio-data scenes, and NeRF-Synthetic folders (transforms_{train,val,test}.json) rendered from one rig
+    for scene, another in (("bunny32", "bunny64"), ("shiny128", "branches128")):
+        left = write_run_config(tmp_path / scene / "a" / "config.yml", REPO / "scenes" / scene)
+        same = write_run_config(tmp_path / scene / "b" / "config.yml", REPO / "scenes" / scene)
+        other = write_run_config(tmp_path / scene / "c" / "config.yml", REPO / "scenes" / another)
+        assert check_same_scene(left, same) == REPO / "scenes" / scene
+        with pytest.raises(SceneMismatchError, match=f"different scenes.*{scene}.*{another}"):
+            check_same_scene(left, other)
 
     # = eugen-viewer
     result = run_main("eugen_nerf.viewer.cli", "--left", left, "--right", other, module=True)
     assert result.returncode == 2
     message = " ".join((result.stdout + result.stderr).split())
     assert "runs are of different scenes" in message and str(other) in message and "Traceback" not in message
+
+
+def test_a_stock_vanilla_nerf_run_renders_its_fine_colour():
+    """Stock vanilla-nerf (and its students) output ``rgb_fine``, no ``rgb``."""
+    from types import SimpleNamespace
+
+    from eugen_nerf.viewer.compare import Run
+
+    class Vanilla(nn.Module):
+        device = torch.device("cpu")
+
+        def get_outputs_for_camera(self, camera):
+            return {"rgb_coarse": torch.zeros(2, 2, 3), "rgb_fine": torch.full((2, 2, 3), 0.3)}
+
+    camera = SimpleNamespace(to=lambda device: camera)
+    rgb, seconds = Run(Path("config.yml"), "vanilla", SimpleNamespace(model=Vanilla())).render(camera)
+    torch.testing.assert_close(rgb, torch.full((2, 2, 3), 0.3))
+    assert seconds >= 0

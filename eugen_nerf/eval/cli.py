@@ -24,10 +24,28 @@ from eugen_nerf.eval.evaluate import EvalSettings, evaluate_configs
 from eugen_nerf.eval.lpips_weights import LPIPSWeightsError, setup_lpips_weights, weights_path
 from eugen_nerf.eval.report import build_report, plot, print_table, write_json
 from eugen_nerf.eval.runs import EvalInputError
+from eugen_nerf.eval.timing import NonFiniteOutput
 from eugen_nerf.inputs.images import read_image_float
-from eugen_nerf.inputs.options import run_command
+from eugen_nerf.inputs.options import NON_NEGATIVE_INT, POSITIVE_INT, check_options, positive, run_command
 
 CONSOLE = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes: keep the table whole
+
+
+def optional(rule):
+    """``rule``, or None."""
+    return lambda name, value: None if value is None else rule(name, value)
+
+
+SETTINGS_RULES = {
+    "warmup": NON_NEGATIVE_INT,
+    "repeats": POSITIVE_INT,
+    "field_points": POSITIVE_INT,
+    "max_views": optional(POSITIVE_INT),
+    "eval_num_rays_per_chunk": optional(POSITIVE_INT),
+    "speed_views": POSITIVE_INT,
+}
+"""The measuring options' ranges (flags as typed: ``--max-views``)."""
+PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 @dataclass
@@ -54,6 +72,14 @@ class Runs:
     settings: Annotated[EvalSettings, tyro.conf.arg(name="")] = field(default_factory=EvalSettings)
 
     def main(self) -> None:
+        check_options(self, {"side_by_side_view": NON_NEGATIVE_INT, "difference_gain": positive})
+        check_options(self.settings, SETTINGS_RULES)
+        if self.output.is_dir():
+            raise EvalInputError(f"--output {self.output} is a folder; name the report's file")
+        if self.side_by_side is not None and self.side_by_side.suffix.lower() not in PICTURE_SUFFIXES:
+            raise EvalInputError(
+                f"--side-by-side {self.side_by_side}: name a {' or '.join(PICTURE_SUFFIXES)} file"
+            )
         if self.side_by_side is not None and len(self.load_config) < 2:
             raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
         if self.names is not None and len(self.names) != len(self.load_config):
@@ -94,9 +120,15 @@ class Lpips:
     image_b: tyro.conf.Positional[Path]
 
     def main(self) -> None:
+        from eugen_nerf.eval.lpips import LPIPS_MIN_SIZE
         from eugen_nerf.eval.metrics import lpips
 
         a, b = read_rgb(self.image_a), read_rgb(self.image_b)
+        if min(a.shape[:2]) < LPIPS_MIN_SIZE:
+            raise EvalInputError(
+                f"{self.image_a}: {a.shape[1]}x{a.shape[0]} pixels; LPIPS needs images of at least "
+                f"{LPIPS_MIN_SIZE}x{LPIPS_MIN_SIZE}"
+            )
         if a.shape != b.shape:
             raise EvalInputError(
                 f"{self.image_b}: size {b.shape[1]}x{b.shape[0]} differs from {self.image_a} ({a.shape[1]}x{a.shape[0]})"
@@ -129,7 +161,16 @@ SUBCOMMANDS = ("runs", "lpips", "setup-lpips")
 
 def entrypoint(args: list[str] | None = None) -> None:
     """Console entry point; ``eugen-eval --load-config ...`` runs the ``runs`` subcommand."""
-    run_command("eugen-eval", Commands, __doc__, args, "runs", SUBCOMMANDS, code=1, also=(LPIPSWeightsError,))
+    run_command(
+        "eugen-eval",
+        Commands,
+        __doc__,
+        args,
+        "runs",
+        SUBCOMMANDS,
+        code=1,
+        also=(LPIPSWeightsError, NonFiniteOutput),
+    )
 
 
 if __name__ == "__main__":

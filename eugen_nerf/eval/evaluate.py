@@ -18,6 +18,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import torch
+from rich.console import Console
 from rich.progress import track
 from torch import Tensor
 
@@ -26,10 +27,19 @@ from eugen_nerf.eval.field_speed import NoFieldError, time_field
 from eugen_nerf.eval.lpips import lpips_unavailable_reason
 from eugen_nerf.eval.memory import render_memory
 from eugen_nerf.eval.panels import compose, difference
-from eugen_nerf.eval.runs import EvalInputError, Run, final_rgb, ground_truth_image, load_run
+from eugen_nerf.eval.runs import (
+    EvalInputError,
+    Run,
+    final_rgb,
+    ground_truth_image,
+    load_run,
+    mismatched_test_views,
+)
 from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.eval.timing import Timing, benchmark_interleaved, median_rate, render_and_score
 from eugen_nerf.inputs.numerics import check_finite
+
+CONSOLE = Console()
 
 
 @dataclass
@@ -280,14 +290,6 @@ def render_seconds_side_by_side(
     return {name: timing.median for name, timing in timings.items()}
 
 
-def same_test_views(runs: list[Run]) -> bool:
-    """Whether the runs have the same number of test views at the same resolutions (one scene's split)."""
-    sizes = [
-        [(int(c.height), int(c.width)) for c in run.pipeline.datamanager.eval_dataset.cameras] for run in runs
-    ]
-    return all(size == sizes[0] for size in sizes[1:])
-
-
 def side_by_side_image(runs: list[Run], names: list[str], view: int, gain: float) -> np.ndarray:
     """Test view ``view`` rendered by every run, its ground truth, and ``gain * |second - first|``."""
     panels, labels = [], list(names)
@@ -346,10 +348,16 @@ def evaluate_configs(
     ``experiment/method/timestamp`` in the entries and the picture."""
     runs = [load_run(path, settings.eval_num_rays_per_chunk) for path in config_paths]
     images = [i for i, run in enumerate(runs) if not is_sdf_run(run)]  # the runs that render images
-    comparable = len(images) >= 2 and same_test_views([runs[i] for i in images])
+    mismatch = mismatched_test_views([runs[i].pipeline for i in images]) if len(images) >= 2 else None
+    comparable = len(images) >= 2 and mismatch is None
     count = len(runs[images[0]].pipeline.datamanager.eval_dataset) if images else 0
     if side_by_side is not None and not comparable:  # before any scoring
-        raise EvalInputError("--side-by-side needs two or more image runs with the same test views")
+        raise EvalInputError(
+            "--side-by-side needs two or more image runs with the same test views"
+            + (f" ({mismatch})" if mismatch else "")
+        )
+    if mismatch is not None:
+        CONSOLE.print(f"not timed side by side: {mismatch}")
     if side_by_side is not None and not 0 <= side_by_side_view < count:
         raise EvalInputError(f"--side-by-side-view {side_by_side_view}: the runs have {count} test views")
     entries = [evaluate_run(run, settings, plots_dir) for run in runs]
@@ -390,5 +398,9 @@ def evaluate_configs(
     if settings.render_memory:
         for path, entry in zip(config_paths, entries):
             if "render_fps" in entry.get("speed", {}):
-                entry["size"].update(render_memory(path))
+                try:
+                    entry["size"].update(render_memory(path, chunk=settings.eval_num_rays_per_chunk))
+                except RuntimeError as error:  # the scores and timings stand: the memory figure is left null
+                    entry["size"]["render_memory_reason"] = str(error)
+                    CONSOLE.print(f"render memory not measured: {error}")
     return entries

@@ -162,10 +162,11 @@ def measure_in_this_process(
     scene: Path | None = None,
     device: str | None = None,
     breakdown: bool = False,
+    chunk: int | None = None,
 ) -> dict[str, object]:
     """Load the run at ``config_path`` (or, with ``scene``, build the method configuration at ``config_path``
     with its initial weights on ``scene``) and measure the render of test view ``view``, ``size`` pixels wide
-    when given (call in a fresh process). With ``breakdown``, the render runs under :class:`LiveTensors`
+    when given, ``chunk`` rays per forward when given (call in a fresh process). With ``breakdown``, the render runs under :class:`LiveTensors`
     instead, and the result holds the peak of its tensors' bytes and the tensors alive then."""
     import gc
 
@@ -173,7 +174,7 @@ def measure_in_this_process(
     from eugen_nerf.eval.runs import EvalInputError, final_rgb, load_run, read_config
 
     if scene is None:
-        run = load_run(config_path, device=device)
+        run = load_run(config_path, chunk, device=device)
         cameras, model, device = (
             run.pipeline.datamanager.eval_dataset.cameras,
             run.pipeline.model,
@@ -226,13 +227,16 @@ def render_memory(
     size: int | None = None,
     scene: Path | None = None,
     device: str | None = None,
+    chunk: int | None = None,
 ) -> dict[str, object]:
     """Measure the render memory of the run at ``config_path`` (or, with ``scene``, of the method configuration
-    at ``config_path`` with its initial weights) in a fresh Python process (see the module)."""
+    at ``config_path`` with its initial weights) in a fresh Python process (see the module), rendering
+    ``chunk`` rays per forward when given (else the run's own)."""
     command = [sys.executable, "-m", "eugen_nerf.eval.memory", str(config_path), "--view", str(view)]
     command += ["--size", str(size)] if size is not None else []
     command += ["--scene", str(scene)] if scene is not None else []
     command += ["--device", device] if device is not None else []
+    command += ["--chunk", str(chunk)] if chunk is not None else []
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **_ENV}, check=False
     )
@@ -260,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=None, help="render the view this many pixels wide")
     parser.add_argument("--scene", type=Path, default=None, help="build CONFIG untrained on this scene")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--chunk", type=int, default=None, help="rays per forward (default: the run's own)")
     parser.add_argument(
         "--breakdown",
         action="store_true",
@@ -274,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
             scene=args.scene,
             device=args.device,
             breakdown=args.breakdown,
+            chunk=args.chunk,
         )
         if not args.breakdown:
             print(json.dumps(result))

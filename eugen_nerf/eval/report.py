@@ -24,7 +24,8 @@ Report layout (``SCHEMA`` below is the normative JSON Schema)::
                   "render_fps_side_by_side": null | this run's FPS in that side-by-side timing},
         "size": {"parameters", "checkpoint_bytes",
                  "render_memory_bytes": null | int (one test view's render, fresh process: eval/memory.py),
-                 "render_memory_kind": null | "rss_delta_fresh_process" | "cuda_allocated_delta"}
+                 "render_memory_kind": null | "rss_delta_fresh_process" | "cuda_allocated_delta",
+                 "render_memory_reason" (only when the measuring process failed): why it is null}
       }]
     }
 
@@ -143,6 +144,7 @@ SCHEMA: dict[str, Any] = {
                             "checkpoint_bytes": _INTEGER,
                             "render_memory_bytes": {"oneOf": [_INTEGER, {"type": "null"}]},
                             "render_memory_kind": {"enum": [*MEMORY_KINDS, None]},
+                            "render_memory_reason": {"type": "string"},
                         },
                     },
                 },

@@ -186,6 +186,33 @@ def ground_truth_image(pipeline: Pipeline, dataset, index: int) -> Tensor:
     return image
 
 
+def mismatched_test_views(pipelines: list[Pipeline], labels: list[str] | None = None) -> str | None:
+    """Why the pipelines' test views are not one scene's, as nerfstudio places it (None when they are): their
+    number, sizes, cameras (intrinsics and poses: a dataparser that orients, centres or scales the poses
+    otherwise renders other views) and images. Runs compared side by side must pass it. ``labels`` name the
+    runs in the message (default ``run 1``, ``run 2``, ...)."""
+    labels = labels or [f"run {k}" for k in range(1, len(pipelines) + 1)]
+    first = pipelines[0].datamanager.eval_dataset
+    for pipeline, label in zip(pipelines[1:], labels[1:]):
+        other = pipeline.datamanager.eval_dataset
+        pair = f"{labels[0]} and {label}"
+        if len(other) != len(first):
+            return f"{pair} have {len(first)} and {len(other)} test views"
+        a, b = first.cameras, other.cameras
+        for name in ("width", "height", "fx", "fy", "cx", "cy", "camera_to_worlds"):
+            mine, theirs = getattr(a, name).double().cpu(), getattr(b, name).double().cpu()
+            if mine.shape != theirs.shape or not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-4):
+                return (
+                    f"the test cameras of {pair} differ ({name}): another scene, or a dataparser that orients, "
+                    "centres or scales the poses otherwise"
+                )
+        for i in range(len(first)):
+            mine, theirs = first.get_image_float32(i), other.get_image_float32(i)
+            if mine.shape != theirs.shape or (mine - theirs).abs().max() > 1.5 / 255:
+                return f"test view {i}'s image differs between {pair}: runs of different scenes"
+    return None
+
+
 def ground_truth(run: Run, index: int) -> Tensor:
     """Test image ``index`` of ``run`` (see :func:`ground_truth_image`)."""
     return ground_truth_image(run.pipeline, run.pipeline.datamanager.eval_dataset, index)

@@ -17,11 +17,14 @@ import viser
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from eugen_nerf.eval.panels import compose
+from eugen_nerf.eval.panels import difference as difference_image
+from eugen_nerf.eval.runs import mismatched_test_views
 from eugen_nerf.inputs.errors import one_line_errors
 from eugen_nerf.inputs.options import POSITIVE_INT, check_options, integer_at_least
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
     Run,
+    SceneMismatchError,
     ViewScores,
     c2w_to_viser,
     check_same_scene,
@@ -29,7 +32,7 @@ from eugen_nerf.viewer.compare import (
     stats_markdown,
     viser_to_c2w,
 )
-from eugen_nerf.viewer.controls import FUSED_LABEL, difference_image, eugen_mlps, set_fused
+from eugen_nerf.viewer.controls import FUSED_LABEL, eugen_mlps, set_fused
 from eugen_nerf.viewer.server import start_viser_server
 
 PRESET_LABEL = "Camera preset"
@@ -188,6 +191,9 @@ class EUGenViewer:
         check_options(self, {"port": integer_at_least(0), "render_height": POSITIVE_INT})
         check_same_scene(self.left, self.right)
         runs = [Run.load(self.left), Run.load(self.right)]
+        mismatch = mismatched_test_views([run.pipeline for run in runs], ["--left", "--right"])
+        if mismatch is not None:  # one camera drives both: they must place the scene alike
+            raise SceneMismatchError(mismatch)
         server = start_viser_server(self.host, self.port)
         viewer = ComparisonViewer(
             server, runs, HeldOutViews.from_pipeline(runs[0].pipeline), self.render_height

@@ -19,6 +19,7 @@ from nerfstudio.pipelines.base_pipeline import Pipeline
 from nerfstudio.viewer.utils import CameraState, get_camera
 from torch import Tensor
 
+from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.inputs.errors import InputError
 
 VISER_SCALE = 10.0
@@ -39,13 +40,19 @@ def scene_data_path(config: TrainerConfig) -> Path:
 
 
 def scene_fingerprint(data: Path) -> str:
-    """SHA-256 of the scene's ``transforms.json``: identical for copies of a scene, not for its variants."""
-    transforms = data / "transforms.json" if data.is_dir() else data
-    if not transforms.is_file():
+    """SHA-256 of the scene's camera files (``transforms.json``, or a NeRF-Synthetic folder's
+    ``transforms_{train,val,test}.json``) and its ``scene.json`` where it has one (scenes rendered from one
+    camera rig share their cameras): identical for copies of a scene, not for its variants."""
+    files = sorted([*data.glob("transforms*.json"), data / "scene.json"]) if data.is_dir() else [data]
+    files = [file for file in files if file.is_file()]
+    if not any(file.name.startswith("transforms") or not data.is_dir() for file in files):
         raise FileNotFoundError(
-            f"scene data {transforms} not found (relative paths resolve from the current directory)"
+            f"scene data {data}: no transforms*.json there (relative paths resolve from the current directory)"
         )
-    return hashlib.sha256(transforms.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
 
 
 def check_same_scene(left: Path, right: Path) -> Path:
@@ -91,28 +98,24 @@ class Run:
 
         model = self.pipeline.model
         outputs, seconds = timed(lambda: model.get_outputs_for_camera(camera.to(model.device)), model.device)
-        return outputs["rgb"].clamp(0.0, 1.0).cpu(), seconds
+        return final_rgb(outputs).clamp(0.0, 1.0).cpu(), seconds
 
-    def ground_truth(self, image: Tensor) -> Tensor:
-        """A test image composited on the model's background, as ``ns-eval`` scores it."""
-        renderer = getattr(self.pipeline.model, "renderer_rgb", None)
-        image = image.to(self.pipeline.model.device)
-        return (renderer.blend_background(image) if renderer is not None else image[..., :3]).cpu()
+    def ground_truth(self, index: int) -> Tensor:
+        """Test image ``index`` composited as the run renders it (``eugen-eval``'s ground truth)."""
+        return ground_truth_image(self.pipeline, self.pipeline.datamanager.eval_dataset, index).cpu()
 
 
 @dataclass
 class HeldOutViews:
-    """The scene's test views: camera presets, and the images PSNR is measured against."""
+    """The scene's test views: camera presets and their names (each run scores its own ground truth)."""
 
     cameras: Cameras
     names: list[str]
-    images: list[Tensor]
 
     @classmethod
     def from_pipeline(cls, pipeline: Pipeline) -> HeldOutViews:
         dataset = pipeline.datamanager.eval_dataset
-        names = [Path(name).stem for name in dataset.image_filenames]
-        return cls(dataset.cameras, names, [dataset.get_image_float32(i) for i in range(len(dataset))])
+        return cls(dataset.cameras, [Path(name).stem for name in dataset.image_filenames])
 
     def __len__(self) -> int:
         return len(self.names)
@@ -141,7 +144,7 @@ class ViewScores:
         if key not in self._cache:
             run = self.runs[side]
             rgb, _ = run.render(self.views.cameras[index : index + 1])
-            self._cache[key] = float(psnr(rgb, run.ground_truth(self.views.images[index]))[0])
+            self._cache[key] = float(psnr(rgb, run.ground_truth(index))[0])
         return self._cache[key]
 
 
