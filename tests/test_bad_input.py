@@ -70,6 +70,14 @@ def inputs(tmp_path_factory) -> Path:
 
     (rgbd("bad_json") / "transforms.json").write_text('{"frames": [')
 
+    meta = json.loads((rgbd("missing_mesh") / "scene.json").read_text())
+    meta["ground_truth_mesh"] = "nope.ply"
+    (root / "missing_mesh" / "scene.json").write_text(json.dumps(meta))
+
+    meta = json.loads((rgbd("lens") / "transforms.json").read_text())
+    meta["k1"] = -0.05
+    (root / "lens" / "transforms.json").write_text(json.dumps(meta))
+
     meta = json.loads((shutil.copytree(SCENE, root / "one_point") / "transforms.json").read_text())
     for frame in meta["frames"]:  # every camera at one point: no parallax
         frame["transform_matrix"] = [[1, 0, 0, 0.5], [0, 1, 0, 0.5], [0, 0, 1, 0.5], [0, 0, 0, 1]]
@@ -199,6 +207,24 @@ CASES = [
         lambda i, s: str(i / "bad_json" / "transforms.json"),
     ),
     Case(
+        "isdf-missing-mesh",
+        lambda i, s: ["--data", str(i / "missing_mesh"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: f"its ground-truth mesh {i / 'missing_mesh' / 'nope.ply'} does not exist",
+    ),
+    Case(
+        "isdf-lens-distortion",
+        lambda i, s: ["--data", str(i / "lens"), "--output", str(s / "out")],
+        "eugen-isdf",
+        lambda i, s: "its camera has lens distortion (k1, k2, k3, k4, p1, p2 = -0.05, 0, 0, 0, 0, 0)",
+    ),
+    Case(
+        "isdf-negative-free-space-band",
+        lambda i, s: ["--output", str(s / "out"), "--evaluation.free-space-band", "-0.1"],
+        "eugen-isdf",
+        lambda i, s: "--evaluation.free-space-band must be > 0",
+    ),
+    Case(
         "isdf-frame-stride-0",
         lambda i, s: ["--output", str(s / "out"), "--train.frame-stride", "0"],
         "eugen-isdf",
@@ -258,6 +284,20 @@ CASES = [
         lambda i, s: f"--output {s / 'out'} already exists",
         code=1,
         prepare=earlier_scene,
+    ),
+    Case(
+        "scenes-camera-angle-0",
+        lambda i, s: ["render", "--output", str(s / "out"), "--camera-angle-x", "0"],
+        "eugen-scenes",
+        lambda i, s: "--camera-angle-x must be in (0, pi) radians, got 0.0",
+        code=1,
+    ),
+    Case(
+        "scenes-radius-inside-the-near-plane",
+        lambda i, s: ["render", "--output", str(s / "out"), "--radius", "1.5"],
+        "eugen-scenes",
+        lambda i, s: "--radius must exceed 2",
+        code=1,
     ),
     Case(
         "scenes-overwrite-over-other-files",

@@ -486,3 +486,20 @@ def test_our_default_dataparser_reads_a_nerf_synthetic_folder_as_blender_data_do
         from eugen_nerf.scenes import validate_scene
 
         validate_scene(root)
+
+
+def test_staging_of_other_or_unknown_settings_is_started_again(tmp_path: Path) -> None:
+    """A render resumes only the staging folder its own settings left; one of other settings, or one stopped
+    while it was published (its record of settings already gone), would mix old frames into it."""
+    from eugen_nerf.scenes.blender.generate import start_staging
+
+    output = tmp_path / "scene"
+    staging, work = start_staging(output, "settings A")
+    (staging / "frame.png").write_bytes(b"A")
+    assert start_staging(output, "settings A") == (staging, work) and (staging / "frame.png").exists()
+    start_staging(output, "settings B")
+    assert not (staging / "frame.png").exists()
+    (staging / "frame.png").write_bytes(b"B")
+    (work / "fingerprint").unlink()  # stopped between dropping .work's record and the swap
+    start_staging(output, "settings B")
+    assert not (staging / "frame.png").exists() and (work / "fingerprint").read_text() == "settings B"

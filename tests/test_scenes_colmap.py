@@ -62,6 +62,17 @@ def test_missing_colmap_is_refused_before_anything_is_written(monkeypatch, tmp_p
     assert not (tmp_path / "dataset").exists()
 
 
+def test_a_folder_of_other_files_is_never_made_a_dataset(tmp_path: Path) -> None:
+    """Its images/ would be emptied of everything but the photographs: refused before COLMAP is even looked for."""
+    write_photographs(tmp_path / "images", 5)
+    other = tmp_path / "someone_elses"
+    (other / "images").mkdir(parents=True)
+    (other / "images" / "keep.png").write_bytes(b"mine")
+    with pytest.raises(InputError, match="holds files that are not a dataset of this command"):
+        run_colmap(ColmapConfig(tmp_path / "images", other))
+    assert (other / "images" / "keep.png").read_bytes() == b"mine"
+
+
 def test_process_data_runs_offline_on_the_cpu_on_the_exif_keeping_copies(tmp_path: Path) -> None:
     command = process_data_command(tmp_path / "out" / "images", tmp_path / "out", "sequential")
     assert command[command.index("--matching-method") + 1] == "sequential"

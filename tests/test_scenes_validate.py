@@ -175,3 +175,25 @@ def test_loaders_reject_broken_scenes(scene: Path) -> None:
     with pytest.raises(SceneError, match="train_000.png"):
         dataparser_config(scene).setup().get_dataparser_outputs("train")
     assert issubclass(SceneError, ValueError)
+
+
+def test_one_camera_for_every_frame_from_focal_lengths_or_the_field_of_view(scene: Path) -> None:
+    loaded = load_scene(scene)
+    fx, width = loaded.intrinsics[0, 0], loaded.width
+
+    def angle_only(meta: dict) -> None:  # Blender-style: only the horizontal field of view
+        for key in ("fl_x", "fl_y", "cx", "cy", "w", "h"):
+            meta.pop(key, None)
+        meta["camera_angle_x"] = 2 * np.arctan(0.5 * width / fx)
+
+    edit_transforms(scene, angle_only)
+    again = load_scene(scene)
+    np.testing.assert_allclose(again.intrinsics, loaded.intrinsics, rtol=1e-9)
+    assert (again.width, again.height) == (loaded.width, loaded.height)
+    edit_transforms(scene, lambda m: m["frames"][2].update(fl_x=fx * 2))
+    with pytest.raises(
+        SceneError, match="frame 2 has fl_x .* where frame 0 has .*one camera for every frame"
+    ):
+        load_scene(scene)
+    edit_transforms(scene, lambda m: (m["frames"][2].pop("fl_x"), m.update(k1=-0.1, p2=0.01)))
+    assert load_scene(scene).distortion == (-0.1, 0.0, 0.0, 0.0, 0.0, 0.01)

@@ -305,9 +305,26 @@ def side_by_side_image(runs: list[Run], names: list[str], view: int, gain: float
     return compose(panels, labels)
 
 
+def check_scene_frame(run: Run) -> None:
+    """An SDF run is scored against the ground-truth mesh in the scene's own frame: refused (one line) when its
+    dataparser moved or scaled the poses (the field's distances would be in another frame and unit)."""
+    outputs = run.pipeline.datamanager.train_dataparser_outputs
+    transform, scale = outputs.dataparser_transform.double().cpu(), float(outputs.dataparser_scale)
+    if (
+        not torch.allclose(transform, torch.eye(4, dtype=torch.float64)[:3], atol=1e-6)
+        or abs(scale - 1) > 1e-6
+    ):
+        raise EvalInputError(
+            f"{run.config_path}: its dataparser moved or scaled the scene (scale {scale:g}), so its SDF is not in "
+            "the ground-truth mesh's frame and units; train it on the scene's poses as written"
+        )
+
+
 def evaluate_run(run: Run, settings: EvalSettings, plots_dir: Path | None = None) -> dict[str, object]:
     """The report entry of one loaded run (quality, its own render timing, field speed and size)."""
     error_dir = plots_dir / "errors" / run.name.replace("/", "_") if plots_dir is not None else None
+    if is_sdf_run(run):
+        check_scene_frame(run)
     entry = {
         "name": run.name,
         "config": str(run.config_path),

@@ -23,7 +23,6 @@ from eugen_nerf.inputs.options import (
     NON_NEGATIVE_INT,
     POSITIVE_INT,
     check_options,
-    finite,
     fraction,
     integer_at_least,
     non_negative,
@@ -96,7 +95,9 @@ OPTION_RULES = {
     "evaluation.samples_per_ray": POSITIVE_INT,
     "evaluation.mesh_resolution": integer_at_least(8),
     "evaluation.num_mesh_points": POSITIVE_INT,
-    "evaluation.thresholds": finite,
+    "evaluation.thresholds": lambda name, value: all(positive(name, item) is None for item in value),
+    "evaluation.free_space_band": positive,
+    "evaluation.crop_margin": lambda name, value: value is None or non_negative(name, value),
 }
 """Option values checked before anything is loaded (flags as typed: ``--train.frame-stride``)."""
 
@@ -121,6 +122,8 @@ def run(command: ISDFCommand, progress: bool = True) -> dict[str, float]:
         raise SceneError(
             f"{command.data}: the scene has no ground-truth mesh (scene.json 'ground_truth_mesh')"
         )
+    if not scene.mesh_path.is_file():  # before training: the evaluation after it needs the mesh
+        raise SceneError(f"{command.data}: its ground-truth mesh {scene.mesh_path} does not exist")
     config = with_layers(command.train, command.layers)
     trainer = StreamingTrainer(config, scene, frames, device)
     log: TrainingLog = trainer.run(progress=progress)
@@ -142,6 +145,7 @@ def write_results(command, config, scene, frames, field, log, device, staging: P
         command.evaluation,
         device,
         export_to=staging / "mesh.ply",
+        mesh_optional=True,  # a field without a surface (yet) keeps its SDF metrics and says why there is no mesh
     )
     metrics.update(
         train_seconds=log.train_seconds,
@@ -168,4 +172,5 @@ def entrypoint() -> None:
         metrics = run(command)
     for name, value in metrics.items():
         CONSOLE.print(f"{name:32s} {value:.5g}" if isinstance(value, float) else f"{name:32s} {value}")
-    CONSOLE.print(f"wrote {command.output}/mesh.ply, metrics.json, field.pt")
+    mesh = "" if metrics.get("mesh_reason") else "mesh.ply, "
+    CONSOLE.print(f"wrote {command.output}/{mesh}metrics.json, field.pt")

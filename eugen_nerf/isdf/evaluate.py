@@ -29,12 +29,15 @@ from eugen_nerf.eval.timing import benchmark
 from eugen_nerf.isdf.frames import DepthFrame, load_stream
 from eugen_nerf.isdf.mesh import SDFFunction, export_mesh, extract_mesh
 from eugen_nerf.isdf.sampling import camera_directions, frame_rays
+from eugen_nerf.scenes.validate import SceneError
 
 
 @dataclass
 class EvaluationConfig:
     num_rays: int = 4000
-    """Evaluation rays, drawn uniformly over all frames' measured pixels."""
+    """Evaluation rays, at most: each frame offers 4x its share of random pixels, and up to this many of those
+    that measured a depth are kept (fewer where most pixels see nothing, e.g. an object on an empty
+    background)."""
     samples_per_ray: int = 4
     """Free-space samples per ray (plus the surface point)."""
     free_space_band: float = 0.3
@@ -56,7 +59,7 @@ class GroundTruth:
     def __init__(self, mesh_path: Path) -> None:
         self.mesh = o3d.io.read_triangle_mesh(str(mesh_path))
         if len(self.mesh.triangles) == 0:
-            raise ValueError(f"{mesh_path}: no triangles")
+            raise SceneError(f"{mesh_path}: the ground-truth mesh has no triangles (or no such file)")
         self.scene = o3d.t.geometry.RaycastingScene()
         self.scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(self.mesh))
 
@@ -148,13 +151,13 @@ def evaluate_field(
     metrics = evaluate_sdf(sdf, ground_truth, surface, free, device)
     try:
         mesh = extract_mesh(sdf, resolution=config.mesh_resolution, device=device)
-    except ValueError as error:
+        metrics.update(evaluate_mesh(mesh, ground_truth, config))
+    except ValueError as error:  # no zero crossing, or nothing of it inside the cropped box
         if not mesh_optional:
             raise
         return {**metrics, "mesh_reason": str(error)}
     if export_to is not None:
         export_mesh(mesh, export_to)
-    metrics.update(evaluate_mesh(mesh, ground_truth, config))
     return {**metrics, "mesh_reason": None} if mesh_optional else metrics
 
 

@@ -20,7 +20,7 @@ from eugen_nerf.scenes.validate import check_rigid, load_json, transforms_path
 
 @dataclass(frozen=True)
 class DepthFrame:
-    """One posed depth image: z-depth in metres (0 = no measurement), OpenGL camera-to-world pose."""
+    """One posed depth image: z-depth in the scene's units (0 = no measurement), OpenGL camera-to-world pose."""
 
     index: int
     name: str
@@ -81,4 +81,11 @@ def load_stream(path: Path | str) -> tuple[Scene, list[DepthFrame]]:
     """Load and check an RGB-D scene folder (see :func:`depth_stream`)."""
     check_depth_listed(path)
     scene = load_scene(path)
+    if any(
+        scene.distortion
+    ):  # the rays are a pinhole camera's: a distorted frame's depths would land elsewhere
+        raise SceneError(
+            f"{path}: its camera has lens distortion (k1, k2, k3, k4, p1, p2 = "
+            f"{', '.join(f'{v:g}' for v in scene.distortion)}); undistort the frames first"
+        )
     return scene, depth_stream(scene)

@@ -76,7 +76,8 @@ class PhotoCapture(PhotoCaptureConfig):
 
 @dataclass
 class RGBDRoom(RoomConfig):
-    """Render the RGB-D room for iSDF: colour, 16-bit millimetre z-depth from Cycles' Z pass, a walk-through
+    """Render the RGB-D room for iSDF: colour, 16-bit z-depth from Cycles' Z pass (thousandths of a scene
+    unit: 2 mm, the room's unit being 2 m), a walk-through
     in temporal order and the room's triangles as ground-truth mesh. Cached and resumable. Needs `blender`."""
 
     def main(self) -> None:

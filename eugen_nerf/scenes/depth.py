@@ -1,6 +1,7 @@
-"""Depth maps in nerfstudio's convention: z-depth, 16-bit PNG in millimetres, 0 meaning "no hit".
+"""Depth maps in nerfstudio's convention: z-depth, 16-bit PNG in thousandths of a scene unit (millimetres
+when the unit is a metre; ``depth_unit_scale_factor`` 1e-3), 0 meaning "no hit".
 
-``.npy`` float maps in metres are accepted on read as well, so hand-made scenes validate too.
+``.npy`` float maps in scene units are accepted on read as well, so hand-made scenes validate too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ DEPTH_UNIT_SCALE_FACTOR = 1e-3
 
 
 def encode_depth(depth: np.ndarray) -> np.ndarray:
-    """Metres -> uint16 millimetres (rounded); refuses depths that do not fit instead of wrapping."""
+    """Scene units -> uint16 thousandths (rounded); refuses depths that do not fit instead of wrapping."""
     units = np.round(depth / DEPTH_UNIT_SCALE_FACTOR)
     if not np.all(np.isfinite(units)) or units.min() < 0 or units.max() > np.iinfo(np.uint16).max:
         raise ValueError("depth must be finite, non-negative and below 65.535 m to fit a 16-bit PNG")

@@ -269,8 +269,17 @@ def generate_scene(config: SceneConfig) -> Path:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
     if config.layout != "trajectory" and min(config.num_train, config.num_val, config.num_test) < 1:
         raise ValueError("every split needs at least one view")
-    if config.radius <= 1.0:
-        raise ValueError("--radius must exceed 1 (the object fills the unit sphere)")
+    if not config.radius > 1.0 + NEAR_FAR_MARGIN:  # scene.json's near plane, radius - 1 - margin, stays > 0
+        raise ValueError(
+            f"--radius must exceed {1.0 + NEAR_FAR_MARGIN:g} (the object fills the unit sphere, and the near plane "
+            f"lies {NEAR_FAR_MARGIN:g} before it)"
+        )
+    if not 0.0 < config.camera_angle_x < math.pi:
+        raise ValueError(f"--camera-angle-x must be in (0, pi) radians, got {config.camera_angle_x}")
+    if not 0.0 <= config.ambient <= 1.0:
+        raise ValueError(f"--ambient must be in [0, 1], got {config.ambient}")
+    if not all(math.isfinite(v) for v in config.light_direction) or not any(config.light_direction):
+        raise ValueError(f"--light-direction must be a non-zero direction, got {config.light_direction}")
     if config.kind != "object" and config.layout == "trajectory":
         raise ValueError("--layout trajectory is for --kind object (an RGB-D stream)")
     if not 1 <= config.jpeg_quality <= 100:

@@ -1,6 +1,6 @@
 """An RGB-D room for iSDF: a furnished room built from Blender primitives and procedural materials, a
-hand-held camera walking through it, colour from Cycles, depth from Cycles' Z pass as 16-bit millimetre
-PNGs, and the room's own triangles as the ground-truth mesh.
+hand-held camera walking through it, colour from Cycles, depth from Cycles' Z pass as 16-bit PNGs
+(thousandths of a scene unit, nerfstudio's depth scale: 2 mm, the room's unit being 2 m), and the room's own triangles as the ground-truth mesh.
 
 The room is modelled in metres and scaled by :data:`UNITS_PER_METRE` so that it lies inside the box
 ``[-1.1, 1.1]^3`` in which iSDF extracts and evaluates surfaces; every length in the written scene (poses,
@@ -382,7 +382,8 @@ pass is the z-depth of the pixel-centre ray (what nerfstudio's and iSDF's ray ge
 
 @dataclass
 class RoomConfig:
-    """Render the RGB-D room for iSDF: colour, 16-bit millimetre depth from Cycles' Z pass, a walk-through in
+    """Render the RGB-D room for iSDF: colour, 16-bit depth from Cycles' Z pass (thousandths of a
+    scene unit), a walk-through in
     temporal order and the room's triangles as ground-truth mesh. Needs the `blender` program."""
 
     output: Path

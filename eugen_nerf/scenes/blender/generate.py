@@ -218,11 +218,15 @@ def prepare_output(config: BlenderSceneConfig, fingerprint: str) -> bool:
 
 def start_staging(output: Path, fingerprint: str) -> tuple[Path, Path]:
     """The staging folder beside ``output`` and its ``.work`` folder, ready for the render ``fingerprint``
-    names: a staging folder left by a render of other settings is removed, one of the same is resumed."""
+    names: a staging folder left by a render of other settings (or of unknown ones) is removed, one of the
+    same is resumed."""
     staging = staging_path(output)
     work = staging / ".work"
-    if (work / "fingerprint").is_file() and (work / "fingerprint").read_text() != fingerprint:
-        shutil.rmtree(staging)  # a stale render of other settings: start again
+    recorded = (work / "fingerprint").read_text() if (work / "fingerprint").is_file() else None
+    if staging.exists() and recorded != fingerprint:
+        # a stale render of other settings, or one stopped while it was published (no record left of what
+        # it rendered): start again rather than mix its frames into this render
+        shutil.rmtree(staging)
     work.mkdir(parents=True, exist_ok=True)
     (work / "fingerprint").write_text(fingerprint)
     return staging, work
@@ -340,6 +344,13 @@ def generate_blender_scene(config: BlenderSceneConfig) -> Path:
     if prepare_output(config, fingerprint):
         if not config.quiet:
             print(f"{config.output}: up to date ({config.name}, {config.resolution} px), nothing to render")
+            recorded = ((read_scene_json(config.output) or {}).get("measured") or {}).get("noise_floor") or {}
+            if config.noise_floor_views and len(recorded.get("frames", {})) != config.noise_floor_views:
+                # the noise floor is no part of the pixels' fingerprint: an up-to-date folder is not re-rendered
+                print(
+                    f"{config.output}: its scene.json records a noise floor of {len(recorded.get('frames', {}))} "
+                    f"views, not {config.noise_floor_views}; render into an empty folder to measure one"
+                )
         return config.output
     program = find_blender()
     version = blender_version(program)
