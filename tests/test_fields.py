@@ -106,8 +106,12 @@ def test_fused_inference_matches_unfused_in_eval_mode(make_field):
 
 
 def test_fused_inference_follows_the_config():
-    field = nerf_field(NeRFEUGenConfig(num_features=8, fused_inference=False))
+    field = nerf_field(NeRFEUGenConfig(num_features=8, fused_inference=False, train_merged=False))
     assert not field.trunk.fuse_in_eval
+    # layers trained merged have only their merged form: asking for the other is refused, not ignored
+    for option in ({"fused_inference": False}, {"compile_fused": True}):
+        with pytest.raises(ValueError, match="need the EUGen layers trained apart"):
+            NeRFEUGenConfig(num_features=8, **option)
 
 
 def test_eugen_layers_are_where_the_config_says_and_the_twin_is_dense():

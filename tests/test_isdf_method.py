@@ -4,6 +4,7 @@ a few CPU steps lower the loss, and rendering gives depth and normals."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,3 +82,31 @@ def test_eugen_eval_scores_an_isdf_run_on_geometry(tmp_path) -> None:
         )
     assert entry["speed"]["field_points_per_second"] > 0 and entry["speed"]["render_fps"] > 0
     jsonschema.validate(build_report([entry], vars(settings), torch.device("cpu")), SCHEMA)
+
+
+def test_the_sampling_range_is_the_scenes(tmp_path) -> None:
+    """The room is sampled and rendered from 0.05 to 3.5 units as its scene.json says (a fixed 2-6 range put
+    every sample behind its walls); an option given on the command line wins."""
+    from eugen_nerf.inputs.errors import InputError
+
+    config = copy.deepcopy(eugen_isdf.config)
+    config.pipeline.datamanager.data = shipped_scene("room_rgbd")
+    config.pipeline.model.sdf.width = 16
+    model = config.pipeline.setup(device="cpu", test_mode="val").model
+    assert (model.sampling.near, model.sampling.far) == (0.05, 3.5)
+    assert (model.collider.near_plane, model.collider.far_plane) == (0.05, 3.5)
+    config.pipeline.model.sampling.far = 3.0
+    assert config.pipeline.setup(device="cpu", test_mode="val").model.sampling.far == 3.0
+    config.pipeline.model.sampling.near = 4.0  # beyond the far plane: one line, no traceback
+    with pytest.raises(InputError, match="near plane 4.0 and far plane 3.0 need 0 <= near < far"):
+        config.pipeline.setup(device="cpu", test_mode="val")
+
+
+def test_a_scene_without_depth_is_refused() -> None:
+    """nerfstudio's DepthDataset would download a monocular depth network for it; iSDF needs measured depth."""
+    from eugen_nerf.scenes import SceneError
+
+    config = copy.deepcopy(eugen_isdf.config)
+    config.pipeline.datamanager.data = Path(__file__).resolve().parents[1] / "scenes" / "shiny128"
+    with pytest.raises(SceneError, match="its frames have no depth maps"):
+        config.pipeline.setup(device="cpu", test_mode="val")

@@ -117,6 +117,8 @@ def test_good_command_line_parses_to_our_config():
             "True",
             "--pipeline.model.eugen.fused-inference",
             "False",
+            "--pipeline.model.eugen.train-merged",
+            "False",
         ]
     )
     eugen = config.pipeline.model.eugen

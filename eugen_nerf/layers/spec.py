@@ -158,6 +158,11 @@ class MergedTrainingSpec(EUGenSpec):
         super().validate()
         if self.train_merged:
             self.check_merged_training()
+        if self.merged_training and (not self.fused_inference or self.compile_fused):
+            raise ValueError(
+                f"{flag('fused_inference')} False and {flag('compile_fused')} need the EUGen layers trained apart "
+                f"({flag('train_merged')} False): layers trained merged have only their merged form"
+            )
 
 
 def flag(name: str) -> str:

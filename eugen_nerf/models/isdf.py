@@ -12,12 +12,13 @@ depth, the SDF gradient there the normal (``rgb`` shows the shaded normals).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.data.datamanagers.base_datamanager import VanillaDataManager, VanillaDataManagerConfig
 from nerfstudio.data.datasets.depth_dataset import DepthDataset
+from nerfstudio.model_components.scene_colliders import NearFarCollider
 from nerfstudio.models.base_model import Model, ModelConfig
 from nerfstudio.utils import colormaps
 from torch import Tensor
@@ -29,6 +30,18 @@ from eugen_nerf.isdf.losses import ISDFLossConfig, isdf_losses
 from eugen_nerf.isdf.sampling import RayBatch, SamplingConfig, pc_bounds, sample_distances, sample_points
 from eugen_nerf.models.framing import FramedModelMixin
 from eugen_nerf.scenes.datamanager import FramingMixin
+from eugen_nerf.scenes.validate import SceneError
+
+
+def check_has_depth(outputs, data) -> None:
+    """iSDF trains on measured depth: a scene without it is refused in one line (nerfstudio's ``DepthDataset``
+    would otherwise download a monocular depth network and train on its relative, not metric, depths)."""
+    depths = outputs.metadata.get("depth_filenames")
+    if outputs.image_filenames and not depths:
+        raise SceneError(
+            f"{data}: its frames have no depth maps ('depth_file_path' in transforms.json); iSDF trains on "
+            "measured depth (an RGB-D scene such as scenes/bunny_rgbd or scenes/room_rgbd)"
+        )
 
 
 @dataclass
@@ -39,6 +52,15 @@ class ISDFDataManagerConfig(VanillaDataManagerConfig):
 
 
 class ISDFDataManager(FramingMixin, VanillaDataManager[DepthDataset]):
+    def create_train_dataset(self) -> DepthDataset:
+        check_has_depth(self.train_dataparser_outputs, self.config.data)
+        return super().create_train_dataset()
+
+    def create_eval_dataset(self) -> DepthDataset:
+        outputs = self.dataparser.get_dataparser_outputs(split=self.test_split)
+        check_has_depth(outputs, self.config.data)
+        return super().create_eval_dataset()
+
     def next_train(self, step: int) -> tuple[RayBundle, dict]:
         ray_bundle, batch = super().next_train(step)  # FramingMixin: without the indexing warning
         ray_bundle.metadata["depth"] = batch["depth_image"].to(ray_bundle.origins.device)
@@ -51,19 +73,32 @@ class ISDFModelConfig(ModelConfig):
 
     _target: type = field(default_factory=lambda: ISDFModel)
     sdf: ISDFFieldConfig = field(default_factory=ISDFFieldConfig)
-    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(near=2.0, far=6.0))
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """iSDF's samples; ``near``/``far`` left unset are the scene's (its scene.json's: 0.05 and 3.5 in the room,
+    2 and 6 around an object), which also bound the rendered rays."""
     loss: ISDFLossConfig = field(default_factory=ISDFLossConfig)
     num_render_samples: int = 128
     """Uniform samples per ray when rendering depth (the first SDF sign change is refined linearly)."""
     eval_num_rays_per_chunk: int = 1024
-    collider_params: dict[str, float] = field(default_factory=lambda: {"near_plane": 2.0, "far_plane": 6.0})
+    collider_params: dict[str, float] | None = None
+    """Rendering's near/far planes (``near_plane``, ``far_plane``); None: the sampling range."""
 
 
 class ISDFModel(FramedModelMixin, Model):
     config: ISDFModelConfig
 
     def populate_modules(self) -> None:
-        super().populate_modules()  # the near/far collider; no LPIPS (the base Model builds none)
+        # the base Model would build a collider at fixed planes: the scene's range instead (no LPIPS either way)
+        config, planes = self.config, self.config.collider_params or {}
+        self.data_framing(
+            config.sampling.near if config.sampling.near is not None else planes.get("near_plane"),
+            config.sampling.far if config.sampling.far is not None else planes.get("far_plane"),
+            "auto",
+            None,
+        )
+        near, far = self.collider_planes()
+        self.collider = NearFarCollider(near_plane=near, far_plane=far)
+        self.sampling = replace(config.sampling, near=near, far=far)
         self.field = ISDFField(self.config.sdf)
         self.generator = torch.Generator().manual_seed(0)
         extend_model(self)  # the viewer's "EUGen fused inference" (eugen_nerf.extensions)
@@ -86,7 +121,7 @@ class ISDFModel(FramedModelMixin, Model):
         """iSDF's samples along the rays, their bounds from the measured depth, SDF and gradient."""
         depth = ray_bundle.metadata["depth"][..., 0] * ray_bundle.metadata["directions_norm"][..., 0]
         rays = RayBatch(ray_bundle.origins, ray_bundle.directions, depth)
-        distances = sample_distances(rays, self.config.sampling, self.generator)
+        distances = sample_distances(rays, self.sampling, self.generator)
         points = sample_points(rays, distances)
         sdf, gradient = self.field.sdf_and_gradient(points, create_graph=True)
         return {"sdf": sdf[..., 0], "gradient": gradient, "bounds": pc_bounds(rays, distances, points)}
@@ -97,12 +132,12 @@ class ISDFModel(FramedModelMixin, Model):
         near = (
             ray_bundle.nears
             if ray_bundle.nears is not None
-            else torch.full_like(origins[..., :1], self.config.sampling.near)
+            else torch.full_like(origins[..., :1], self.sampling.near)
         )
         far = (
             ray_bundle.fars
             if ray_bundle.fars is not None
-            else torch.full_like(origins[..., :1], self.config.sampling.far)
+            else torch.full_like(origins[..., :1], self.sampling.far)
         )
         steps = torch.linspace(0.0, 1.0, self.config.num_render_samples, device=origins.device)
         t = near + (far - near) * steps  # (R, S)
@@ -149,7 +184,7 @@ class ISDFModel(FramedModelMixin, Model):
         metrics = {"hit_agreement": float(((measured > 0) == (outputs["accumulation"] > 0)).float().mean())}
         if "z_depth" in outputs and valid.any():
             metrics["depth_abs_error"] = float((outputs["z_depth"] - measured).abs()[valid].mean())
-        near, far = self.config.collider_params["near_plane"], self.config.collider_params["far_plane"]
+        near, far = self.sampling.near, self.sampling.far
         images = {
             "depth": torch.cat(
                 [

@@ -28,6 +28,27 @@ class SirenNeRFModelConfig(EUGenNeRFModelConfig):
     hidden_layers: int = 3
     """Hidden layers between the SIREN's first sine layer and its linear output."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check()  # as the command line is parsed (one line), before the run has written anything
+
+    def check(self) -> None:
+        """Raise one ``ValueError`` for an option the method cannot honour."""
+        if (
+            isinstance(self.hidden_layers, bool)
+            or not isinstance(self.hidden_layers, int)
+            or self.hidden_layers < 1
+        ):
+            raise ValueError(
+                f"--pipeline.model.hidden-layers must be an integer >= 1, got {self.hidden_layers!r}"
+            )
+        if self.siren.weight_lr_scale != 1:  # no optimizer of the method takes that group
+            raise ValueError(
+                "--pipeline.model.siren.weight-lr-scale: the method has optimizers for the "
+                "fields and the projections only; leave it at 1 (eugen-fit-image "
+                "--eugen.weight-lr-scale has it)"
+            )
+
 
 class SirenNeRFModel(EUGenNeRFModel):
     config: SirenNeRFModelConfig
@@ -37,12 +58,7 @@ class SirenNeRFModel(EUGenNeRFModel):
         return None
 
     def _make_field(self, eugen: NeRFEUGenConfig) -> SirenRadianceField:
-        if self.config.siren.weight_lr_scale != 1:  # before anything trains: no optimizer takes that group
-            raise ValueError(
-                "--pipeline.model.siren.weight-lr-scale: the method has optimizers for the "
-                "fields and the projections only; leave it at 1 (eugen-fit-image "
-                "--eugen.weight-lr-scale has it)"
-            )
+        self.config.check()  # again: a config changed after it was parsed
         # The coarse and fine fields differ by eugen.seed (the fine one is offset by the NeRF model).
         spec = replace(self.config.siren, seed=self.config.siren.seed + eugen.seed)
         hidden = (self.config.layers,) * self.config.hidden_layers

@@ -31,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.scenes.validate import is_synthetic_folder
 
 FRAMING_KEY = "eugen_framing"
@@ -104,7 +105,7 @@ class Framing:
             return self
         framing = replace(self, **changes, source=f"{self.source}; command line: {', '.join(changes)}")
         if not 0.0 <= framing.near < framing.far:
-            raise ValueError(f"near plane {framing.near} and far plane {framing.far} need 0 <= near < far")
+            raise InputError(f"near plane {framing.near} and far plane {framing.far} need 0 <= near < far")
         return framing
 
 
