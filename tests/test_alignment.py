@@ -154,3 +154,19 @@ def test_tied_gradients_keep_repeated_orders_one_projection_under_adam(pairs):
         assert not torch.equal(trained.projections, layer.projections)  # G was trained
         kept = order_rows(trained)
         assert (kept is not None and torch.equal(kept, rows)) == tie
+
+
+def test_projected_scaling_with_repeated_teacher_rows_fuses_exactly():
+    """Order 2 repeating some of order 1's rows (not a permutation of them): the projected scaling's rms is
+    over all k*m rows, so the fused form projects every order instead of the m first-order rows."""
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=8, degree=2, scaling="projected", use_norm=False)
+    mlp = EUGenMLP(6, 3, 16, 4, layer_types=("dense", "eugen", "dense"), eugen=spec).double().eval()
+    layer = mlp.layers[1]
+    with torch.no_grad():
+        blocks = layer.projections.view(2, 8, -1)
+        blocks[1] = blocks[0][torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])]
+    x = torch.randn(64, 6, dtype=torch.float64)
+    torch.testing.assert_close(mlp(x), mlp.forward_unfused(x))

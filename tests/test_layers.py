@@ -374,3 +374,36 @@ def test_a_zero_input_has_finite_gradients():
     x = torch.zeros(3, 6, requires_grad=True)
     layer(x).sum().backward()
     assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("scaling, use_norm", [("unit", False), ("linear", True), ("projected", False)])
+def test_half_precision_layers_run_layer_by_layer_and_fused(dtype, scaling, use_norm):
+    """Norms and rms are kept in float32 for half weights, then cast back: no dtype clash in F.linear."""
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=8, degree=2, scaling=scaling, use_norm=use_norm)
+    mlp = EUGenMLP(6, 3, 16, 4, layer_types=("dense", "eugen", "dense"), eugen=spec)
+    x = torch.randn(32, 6)
+    reference = mlp.double().forward_unfused(x.double()).float()
+    half = mlp.to(dtype)
+    for out in (half.forward_unfused(x.to(dtype)), half.eval()(x.to(dtype))):
+        assert out.dtype == dtype and torch.isfinite(out).all()
+        torch.testing.assert_close(out.float(), reference, rtol=0.1, atol=0.1)
+
+
+def test_the_fused_form_follows_a_changed_buffer():
+    """Frozen projections are a buffer: regenerating them rebuilds the cached fused form."""
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+
+    mlp = EUGenMLP(
+        6, 3, 16, 4, layer_types=("dense", "eugen", "dense"), eugen=EUGenSpec(num_features=8)
+    ).eval()
+    x = torch.randn(16, 6)
+    before = mlp(x)
+    layer = mlp.layers[1]
+    with torch.no_grad():
+        layer.projections.copy_(torch.randn_like(layer.projections))
+    torch.testing.assert_close(mlp(x), mlp.forward_unfused(x))
+    assert not torch.allclose(mlp(x), before)

@@ -360,7 +360,7 @@ class EUGenLinear(nn.Module):
         if self.use_norm:
             if norm is None:
                 norm = input_norm(x)
-            out = torch.addcmul(out, norm, g[:, d + 1])
+            out = torch.addcmul(out, norm.to(out.dtype), g[:, d + 1])  # the norm is kept in float32
         return out
 
     def products(self, projected: torch.Tensor, rms: torch.Tensor | None = None) -> torch.Tensor:
@@ -415,10 +415,10 @@ class EUGenLinear(nn.Module):
         elif self.scales_higher_orders:
             # Φ(a·z) = a·Φ(z) for a > 0, so Φ(∏_j (p_j / rms))·rms = Φ(p_1 · ∏_{j>1} p_j / rms): the same
             # features with one division per higher order and no scaling of the whole feature block.
-            rms = self._rms(projected, norm, square) if self.degree > 1 else None
+            rms = self._rms(projected, norm, square).to(projected.dtype) if self.degree > 1 else None
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected, rms))
         else:
-            rms = self._rms(projected, norm, square)
+            rms = self._rms(projected, norm, square).to(projected.dtype)  # float32 for half weights: back
             feats = _FEATURE_MAP_FNS[self.feature_map](self.products(projected / rms))
             if self.scaling != "unit":
                 feats = feats * rms

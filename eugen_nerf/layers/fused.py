@@ -164,8 +164,12 @@ class FusedMLP:
             norm_weight, norm_constant = None, None
             rows = order_rows(layer) if is_eugen else None
             factors = None
-            if rows is not None:
-                identity = torch.arange(layer.num_features, device=rows.device)
+            identity = torch.arange(layer.num_features, device=rows.device) if rows is not None else None
+            # the projected scaling's rms is over every order's rows: only when each order's rows are a
+            # permutation of the first order's is it the rms of those m rows
+            if rows is not None and (
+                layer.scaling != "projected" or all(torch.equal(r.sort().values, identity) for r in rows)
+            ):
                 factors = [None if torch.equal(r, identity) else r.to(layer.projections.device) for r in rows]
             if is_eugen:
                 g = layer.projections.double()
@@ -283,7 +287,7 @@ class FusedMLP:
                 if inplace:
                     projected.addcmul_(norm.to(projected.dtype), step.norm_projection)
                 else:
-                    projected = projected + norm * step.norm_projection
+                    projected = projected + norm.to(projected.dtype) * step.norm_projection
             if layer.scaling in ("unit", "linear"):
                 rms = layer.input_rms(norm).to(projected.dtype)
             del norm

@@ -196,10 +196,11 @@ class EUGenMLP(nn.Module):
         return activate(self.out_activation, x, inplace)
 
     def fused(self):
-        """The merged inference form, rebuilt when any parameter, device or dtype changed."""
+        """The merged inference form, rebuilt when any parameter or buffer (frozen projections are buffers),
+        device or dtype changed."""
         from eugen_nerf.layers.fused import FusedMLP  # fused builds on this module
 
-        tensors = list(self.parameters())
+        tensors = [*self.parameters(), *self.buffers()]
         key = tuple((id(t), t._version, t.device, t.dtype) for t in tensors)
         if self._fused is None or key != self._fused_key:
             self._fused = FusedMLP.from_mlp(self)

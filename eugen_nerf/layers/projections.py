@@ -49,7 +49,8 @@ def draw_projections(
 
     Matrices are drawn one after the other (never as slices of one orthogonal block), so the
     factors ``G_1 x, G_2 x, ...`` multiplied inside one EUGen feature are independent, as the
-    unbiasedness argument needs. Always drawn in float64 on the CPU, then cast.
+    unbiasedness argument needs. Always drawn in float64 on the CPU (the same draws on every machine), then
+    cast to the requested dtype (float32 unless told).
     """
     if kind not in PROJECTION_KINDS:
         raise ValueError(f"projection must be one of {PROJECTION_KINDS}, got {kind!r}")
