@@ -423,6 +423,9 @@ def test_novel_cameras_lie_between_the_training_ones_and_are_seeded(dense_teache
     assert torch.allclose(rotation @ rotation.transpose(1, 2), torch.eye(3).expand(6, 3, 3), atol=1e-5)
     turned = torch.einsum("nij,nij->n", rotation, source[:, :, :3]).sub(1).div(2).clamp(-1, 1).acos()
     assert (turned <= torch.deg2rad(torch.tensor(4.0)) + 1e-4).all()
+    # trained novel views stand beside the cameras the fine-tune trains on, never beside held-out ones
+    _, near_trained = novel_cameras(cameras, 40, seed=4, sources=[0, 2])
+    assert set(near_trained.tolist()) == {0, 2}
 
 
 def test_heldout_pairs_come_from_whole_heldout_cameras(dense_teacher):
@@ -805,7 +808,9 @@ def test_fields_finetune_draws_novel_cameras_without_rendering_them_ahead(
     monkeypatch.setattr(
         run_module.Distillation,
         "novel_targets",
-        lambda self, count, seed: rendered.append(count) or original(self, count, seed),
+        lambda self, count, seed, near_heldout=False: (
+            rendered.append(count) or original(self, count, seed, near_heldout)
+        ),
     )
     distill(
         options(

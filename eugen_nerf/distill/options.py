@@ -163,7 +163,8 @@ class DistillOptions:
     of a dense-nerfacto one; 'hidden' for a teacher with no EUGen twin: stock nerfstudio, SIREN), or 'auto' (greedy selection among the hidden layers within --psnr-budget, given alone). Several
     select their union."""
     eugen: EUGenSpec = field(default_factory=distill_spec)
-    """The EUGen layers created (eugen.seed also seeds the ray sampling); layer i of an MLP uses seed + i.
+    """The EUGen layers created (eugen.seed also seeds the ray sampling); each layer's projections are seeded by
+    eugen.seed and its path in the model (a hash of it), so layers never share a draw.
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept.
     eugen.num-features counts only with --width-fraction None."""
@@ -180,8 +181,9 @@ class DistillOptions:
     the replaced layer's outputs (the first pivots of ``--projections teacher``; 7/16: 112 of 256), are solved
     again from the same statistics, and that narrower layer is kept (then refined) when its held-out R² in
     closed form is at least --narrow-r2. The widths chosen are stored in the config as --width-fraction-of entries. None:
-    every layer keeps its width. Only EUGen layers with the teacher's units (the default --eugen and
-    --projections) and a --width-fraction are narrowed: otherwise the default does not apply."""
+    every layer keeps its width. Only EUGen layers with the teacher's units (--projections teacher, the
+    default), a --width-fraction and a scaling other than projected (whose rms is over all the wide layer's
+    rows) are narrowed: otherwise the default does not apply."""
     narrow_r2: float = DEFAULT_NARROW_R2
     """--narrow-fraction only: the held-out R² a narrower layer must reach in closed form to be kept."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
@@ -408,6 +410,15 @@ class DistillOptions:
             raise DistillError(f"finetune-average must be in [0, 1), got {self.finetune_average!r}")
         if self.finetune_steps < 0:
             raise DistillError(f"finetune-steps must be >= 0, got {self.finetune_steps}")
+        if not math.isfinite(self.finetune_lr) or self.finetune_lr <= 0:
+            raise DistillError(f"finetune-lr must be a number > 0, got {self.finetune_lr!r}")
+        if self.finetune_steps and self.finetune_parameters == "eugen" and self.eugen.layer_type == "lowrank":
+            raise DistillError(
+                "finetune-parameters eugen trains the EUGen layers, and eugen.layer-type lowrank makes none: "
+                "use --finetune-parameters all"
+            )
+        if self.eval_views is not None and (isinstance(self.eval_views, bool) or self.eval_views < 1):
+            raise DistillError(f"eval-views must be >= 1 (or None: every test view), got {self.eval_views!r}")
         if self.fit not in ("sequential", "parallel"):
             raise DistillError(f"fit must be 'sequential' or 'parallel', got {self.fit!r}")
         if isinstance(self.ridge, str) and self.ridge != "auto":
@@ -485,6 +496,11 @@ class DistillOptions:
             )
         if self.width_fraction is None:
             return "narrow-fraction narrows the layers of --width-fraction: give one"
+        if self.eugen.scaling == "projected":  # each feature is divided by the rms over every projection row
+            return (
+                "narrow-fraction fits a narrow layer from the wide one's statistics; with eugen.scaling "
+                "projected a narrow layer's features differ from those (its rms is over fewer rows)"
+            )
         return None
 
     def recorded(self) -> dict:

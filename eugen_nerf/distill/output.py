@@ -28,18 +28,28 @@ STATE_DIR = ".distill_state"
 
 
 def holds_run(run_dir: Path) -> bool:
-    return (run_dir / "config.yml").exists() or any((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
+    """A complete run: its checkpoint is written last (a ``config.yml`` alone is a run stopped while written)."""
+    return any((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
 
 
 def check_output_dir(run_dir: Path, overwrite: bool, teacher: Path | None = None) -> None:
-    """Refuse to write over a complete run unless ``overwrite``, and into the ``teacher``'s own run folder
-    whatever ``overwrite`` says (nothing is written here)."""
+    """Refuse to write over a complete run unless ``overwrite``; into a folder holding anything but an earlier
+    run of this command (a student, or one stopped with its resumable state), which ``--overwrite`` would
+    delete; and into or above the ``teacher``'s run folder, whatever ``overwrite`` says (nothing is written
+    here)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise DistillError(f"--output-dir {run_dir} exists and is not a directory")
     if teacher is not None:
-        teacher_dir = teacher.parent if teacher.is_file() else teacher
-        if run_dir.resolve() == teacher_dir.resolve():
-            raise DistillError(f"--output-dir {run_dir} is the teacher's run folder; choose another folder")
+        teacher_dir = (teacher.parent if teacher.is_file() else teacher).resolve()
+        if teacher_dir == run_dir.resolve() or run_dir.resolve() in teacher_dir.parents:
+            raise DistillError(
+                f"--output-dir {run_dir} holds the teacher's run {teacher_dir}; choose another folder"
+            )
+    ours = holds_run(run_dir) or (run_dir / STATE_DIR).is_dir() or (run_dir / "distill_report.json").is_file()
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not ours:
+        raise DistillError(
+            f"--output-dir {run_dir} holds files that are not an eugen-distill run; choose an empty or new folder"
+        )
     if holds_run(run_dir) and not overwrite:
         raise DistillError(f"--output-dir {run_dir} already holds a run; pass --overwrite to replace it")
 

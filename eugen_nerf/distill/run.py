@@ -571,7 +571,7 @@ class Distillation:
                 rays = cat_rays(rays, novel)
             if options.finetune_validation_views:  # other novel cameras (another seed), never trained on
                 views, views_rgb = self.novel_targets(
-                    options.finetune_validation_views, options.eugen.seed + 1
+                    options.finetune_validation_views, options.eugen.seed + 1, near_heldout=True
                 )
                 validation = (
                     (views, views_rgb)
@@ -602,15 +602,20 @@ class Distillation:
             )
         return log
 
-    def novel_camera_rays(self, count: int, seed: int) -> RayBundle:
-        """Rays of ``count`` cameras near the training ones (drawn from ``seed``)."""
+    def novel_camera_rays(self, count: int, seed: int, near_heldout: bool = False) -> RayBundle:
+        """Rays of ``count`` cameras near the training ones (drawn from ``seed``): near those the fit and the
+        fine-tune train on only, unless ``near_heldout`` (validation views: the held-out cameras decide which
+        fine-tuning step is kept, so no trained view may stand beside them)."""
         cameras = self.teacher.pipeline.datamanager.train_dataset.cameras
-        return novel_rays(cameras, count, self.rays.resolution_scale, seed)
+        trained = [i for i in range(len(cameras)) if i not in self.heldout_cameras]
+        sources = None if near_heldout or not trained else trained
+        return novel_rays(cameras, count, self.rays.resolution_scale, seed, sources=sources)
 
-    def novel_targets(self, count: int, seed: int):
-        """Rays of ``count`` cameras near the training ones (drawn from ``seed``) and the teacher's colours of them."""
+    def novel_targets(self, count: int, seed: int, near_heldout: bool = False):
+        """Rays of ``count`` cameras near the training ones (drawn from ``seed``; see :meth:`novel_camera_rays`)
+        and the teacher's colours of them."""
         options = self.options
-        rays = self.novel_camera_rays(count, seed)
+        rays = self.novel_camera_rays(count, seed, near_heldout)
         colours = []
         with torch.no_grad():
             for start in tqdm(

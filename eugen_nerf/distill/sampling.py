@@ -147,18 +147,25 @@ def batch_generator(seed: int, batch_index: int) -> torch.Generator:
 
 
 def novel_cameras(
-    cameras: Cameras, count: int, seed: int, max_angle_deg: float = 4.0
+    cameras: Cameras,
+    count: int,
+    seed: int,
+    max_angle_deg: float = 4.0,
+    sources: list[int] | None = None,
 ) -> tuple[Cameras, torch.Tensor]:
     """``count`` cameras near the training ones, and the training camera each came from (seeded): a random
-    training camera each, moved by up to half the median spacing of the training cameras and turned by up
-    to ``max_angle_deg``.
+    training camera each (one of ``sources``, default any), moved by up to half the median spacing of the
+    training cameras and turned by up to ``max_angle_deg``.
 
     The teacher renders them for the fine-tune: views between the training ones, where a student that
     only matched the training rays would show what it never saw. Works for any camera layout (orbits,
     forward-facing captures, walks) because the moves are relative to the cameras' own spacing.
     """
     generator = torch.Generator().manual_seed(seed * 7919 + 17)
-    picks = torch.randint(len(cameras), (count,), generator=generator)
+    if sources is None:
+        picks = torch.randint(len(cameras), (count,), generator=generator)
+    else:
+        picks = torch.tensor(sources)[torch.randint(len(sources), (count,), generator=generator)]
     novel = copy.deepcopy(cameras[picks])
     c2w = novel.camera_to_worlds.clone()  # (count, 3, 4)
     centres = cameras.camera_to_worlds[:, :, 3]
@@ -183,10 +190,12 @@ def _rotation(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     return torch.eye(3).expand_as(k) + s * k + (1 - c) * (k @ k)
 
 
-def novel_rays(cameras: Cameras, count: int, resolution_scale: float, seed: int) -> RayBundle:
-    """Every pixel ray of :func:`novel_cameras`; ``camera_indices`` name the training camera each was moved
-    from (appearance embeddings look them up)."""
-    novel, picks = novel_cameras(cameras, count, seed)
+def novel_rays(
+    cameras: Cameras, count: int, resolution_scale: float, seed: int, sources: list[int] | None = None
+) -> RayBundle:
+    """Every pixel ray of :func:`novel_cameras` (moved from ``sources``); ``camera_indices`` name the training
+    camera each was moved from (appearance embeddings look them up)."""
+    novel, picks = novel_cameras(cameras, count, seed, sources=sources)
     rays = camera_rays(novel, list(range(count)), resolution_scale)
     rays.camera_indices = picks[rays.camera_indices.reshape(-1)].reshape(rays.camera_indices.shape)
     return rays
