@@ -313,3 +313,23 @@ def test_the_sampling_range_is_the_scenes_unless_given():
     assert (default.near, default.far) == (2.0, 6.0)
     with pytest.raises(InputError, match="--train.sampling.far"):
         SamplingConfig(far=0.01).for_scene(room)
+
+
+@pytest.mark.parametrize("name", ["bunny_rgbd", "room_rgbd"])
+def test_measured_depths_land_on_the_ground_truth_mesh(name):
+    """The camera and depth conventions against the scene's own mesh, independently of how the depth was
+    made: every measured pixel, back-projected through its ray, lies on the mesh (a flipped axis, a half-pixel
+    shift or z-depth read as range would put it off by a sizeable fraction of a unit)."""
+    scene, frames = load_stream(shipped_scene(name))
+    truth = GroundTruth(scene.mesh_path)
+    directions = camera_directions(torch.from_numpy(scene.intrinsics), scene.height, scene.width)
+
+    def median_distance(camera_directions_: torch.Tensor) -> tuple[float, int]:
+        rays = frame_rays(frames[::10], camera_directions_, 400, torch.Generator().manual_seed(0))
+        points = rays.origins[rays.hit] + rays.depth[rays.hit, None] * rays.directions[rays.hit]
+        return float(truth.distance(points).median()), int(rays.hit.sum())
+
+    distance, hits = median_distance(directions)
+    assert hits > 500 and distance < 2e-3, (hits, distance)
+    # the camera's y axis flipped (OpenCV read as OpenGL): far off the mesh, so the check can fail
+    assert median_distance(directions * torch.tensor([1.0, -1.0, 1.0]))[0] > 10 * distance
