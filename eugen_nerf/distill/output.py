@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import torch
 import yaml
 
 from eugen_nerf.distill.options import DistillError
-from eugen_nerf.inputs.outputs import staging_path, swap_into_place
+from eugen_nerf.inputs.outputs import atomic_write, staging_path, swap_into_place
 
 STATE_DIR = ".distill_state"
 
@@ -67,9 +66,7 @@ def publish_run(work: Path, run_dir: Path) -> None:
 
 
 def _save_atomic(obj, path: Path) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    torch.save(obj, partial)
-    partial.replace(path)
+    atomic_write(path, lambda partial: torch.save(obj, partial))
 
 
 class StateStore:
@@ -111,9 +108,7 @@ class StateStore:
 
 
 def write_yaml_atomic(config, path: Path) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_text(yaml.dump(config), "utf8")
-    partial.replace(path)
+    atomic_write(path, lambda partial: partial.write_text(yaml.dump(config), "utf8"))
 
 
 def stage_checkpoint(run_dir: Path, pipeline_state: dict, step: int) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import torch
@@ -25,6 +24,7 @@ from eugen_nerf.eval.evaluate import render_seconds_side_by_side, score_test_vie
 from eugen_nerf.eval.runs import final_rgb, ground_truth_image
 from eugen_nerf.eval.size import count_parameters
 from eugen_nerf.eval.timing import time_inside
+from eugen_nerf.inputs.outputs import atomic_write
 
 
 def render_rgb(model, camera) -> Tensor:
@@ -90,9 +90,8 @@ def render_share(teacher, pipeline, paths: list[str], view: int = 0) -> dict[str
 
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
-    partial.replace(path)
+    text = json.dumps(data, indent=2, default=_json_default) + "\n"  # before anything is written: may raise
+    atomic_write(path, lambda partial: partial.write_text(text))
 
 
 def _json_default(value):

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -101,10 +101,19 @@ def staged_directory(target: Path, keep_on_error: bool = False) -> Iterator[Path
             shutil.rmtree(staging)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """``write(partial)`` writes the file under a temporary name beside ``path``, which then replaces ``path`` in
+    one rename: a reader sees the old file or the new one, never half of one (a failed write leaves no partial)."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_bytes(data)
-    partial.replace(path)
+    try:
+        write(partial)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda partial: partial.write_bytes(data))
 
 
 def file_stem(label: str) -> str:
