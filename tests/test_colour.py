@@ -38,8 +38,15 @@ def train_and_render(method: str, steps: int, tmp_path: Path, **model_overrides)
     torch.manual_seed(0)
     trainer = config.setup(local_rank=0, world_size=1)
     trainer.setup()
-    for step in range(steps):
+    from nerfstudio.engine.callbacks import TrainingCallbackLocation
+
+    for step in range(steps):  # Trainer.train's loop without its writers and saves: the callbacks run too
+        trainer.pipeline.train()
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
         trainer.train_iteration(step)
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
     pipeline = trainer.pipeline
     pipeline.eval()
     camera, batch = pipeline.datamanager.next_eval_image(0)
