@@ -95,6 +95,18 @@ def parse(args):
             ["eugen-zipnerf", "--pipeline.model.eugen.view-layers", "5"],
             "eugen.view-layers: layer index 5 does not exist",
         ),
+        (
+            ["eugen-nerf", "--pipeline.model.enable-temporal-distortion", "True"],
+            "enable-temporal-distortion is not supported",
+        ),
+        (
+            ["eugen-nerf", "--pipeline.model.eugen.fused-inference", "False"],
+            "need the EUGen layers trained apart",
+        ),
+        (
+            ["eugen-siren", "--pipeline.model.hidden-layers", "0"],
+            "hidden-layers must be an integer >= 1, got 0",
+        ),
     ],
 )
 def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, capsys):

@@ -83,6 +83,10 @@ class EUGenNeRFModelConfig(VanillaModelConfig):
 
     def __post_init__(self) -> None:
         check_planes(self.near_plane, self.far_plane)
+        if self.enable_temporal_distortion:  # vanilla NeRF's D-NeRF option: these fields have no time input
+            raise ValueError(
+                "enable-temporal-distortion is not supported by the EUGen NeRF fields (static scenes)"
+            )
         for name in ("trunk_width", "head_width", "num_coarse_samples", "num_importance_samples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
