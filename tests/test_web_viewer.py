@@ -284,6 +284,7 @@ def test_page_renders_projected_scaling_as_the_reference(tmp_path, one_thread):
     assert psnr(page, reference) > 50, f"page vs reference {psnr(page, reference):.1f} dB"
 
 
+@pytest.mark.slow  # ~1 min: two page loads through SwiftShader
 @pytest.mark.usefixtures("chromium")
 def test_page_keeps_a_cameras_aspect_and_lens(exports, tmp_path):
     """A 4:3 test camera with lens distortion (a COLMAP capture's): the page draws it undistorted as the
