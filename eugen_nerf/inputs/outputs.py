@@ -24,18 +24,24 @@ _AT_FDCWD = -100
 
 
 def refuse_existing(
-    target: Path, overwrite: bool, option: str = "--output", what: str = "a result", marker: str | None = None
+    target: Path,
+    overwrite: bool,
+    option: str = "--output",
+    what: str = "a result",
+    marker: str | tuple[str, ...] | None = None,
 ) -> None:
     """:class:`InputError` when ``target`` exists (as ``what``) and ``overwrite`` is not set, or when it holds
-    files that are not ``what`` (no ``marker`` file in it): ``--overwrite`` replaces an earlier result, never a
-    folder of something else. Also refused: a ``target`` whose nearest existing folder cannot be written."""
+    files that are not ``what`` (none of the ``marker`` files in it): ``--overwrite`` replaces an earlier result,
+    never a folder of something else. Also refused: a ``target`` whose nearest existing folder cannot be written."""
     target = Path(target)
     if target.exists() and not target.is_dir():
         raise InputError(f"{option} {target} exists and is not a directory")
     if target.exists() and any(target.iterdir()):
-        if marker is not None and not (target / marker).is_file():
+        markers = (marker,) if isinstance(marker, str) else marker
+        if markers and not any((target / name).is_file() for name in markers):
             raise InputError(
-                f"{option} {target} holds files that are not {what} (no {marker}); choose an empty or new folder"
+                f"{option} {target} holds files that are not {what} (no {' or '.join(markers)}); choose an empty "
+                "or new folder"
             )
         if not overwrite:
             raise InputError(f"{option} {target} already holds {what}; pass --overwrite to replace it")

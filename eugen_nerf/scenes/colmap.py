@@ -28,6 +28,7 @@ import numpy as np
 import tyro
 
 from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.outputs import refuse_existing
 from eugen_nerf.scenes.alignment import pose_errors
 
 MatchingMethod = Literal["exhaustive", "sequential"]
@@ -234,13 +235,14 @@ def run_colmap(config: ColmapConfig) -> dict[str, Any]:
     """Run ns-process-data on ``config.images``, write ``registration.json`` and return it."""
     if not 0.0 < config.min_registered <= 1.0:
         raise InputError(f"--min-registered {config.min_registered} must be in (0, 1]")
-    earlier = ("registration.json", "process_data.log")  # what this command leaves in its dataset folder
-    ours = any((config.output / name).exists() for name in earlier)
-    if config.output.is_dir() and any(config.output.iterdir()) and not ours:
-        raise InputError(
-            f"--output {config.output} holds files that are not a dataset of this command (no "
-            f"{' or '.join(earlier)}); its images/ would be replaced: choose an empty or new folder"
-        )
+    # its images/ would be emptied of all but the photographs: only a dataset this command made (it resumes in it)
+    refuse_existing(
+        config.output,
+        True,
+        "--output",
+        "a dataset of this command",
+        ("registration.json", "process_data.log"),
+    )
     require_tools()
     photographs = list_photographs(config.images)
     if (config.output / "images").resolve() == config.images.resolve():
