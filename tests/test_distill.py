@@ -450,6 +450,31 @@ def test_heldout_pairs_come_from_whole_heldout_cameras(dense_teacher):
         assert torch.equal(capture.held_rows(len(owners) * samples), expected)
 
 
+def test_units_are_chosen_without_the_heldout_cameras():
+    """``--projections teacher`` picks units from teacher pre-activations: the held-out cameras' rays, which
+    then judge the layers built from those units (R², ridge), are left out of that choice."""
+    from eugen_nerf.distill.capture import PreactivationProbe, trace
+    from eugen_nerf.distill.student import LayerRef
+    from eugen_nerf.layers import EUGenMLP
+
+    torch.manual_seed(0)
+    teacher = EUGenMLP(4, 3, 8, 3).double().eval()
+    ref = LayerRef("mlp", 1)
+    probe = PreactivationProbe({"mlp": teacher}, {"mlp": teacher}, [ref], pair_fraction=1.0)
+    rays, samples = 10, 3
+    held = torch.zeros(rays, dtype=torch.bool)
+    held[[2, 7]] = True
+    x = torch.randn(rays * samples, 4, dtype=torch.double)
+    x[held.repeat_interleave(samples)] *= 100  # held-out rows would dominate the Gram matrix
+    with probe:
+        probe.generator = torch.Generator().manual_seed(0)
+        probe.held_rays = held
+        teacher(x)
+    z = trace(teacher, x[~held.repeat_interleave(samples)], 1)[2][1]
+    z = z - z.mean(dim=0)
+    assert torch.allclose(probe.grams()[ref.path].double(), z.T @ z, rtol=1e-6, atol=1e-8)
+
+
 def test_max_rays_lowers_the_resolution_of_a_large_capture_and_leaves_a_small_one_alone(dense_teacher):
     """``--max-rays``: cameras with more pixels than the cap at ``--resolution-scale`` are rendered at a lower
     scale, to about the cap (what one default needs for 64-pixel scenes and for 800² photographs alike)."""

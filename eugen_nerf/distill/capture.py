@@ -28,6 +28,15 @@ from eugen_nerf.distill.student import LayerRef
 from eugen_nerf.layers import EUGenLinear, EUGenMLP, LowRankLinear, NormalEquations
 
 
+def ray_rows(held_rays: Tensor | None, rows: int) -> Tensor | None:
+    """The flag of each of an MLP call's ``rows`` from a flag per ray (``None`` when the rows are not a whole
+    number of samples per ray): samples are ray-major (``rays × samples`` flattened, as nerfstudio's fields
+    call their MLPs), so a ray's flag covers its ``rows / rays`` samples."""
+    if held_rays is None or not held_rays.numel() or rows % held_rays.numel():
+        return None
+    return held_rays.cpu().repeat_interleave(rows // held_rays.numel())
+
+
 @dataclass
 class RowStore:
     """The first ``capacity`` (input, target) rows of a layer, kept for the refinement (which needs rows,
@@ -176,11 +185,12 @@ class Capture:
         return hook
 
     def held_rows(self, rows: int) -> Tensor:
-        """Held-out flag of each of an MLP call's ``rows``: samples are ray-major (``rays × samples`` flattened,
-        as nerfstudio's fields call their MLPs), so a ray's flag covers its ``rows / rays`` samples."""
-        if self.held_rays is not None and self.held_rays.numel() and rows % self.held_rays.numel() == 0:
-            return self.held_rays.cpu().repeat_interleave(rows // self.held_rays.numel())
-        return torch.rand(rows, generator=self.generator) < self.heldout_fraction
+        """Held-out flag of each of an MLP call's ``rows``: those of the held-out cameras' rays, or a random
+        ``heldout_fraction`` without a ray-level split."""
+        held = ray_rows(self.held_rays, rows)
+        return (
+            held if held is not None else torch.rand(rows, generator=self.generator) < self.heldout_fraction
+        )
 
     @torch.no_grad()
     def record(self, mlp_path: str, in_tensor: Tensor) -> None:
@@ -216,7 +226,9 @@ class PreactivationProbe:
     pre-activations of each layer in ``refs`` (what ``--projections teacher`` picks its units from).
 
     Only the statistics' Gram part is read (:meth:`NormalEquations.centred_gram`); rows are subsampled by
-    ``pair_fraction`` with the generator set per batch, as in :class:`Capture`.
+    ``pair_fraction`` with the generator set per batch, as in :class:`Capture`. The rays of held-out cameras
+    (``held_rays``, set per batch) are left out: the units chosen here build the layers whose held-out R²
+    picks the ridge, so those cameras must not choose them.
     """
 
     def __init__(
@@ -235,6 +247,8 @@ class PreactivationProbe:
             for ref in refs
         }
         self.generator: torch.Generator | None = None
+        self.held_rays: Tensor | None = None
+        """Per ray of the batch being rendered: held out (left out of the statistics). Set per batch."""
         self._handles: list = []
 
     def __enter__(self) -> Self:
@@ -256,7 +270,11 @@ class PreactivationProbe:
         if self.generator is None:
             raise RuntimeError("PreactivationProbe.generator must be set (per batch) before rendering")
         x = in_tensor.reshape(-1, in_tensor.shape[-1])
-        x = x[(torch.rand(x.shape[0], generator=self.generator) < self.pair_fraction).to(x.device)]
+        keep = torch.rand(x.shape[0], generator=self.generator) < self.pair_fraction
+        held = ray_rows(self.held_rays, x.shape[0])
+        if held is not None:
+            keep &= ~held
+        x = x[keep.to(x.device)]
         if x.shape[0] == 0:
             return
         refs = self.by_mlp[mlp_path]

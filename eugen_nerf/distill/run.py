@@ -309,6 +309,9 @@ class Distillation:
                 leave=False,
             ):
                 probe.generator = batch_generator(options.eugen.seed, b)
+                probe.held_rays = (
+                    self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None
+                )
                 model(self.rays.batch(b, self.device))
         self.state["units"] = {
             path: pivoted_units(
