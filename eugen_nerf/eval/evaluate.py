@@ -165,7 +165,7 @@ def score_test_views(
     check_sizes(dataset, views, images)
     images = [area_downsample(image, downscale) for image in images]
     if lpips is True:
-        lpips_reason = lpips_unavailable_reason(tuple(images[0].shape[:2]))
+        lpips_reason = lpips_unavailable_reason(min((tuple(image.shape[:2]) for image in images), key=min))
     else:
         lpips_reason = lpips or "disabled (--no-lpips)"
     if error_dir is not None:
