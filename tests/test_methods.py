@@ -107,6 +107,10 @@ def parse(args):
             ["eugen-siren", "--pipeline.model.hidden-layers", "0"],
             "hidden-layers must be an integer >= 1, got 0",
         ),
+        (
+            ["eugen-siren", "--pipeline.model.eugen.num-features", "32"],
+            "eugen.num-features: the SIREN trunk's layers take --pipeline.model.siren.*",
+        ),
     ],
 )
 def test_bad_input_fails_on_the_command_line_with_one_clear_line(args, message, capsys):

@@ -8,7 +8,7 @@ Sampling, rendering, losses and metrics are the NeRF model's. The EUGen knobs ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from torch.nn import Parameter
 
@@ -41,6 +41,17 @@ class SirenNeRFModelConfig(EUGenNeRFModelConfig):
         ):
             raise ValueError(
                 f"--pipeline.model.hidden-layers must be an integer >= 1, got {self.hidden_layers!r}"
+            )
+        default = NeRFEUGenConfig()
+        ignored = [
+            f.name
+            for f in fields(NeRFEUGenConfig)
+            if f.name != "seed" and getattr(self.eugen, f.name) != getattr(default, f.name)
+        ]
+        if ignored:
+            raise ValueError(
+                f"--pipeline.model.eugen.{ignored[0].replace('_', '-')}: the SIREN trunk's layers take "
+                "--pipeline.model.siren.* and --pipeline.model.layers; of --pipeline.model.eugen.* only seed applies"
             )
         if self.siren.weight_lr_scale != 1:  # no optimizer of the method takes that group
             raise ValueError(
