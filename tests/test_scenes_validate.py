@@ -156,11 +156,19 @@ def test_blender_layout_is_validated_per_split_file(scene: Path) -> None:
         validate_blender(scene)
 
 
-def test_float_npy_depth_in_metres_is_accepted(scene: Path) -> None:
-    np.save(scene / "depth/train_000.npy", np.full((12, 16), 3.5))
+def test_float_npy_depth_is_read_in_the_units_nerfstudio_reads_it(scene: Path) -> None:
+    """nerfstudio scales a ``.npy`` depth map by ``depth_unit_scale_factor`` as it does a PNG."""
+    from nerfstudio.data.utils.data_utils import get_depth_image_from_path
+
+    from eugen_nerf.scenes.depth import DEPTH_UNIT_SCALE_FACTOR
+
+    path = scene / "depth/train_000.npy"
+    np.save(path, np.full((12, 16), 3500.0, dtype=np.float32))
     edit_transforms(scene, lambda m: m["frames"][0].update(depth_file_path="depth/train_000.npy"))
     validate_scene(scene)
-    assert load_scene(scene).frames[0].depth().max() == pytest.approx(3.5)
+    ours = load_scene(scene).frames[0].depth()
+    theirs = get_depth_image_from_path(path, 12, 16, DEPTH_UNIT_SCALE_FACTOR)[..., 0].numpy()
+    assert ours.max() == pytest.approx(3.5) and np.allclose(ours, theirs)
 
 
 def test_missing_scene_folder_is_rejected(tmp_path: Path) -> None:

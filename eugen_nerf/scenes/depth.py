@@ -1,7 +1,7 @@
 """Depth maps in nerfstudio's convention: z-depth, 16-bit PNG in thousandths of a scene unit (millimetres
 when the unit is a metre; ``depth_unit_scale_factor`` 1e-3), 0 meaning "no hit".
 
-``.npy`` float maps in scene units are accepted on read as well, so hand-made scenes validate too.
+``.npy`` float maps are read as nerfstudio reads them: in the same thousandths, times the same factor.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ def write_depth(path: Path, depth: np.ndarray) -> None:
 
 
 def read_depth(path: Path) -> np.ndarray:
-    """Depth in metres as float32 (H, W); 0 where nothing was hit."""
+    """Depth in metres as float32 (H, W); 0 where nothing was hit. A ``.npy`` map is scaled like a PNG, as
+    nerfstudio's depth loader scales both by ``depth_unit_scale_factor``: a map in metres would train
+    nerfstudio's depth models at a thousandth of its depth."""
     if path.suffix == ".npy":
-        return np.load(path).astype(np.float32)
+        return np.load(path).astype(np.float32) * np.float32(DEPTH_UNIT_SCALE_FACTOR)
     raw = iio.imread(path)
     if raw.ndim != 2 or raw.dtype != np.uint16:
         # an 8-bit PNG holds at most 255 mm: a depth map re-saved as 8-bit is clipped garbage, not depth

@@ -117,7 +117,9 @@ def check_depth(path: Path, where: str) -> tuple[int, int]:
     if not path.is_file():
         raise SceneError(f"{where}: depth file {path} is missing")
     if path.suffix not in (".png", ".npy"):
-        raise SceneError(f"{where}: depth file {path} must be a 16-bit .png (millimetres) or a .npy (metres)")
+        raise SceneError(
+            f"{where}: depth file {path} must be a 16-bit .png or a .npy in thousandths of a scene unit (nerfstudio's depth_unit_scale_factor 1e-3)"
+        )
     try:
         depth = read_depth(path)
     except Exception as error:
