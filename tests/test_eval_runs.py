@@ -372,3 +372,28 @@ def test_lpips_of_images_too_small_is_one_line(tmp_path, capsys):
         entrypoint(["lpips", str(tmp_path / "a.png"), str(tmp_path / "b.png")])
     out = capsys.readouterr().out
     assert "LPIPS needs images of at least 31x31" in out and "Traceback" not in out
+
+
+def test_splatfacto_ground_truth_is_composited_over_its_render_background():
+    """splatfacto has no RGB renderer: with its default ``random`` background it renders test views over the
+    viewer's grey-blue, and its own metrics composite the ground truth the same way, not over white."""
+    from types import SimpleNamespace
+
+    from nerfstudio.models.splatfacto import SplatfactoModel
+
+    from eugen_nerf.eval.runs import ground_truth_image
+
+    class Model(torch.nn.Module):  # splatfacto's background logic, without its Gaussians
+        _get_background_color = SplatfactoModel._get_background_color
+        composite_with_background = SplatfactoModel.composite_with_background
+        device = torch.device("cpu")
+        config = SimpleNamespace(background_color="random")
+        background_color = torch.tensor([0.1490, 0.1647, 0.2157])
+
+    model = Model().train()  # as a freshly loaded pipeline may be: training draws a random background
+    rgba = torch.zeros(2, 2, 4)
+    rgba[0, 0] = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    dataset = SimpleNamespace(get_image_float32=lambda i: rgba)
+    image = ground_truth_image(SimpleNamespace(model=model, device=torch.device("cpu")), dataset, 0)
+    assert torch.equal(image[0, 0], torch.tensor([1.0, 0.0, 0.0]))
+    assert torch.allclose(image[1, 1], Model.background_color) and model.training

@@ -179,9 +179,20 @@ def ground_truth_image(pipeline: Pipeline, dataset, index: int) -> Tensor:
     composited the way the model renders."""
     image = dataset.get_image_float32(index).to(pipeline.device)
     if image.shape[-1] == 4:
-        renderer = getattr(pipeline.model, "renderer_rgb", None)
+        model = pipeline.model
+        renderer = getattr(model, "renderer_rgb", None)
         if renderer is not None:
             return renderer.blend_background(image)
+        if hasattr(model, "composite_with_background") and hasattr(model, "_get_background_color"):
+            # splatfacto: no RGB renderer; it renders test views over its eval background (with the default
+            # "random" background, the viewer's grey-blue) and composites its ground truth the same way
+            training = model.training
+            model.eval()
+            try:
+                background = model._get_background_color()
+            finally:
+                model.train(training)
+            return model.composite_with_background(image, background.to(image))
         return image[..., :3] * image[..., 3:] + (1.0 - image[..., 3:])  # white background
     return image
 
