@@ -173,8 +173,11 @@ class NormalEquations:
             if info.item() == 0:
                 weight_t = torch.cholesky_solve(cross, factor)
                 break
-        if weight_t is None:
-            weight_t = torch.linalg.lstsq(gram + ridge * penalty, cross).solution
+        if (
+            weight_t is None
+        ):  # singular: on the CPU, whose drivers handle rank deficiency (CUDA's gels does not)
+            system = (gram + ridge * penalty).cpu()
+            weight_t = torch.linalg.lstsq(system, cross.cpu(), driver="gelsd").solution.to(gram.device)
         bias = mean_y - mean_f @ weight_t
         return RidgeSolution(
             weight=weight_t.T.contiguous(), bias=bias, ridge=ridge, r2=self.r2(weight_t.T, bias)
