@@ -172,6 +172,28 @@ def test_a_verdict_cell_names_the_parts_of_a_goal_that_were_missed(tmp_path):
     ):
         with pytest.raises(InputError, match="verdict check"):
             verdict(bad)
+    # a NaN passes no comparison and would read "met": it is refused, in a verdict and in a cell
+    (tmp_path / "a.json").write_text('{"goals": {"gain": NaN, "speedup": 1.6}}')
+    with pytest.raises(InputError, match="finite"):
+        verdict(gain)
+    spec.write_text(yaml.safe_dump({"tables": {"t": {"header": ["x"], "rows": [[gain]]}}}))
+    with pytest.raises(InputError, match="non-finite"):
+        Tables(spec, tmp_path).render("t")
+
+
+def test_tables_change_no_document_when_one_table_cannot_be_rendered(tmp_path):
+    root = checkout_copy(tmp_path)
+    path = root / "benchmarks/layers/layers.json"  # read by the benchmarks page only, after the README
+    report = json.loads(path.read_text())
+    del report["devices"]
+    path.write_text(json.dumps(report))
+    distill = root / "benchmarks/distill/distill.json"  # a README figure that changed as well
+    changed = json.loads(distill.read_text())
+    changed["measured"]["fps_ratio"] += 1.0
+    distill.write_text(json.dumps(changed))
+    before = {name: (root / name).read_text() for name in DOCUMENTS}
+    assert run_bench("--tables", "--root", str(root)).returncode != 0
+    assert {name: (root / name).read_text() for name in DOCUMENTS} == before
 
 
 def test_tables_refuse_a_folder_that_is_not_a_checkout(tmp_path):

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.outputs import atomic_write_bytes
 
 DOCUMENTS = ("README.md", "docs/benchmarks.md")
 """Where generated tables sit: the README's headline table, every other one on the benchmarks page. Markers in
@@ -150,8 +151,10 @@ class Tables:
             value = self.value(check, check["key"], where, None, "", {})
             if value is None:
                 return NOT_MEASURED
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InputError(f"{where}: verdict check {check['name']!r} needs a number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(
+                    f"{where}: verdict check {check['name']!r} needs a finite number, got {value!r}"
+                )
             bound = check[bounds[0]]
             if value < bound if bounds[0] == "at_least" else value > bound:
                 missed.append(check["name"])
@@ -182,6 +185,9 @@ class Tables:
                 if isinstance(fallback, (dict, list))
                 else str(fallback)
             )
+        nonfinite = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+        if nonfinite:  # a NaN would print as "nan" and pass every comparison of a verdict
+            raise InputError(f"{where}: {keys} holds a non-finite value {nonfinite[0]!r}: not published")
         # a list (seeds) reads as "0, 1, 2"
         values = [", ".join(map(str, v)) if isinstance(v, list) else v for v in values]
         if "scale" in cell:
@@ -222,10 +228,9 @@ class Tables:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
 
-    def update(self, document: Path, check: bool = False) -> list[str]:
-        """Regenerate every marked table of ``document``; with ``check``, write nothing and return the names
-        of the tables that differ from the JSON."""
-        text = document.read_text()
+    def rendered(self, document: Path) -> tuple[str, list[str]]:
+        """``document``'s text with every marked table regenerated, and the names of the tables that
+        differ from the JSON."""
         stale: list[str] = []
 
         def replace(match: re.Match) -> str:
@@ -234,10 +239,7 @@ class Tables:
                 stale.append(match["name"])
             return match.group(1) + body + match.group(4)
 
-        new = MARKER.sub(replace, text)
-        if not check and new != text:
-            document.write_text(new)
-        return stale
+        return MARKER.sub(replace, document.read_text()), stale
 
     def names_in(self, document: Path) -> list[str]:
         return [m["name"] for m in MARKER.finditer(document.read_text())]
@@ -254,4 +256,10 @@ class Tables:
                 f"{self.spec_path}: tables marked but not spec'd {unknown}, spec'd but in no "
                 f"document {missing}, marked twice {twice} (in {', '.join(map(str, paths))})"
             )
-        return [name for path in paths for name in self.update(path, check=check)]
+        # every document rendered before any is written: a table that cannot be rendered changes none
+        results = [(path, *self.rendered(path)) for path in paths]
+        if not check:
+            for path, text, stale in results:
+                if stale:
+                    atomic_write_bytes(path, text.encode())
+        return [name for _, _, stale in results for name in stale]
