@@ -493,6 +493,12 @@ def test_nerf_suite_judges_later_variants_against_the_rows_measured_before():
     assert rows["E"]["measured_by"] == "first" and rows["N"]["measured_by"] == "old"  # who timed each row
     judged = goals(rows, kept_labels)
     assert judged["eugen_and_dense_timed_together"] is True
+    assert judged["fps_speedup_vs_dense"] == pytest.approx(2.0 / rows["D"]["fps"])
+    # EUGen and its dense twin timed by different runs: no speed-up is published, no speed goal judged
+    apart = {**rows, "D": {**rows["D"], "measured_by": "another run"}}
+    unjudged = goals(apart, kept_labels)
+    assert unjudged["eugen_and_dense_timed_together"] is False
+    assert unjudged["fps_speedup_vs_dense"] is None and unjudged["goal_speed_and_quality_met"] is None
     assert judged["psnr_gain_vs_speed_matched_dense_db"] == pytest.approx(18.5 - 18.55)
     assert judged["goal_equal_speed_met"] is False and judged["goal_ahead_of_every_baseline_met"] is False
     assert judged["goal_equal_parameters_met"] is True
