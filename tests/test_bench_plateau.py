@@ -507,3 +507,41 @@ def test_one_run_stands_for_the_twin_narrowed_to_eugens_parameters_and_to_its_sp
     other = methods.variants("zipnerf", False, True, {}, (SCENE, tmp_path / "other.json", "cpu"))
     assert other["narrowed-speed"][0] != other["narrowed"][0]
     assert other["narrowed-speed"][1].pipeline.model.hidden_dim_color == width + 16
+
+
+def test_a_stopped_fixed_step_run_continues_from_the_step_its_stop_saved(tmp_path: Path, monkeypatch):
+    """``train_in_process`` (the suites without --plateau): a SIGTERM saves the last finished step, and the same
+    call continues from it instead of training from step 0 over the saved checkpoint."""
+    from eugen_nerf.bench.training import RECORD, train_in_process
+
+    run = tmp_path / SCENE.name / "dense-nerf" / "fixed"
+    models = run / "nerfstudio_models"
+    signal_during_steps(monkeypatch, {1: 1})
+    with pytest.raises(TrainingStopped) as stop:
+        train_in_process(tiny_config(), SCENE, 4, tmp_path, "fixed", reuse=True)
+    assert stop.value.step == 1
+    stopped = json.loads((run / RECORD).read_text())["stopped"]
+    assert stopped["step"] == 2 and stopped["seconds"] > 0
+    saved = torch.load(models / "step-000000001.ckpt", map_location="cpu")["pipeline"]
+
+    monkeypatch.undo()
+    from eugen_nerf.methods.trainer import SceneTrainer
+
+    started: list[int] = []
+    original = SceneTrainer.train_iteration
+
+    def recording(self, step: int):
+        started.append(step)
+        return original(self, step)
+
+    monkeypatch.setattr(SceneTrainer, "train_iteration", recording)
+    path, seconds_per_step = train_in_process(tiny_config(), SCENE, 4, tmp_path, "fixed", reuse=True)
+    assert started == [2, 3], "the continued run trains the steps after the saved one, and only those"
+    assert sorted(p.name for p in models.iterdir()) == ["step-000000003.ckpt"]
+    state = torch.load(models / "step-000000003.ckpt", map_location="cpu")
+    assert state["step"] == 3 and any(not torch.equal(saved[k], state["pipeline"][k]) for k in saved)
+    record = json.loads((run / RECORD).read_text())
+    assert "stopped" not in record and seconds_per_step == record["seconds_per_step"] > stopped["seconds"] / 4
+    # finished: the same call trains nothing
+    started.clear()
+    assert train_in_process(tiny_config(), SCENE, 4, tmp_path, "fixed", reuse=True)[0] == path and not started

@@ -183,7 +183,8 @@ def train_in_process(
 
     Returns the run's ``config.yml`` and the training seconds per step. With ``reuse``, a run recorded in
     ``output_dir`` for the same steps, seed and model configuration whose final checkpoint exists is returned
-    as it is (a changed default, say the EUGen layers of a method, trains afresh).
+    as it is (a changed default, say the EUGen layers of a method, trains afresh), and one that Ctrl-C or
+    SIGTERM stopped (its last finished step saved) continues from that step.
     """
     config = benchmark_run(config, scene, output_dir, timestamp, steps)
     config.steps_per_save = steps
@@ -200,22 +201,43 @@ def _train_in_process(config: TrainerConfig, steps: int, reuse: bool) -> tuple[P
             f"{path.parent} holds a run trained to plateau ({PLATEAU_RECORD}); train to plateau again, or choose "
             "another output folder for a fixed number of steps"
         )
+    stopped: dict = {}
     if reuse and record.is_file():
         try:
             saved = json.loads(record.read_text())
         except ValueError:  # a record cut short: the run is not known to be finished
             saved = {}
-        same_run = saved.get("seed") == config.machine.seed and same_model(path, config)
-        if (
-            same_run
+        same_run = (
+            saved.get("seed") == config.machine.seed
             and saved.get("steps") == steps
-            and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file()
-        ):
+            and same_model(path, config)
+        )
+        if same_run and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
             return path, saved["seconds_per_step"]
+        if same_run and saved.get("stopped", {}).get("step") == last_checkpoint_steps(path.parent):
+            stopped = saved["stopped"]  # the newest checkpoint is the one its stop saved: continue from it
     record.unlink(missing_ok=True)  # an interrupted retraining must not pass for the run recorded before it
     config.save_config()
-    seed_everything(config.machine.seed)
-    seconds_per_step = timed_training(config)[1] / steps
+    done = stopped.get("step", 0)
+    run = copy.deepcopy(config)
+    run.max_num_iterations = steps - done
+    run.load_dir = path.parent / "nerfstudio_models" if done else None
+    seed_everything(config.machine.seed + done)  # a continued run draws other rays than its first part
+    try:
+        wall = timed_training(run, total_steps=steps, resume_hint="run the same command again to continue")[1]
+    except TrainingStopped as stop:
+        if stop.step is not None:  # saved: the rerun continues from it, the time so far kept
+            seconds = stopped.get("seconds", 0.0) + stop.wall
+            write_record(
+                record,
+                {
+                    "steps": steps,
+                    "seed": config.machine.seed,
+                    "stopped": {"step": stop.step + 1, "seconds": seconds},
+                },
+            )
+        raise
+    seconds_per_step = (stopped.get("seconds", 0.0) + wall) / steps
     write_record(record, {"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step})
     return path, seconds_per_step
 
