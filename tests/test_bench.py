@@ -326,6 +326,14 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
         f"eugen-bench: error: suite 'inference' needs {missing}, which does not exist; "
         + f"make it with: eugen-scenes blender shiny --output {missing} --resolution 128 --views 24 4 8"
     ]
+    # a teachers folder that does not exist: one line, no teacher trained into it
+    for suite, missing in (
+        ("distill", tmp_path / "nowhere"),
+        ("fields-unbounded", tmp_path / "nowhere" / "garden200" / "dense-zipnerf" / "cpu"),
+    ):
+        result = run_bench(suite, "--teachers", str(tmp_path / "nowhere"), *out)
+        assert result.returncode == 2 and f"needs {missing}, which does not exist" in result.stdout
+        assert not (tmp_path / "nowhere").exists()
     import torch
 
     if not torch.cuda.is_available():
