@@ -271,3 +271,23 @@ def test_heads_are_the_models_defaults():
     assert heads["zipnerf-view"].in_dim == 256 + 3 * (1 + 2 * zipnerf.DIRECTION_FREQUENCIES)
     assert heads["zipnerf-view"].num_layers == zipnerf.VIEW_LAYERS
     assert heads["nerfacto-color"].num_layers == nerfacto.COLOR_LAYERS
+
+
+def test_a_smoke_or_failed_run_never_replaces_the_published_figures(tmp_path, monkeypatch):
+    """``--tiny`` writes under outputs/ by default; a run with a non-finite figure or a failed measurement
+    writes ``cuda.failed.json`` and leaves ``cuda.json`` as it was."""
+    assert cuda.parse(["--tiny"]).out is None  # resolved in main: outputs/cuda-tiny
+    good = {"finite": True, "errors": []}
+    assert cuda.result_path(tmp_path, good) == tmp_path / "cuda.json"
+    assert cuda.result_path(tmp_path, {**good, "finite": False}).name == "cuda.failed.json"
+    assert cuda.result_path(tmp_path, {**good, "errors": ["RuntimeError: x"]}).name == "cuda.failed.json"
+    assert cuda.count_skipped({"a": [{"skipped": "time"}, {"x": 1.0}], "b": {"skipped": "budget"}}) == 2
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cuda, "load_fields", lambda folder, device: {})
+    monkeypatch.setattr(cuda, "bench_mlps", lambda settings: {"head": {"results": [{"finite": False}]}})
+    monkeypatch.setattr(cuda, "bench_renders", lambda fields, settings: {})
+    monkeypatch.setattr(cuda, "bench_training", lambda settings: {})
+    assert cuda.main(["--device", "cpu", "--tiny", "--no-compile"]) == 1
+    assert sorted(p.name for p in (tmp_path / "outputs" / "cuda-tiny").iterdir()) == ["cuda.failed.json"]
+    assert not (tmp_path / "benchmarks").exists()

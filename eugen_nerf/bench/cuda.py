@@ -705,6 +705,15 @@ def failures(value) -> list[str]:
     return []
 
 
+def count_skipped(value) -> int:
+    """How many measurements were recorded as skipped (past the time limit or the compile budget)."""
+    if isinstance(value, dict):
+        return int("skipped" in value) + sum(count_skipped(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(count_skipped(v) for v in value)
+    return 0
+
+
 def finite_figures(value) -> bool:
     """Whether every float in ``value`` (nested dicts/lists) is finite and no measurement came out non-finite."""
     if isinstance(value, dict):
@@ -725,7 +734,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "TF32, bf16 and fp16 autocast; eager and torch.compile) and whole-view renders of exported teachers and their students. "
         "Writes OUT/cuda.json.",
     )
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/cuda"), help="folder of cuda.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder of cuda.json (default: benchmarks/cuda, the published figures; outputs/cuda-tiny with --tiny)",
+    )
     parser.add_argument(
         "--fields",
         type=Path,
@@ -765,6 +779,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.out is None:  # a smoke run never replaces the published figures
+        args.out = Path("outputs/cuda-tiny") if args.tiny else Path("benchmarks/cuda")
     try:
         torch.device(args.device)
     except RuntimeError:
@@ -837,14 +853,23 @@ def main(argv: list[str] | None = None) -> int:
     measured = {"mlps": result["mlps"], "renders": result["renders"], "training": result["training"]}
     result["finite"] = finite_figures(measured)
     result["errors"] = failures(measured)
+    result["skipped"] = count_skipped(measured)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "cuda.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    path = result_path(args.out, result)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(result, indent=1) + "\n")
+    partial.replace(path)  # whole or not at all
     progress(
         f"wrote {path} in {result['wall_s']:.0f} s (finite: {result['finite']}, "
-        f"failed measurements: {len(result['errors'])})"
+        f"failed measurements: {len(result['errors'])}, skipped for time: {result['skipped']})"
     )
-    return 0 if result["finite"] and not result["errors"] else 1
+    return 0 if path.name == "cuda.json" else 1
+
+
+def result_path(out: Path, result: dict) -> Path:
+    """Where a run's result goes: ``cuda.json`` when every figure is finite and no measurement failed, else
+    ``cuda.failed.json`` beside it, so a failed run never replaces the figures of a good one."""
+    return out / ("cuda.json" if result["finite"] and not result["errors"] else "cuda.failed.json")
 
 
 if __name__ == "__main__":
