@@ -47,11 +47,14 @@ class BenchArgs:
     """Which protocol: the CPU one or the CUDA one."""
     protocol: Path | None = None
     """A protocol file instead of the device's."""
-    output_dir: Path = Path("benchmarks")
-    """Where each suite writes its results (a folder per suite) and the index page README.md."""
-    work_dir: Path = Path("outputs/bench")
+    output_dir: Path | None = None
+    """Where each suite writes its results (a folder per suite) and the index page README.md (default: benchmarks,
+    which the tables read; with --device cuda, benchmarks/cuda-protocol, so that GPU figures never replace the CPU
+    ones under the CPU's labels)."""
+    work_dir: Path | None = None
     """Where suites keep their training runs (a folder per suite, or shared with the suite a protocol entry's
-    ``work`` names); a rerun reuses the finished ones."""
+    ``work`` names); a rerun reuses the finished ones (default: outputs/bench; with --device cuda,
+    outputs/bench-cuda)."""
     scenes: Path = Path("scenes")
     """The folder holding the scenes the suites read."""
     teachers: Path = Path("teachers")
@@ -73,7 +76,10 @@ class BenchArgs:
 def places(args: BenchArgs) -> Places:
     if args.quick:
         return Places(args.quick_dir, args.quick_dir / "work", args.scenes, args.teachers)
-    return Places(args.output_dir, args.work_dir, args.scenes, args.teachers)
+    cuda = args.device == "cuda"
+    output_dir = args.output_dir or Path("benchmarks/cuda-protocol" if cuda else "benchmarks")
+    work_dir = args.work_dir or Path("outputs/bench-cuda" if cuda else "outputs/bench")
+    return Places(output_dir, work_dir, args.scenes, args.teachers)
 
 
 def regenerate(root: Path, protocol, check: bool) -> list[str]:
