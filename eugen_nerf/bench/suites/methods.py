@@ -258,8 +258,11 @@ def narrowed_to_speed(
     from eugen_nerf.eval.timing import closest_in_time
     from eugen_nerf.scenes import dataparser_config
 
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # where the runs train and render
+    clock = clock if device.type == "cpu" else "wall"
     key = (
         f"{eugen.method_name} vs {dense.method_name}, {width_field}, {eugen_params} parameters, {scene.name}"
+        + ("" if device.type == "cpu" and clock == "cpu" else f", {device.type}, {clock} clock")
     )
     try:
         found = json.loads(cache.read_text())
@@ -269,13 +272,16 @@ def narrowed_to_speed(
         outputs = dataparser_config(data=scene).setup().get_dataparser_outputs("test")
         view = outputs.cameras[0:1]
         view.rescale_output_resolution(0.5)
+        view = view.to(device)
         widths = range(32, getattr(dense.pipeline.model, width_field) + 1, 16)
 
         def renderer(config: TrainerConfig):
             torch.manual_seed(0)
-            model = config.pipeline.model.setup(
-                scene_box=outputs.scene_box, num_train_data=8, metadata={}
-            ).eval()
+            model = (
+                config.pipeline.model.setup(scene_box=outputs.scene_box, num_train_data=8, metadata={})
+                .to(device)
+                .eval()
+            )
             return lambda: model.get_outputs_for_camera(view)["rgb"]
 
         print(
@@ -286,7 +292,7 @@ def narrowed_to_speed(
             width, timings = closest_in_time(
                 renderer(eugen),
                 {str(w): renderer(at_width(dense, width_field, w)) for w in widths},
-                "cpu",
+                device,
                 warmup=1,
                 repeats=repeats,
                 sizes={str(w): w for w in widths},
