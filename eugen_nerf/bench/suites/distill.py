@@ -44,6 +44,7 @@ from eugen_nerf.bench.training import PlateauRule, train_to_plateau
 from eugen_nerf.distill.options import DistillOptions, distill_spec
 from eugen_nerf.distill.run import distill
 from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.inputs.outputs import atomic_write_bytes
 
 GOALS = {
     "closed_form_seconds": 60.0,
@@ -318,7 +319,10 @@ def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir
         )
     )
     if record.is_file():
-        saved = json.loads(record.read_text())
+        try:
+            saved = json.loads(record.read_text())
+        except ValueError:  # cut short: the student is distilled again
+            saved = {}
         if saved.get("identity") == identity and (folder / "config.yml").is_file():
             print(f"[distill] reusing the {name} student in {folder}", flush=True)
             return saved["report"]
@@ -326,7 +330,8 @@ def distilled(teacher: Path, name: str, given: dict, work_dir: Path, student_dir
     print(f"[distill] {name} student -> {folder}", flush=True)
     report = distill(options).report
     report = {k: v for k, v in report.items() if k != "finetune_losses"}
-    record.write_text(json.dumps({"identity": identity, "report": report}, indent=2, default=str) + "\n")
+    record_text = json.dumps({"identity": identity, "report": report}, indent=2, default=str) + "\n"
+    atomic_write_bytes(record, record_text.encode())
     return report
 
 

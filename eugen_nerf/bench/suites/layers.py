@@ -19,6 +19,7 @@ import torch
 import tyro
 
 from eugen_nerf.bench.merge import publish_json
+from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.eval.timing import benchmark_interleaved
 from eugen_nerf.inputs.errors import usage_error
@@ -160,6 +161,7 @@ def main() -> None:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "machine": platform.processor() or platform.machine(),
+        "provenance": provenance(),
         "points": args.points,
         "warmup": args.warmup,
         "repeats": args.repeats,

@@ -28,6 +28,8 @@ import torch
 import tyro
 
 from eugen_nerf.bench.index import machine
+from eugen_nerf.bench.merge import publish_json
+from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.eval.timing import benchmark
@@ -219,13 +221,13 @@ def main(config: BenchSiren) -> None:
     report = {
         "command": command_line(),
         "machine": machine(),
+        "provenance": provenance(),
         "config": json.loads(json.dumps(setting(config), default=str))
         | {"seeds": config.seeds, "threads": config.threads},
         **summarise(runs),
         "runs": {name: {str(seed): r for seed, r in by_seed.items()} for name, by_seed in runs.items()},
     }
-    config.output.mkdir(parents=True, exist_ok=True)
-    (config.output / "siren.json").write_text(json.dumps(report, indent=1) + "\n")
+    publish_json(config.output / "siren.json", report)
     plot(report, config.output / "siren.png")
     print(f"EUGen − dense: {report['gap_mean']:+.2f} ± {report['gap_std']:.2f} dB; wrote {config.output}")
 

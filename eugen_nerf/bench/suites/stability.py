@@ -26,8 +26,10 @@ import torch
 import tyro
 from tqdm import tqdm
 
+from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.inputs.errors import usage_error
+from eugen_nerf.inputs.outputs import atomic_write_bytes
 from eugen_nerf.layers import SCALINGS, EUGenMLP, EUGenSpec
 
 IN_DIM, WIDTH, DEPTH, OUT_DIM = 63, 256, 8, 4
@@ -226,12 +228,14 @@ def main() -> None:
         "device": str(device),
         "host": platform.node(),
         "torch": torch.__version__,
+        "provenance": provenance(),
         "steps": args.steps,
         "summary": summary,
         "rows": rows,
     }
+    # the one report that keeps NaN: a diverged training's losses are its findings, not figures to average
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1, allow_nan=True))
+    atomic_write_bytes(args.output, json.dumps(result, indent=1, allow_nan=True).encode())
     plot(rows, args.output.with_suffix(".png"))
     print(json.dumps(summary, indent=1))
 

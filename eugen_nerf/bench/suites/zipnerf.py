@@ -37,6 +37,8 @@ import torch
 import tyro
 from nerfstudio.engine.trainer import TrainerConfig
 
+from eugen_nerf.bench.merge import publish_json
+from eugen_nerf.bench.provenance import provenance
 from eugen_nerf.bench.seeds import mean_and_std, paired_gap
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.bench.suites.methods import small_zipnerf  # the CPU preset
@@ -300,6 +302,7 @@ def main() -> None:
         else f"cpu ({platform.processor() or platform.machine()})",
         "torch_threads": torch.get_num_threads(),
         "command": command_line(),
+        "provenance": provenance(args.scene),
         "runs": runs,
         "mean_over_seeds": means,
         "std_over_seeds": spread,
@@ -308,8 +311,7 @@ def main() -> None:
         "goals": goals,
         "when": time.strftime("%Y-%m-%d %H:%M"),
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    publish_json(args.output, report)
     plot(report, args.output.with_suffix(".png"))
     print(json.dumps({"mean_over_seeds": means, "speed": speeds, "goals": report["goals"]}, indent=2))
 
