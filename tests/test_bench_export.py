@@ -315,3 +315,22 @@ def test_quick_mode_measures_the_page_against_the_reference(tmp_path):
     for name in ("dense", "eugen"):
         assert zipnerf[name]["min_reference_vs_nerfstudio_db"] >= 40, zipnerf[name]
         assert (out / f"page_zipnerf_{name}.png").is_file()
+
+
+def test_frames_taken_with_other_settings_or_in_another_session_are_taken_again(monkeypatch):
+    """A page frame time is compared only with frames of the same browser, device, settings and session."""
+    import eugen_nerf.bench.browser as browser
+    from eugen_nerf.bench.suites.export import browser_header, one_session
+
+    monkeypatch.setattr(browser, "chromium_version", lambda: "Chromium 1")
+    results: dict = {}
+    assert browser_header(results, samples=128, camera=0) is False  # a new report: nothing to compare
+    results.update(student_64={"frame_ms": 5.0}, teacher_64={"frame_ms": 9.0})
+    assert browser_header(results, samples=128, camera=0) is False
+    assert browser_header(results, samples=64, camera=0) is True
+    monkeypatch.setattr(browser, "chromium_version", lambda: "Chromium 2")
+    assert browser_header(results, samples=64, camera=0) is True
+    one_session(results, ["student_64", "teacher_64"], planned=False)
+    assert "student_64" in results  # a finished report is kept as it is
+    one_session(results, ["student_64", "teacher_64"], planned=True)
+    assert "student_64" not in results and "teacher_64" not in results and "settings" in results

@@ -32,6 +32,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ import torch
 import tyro
 from PIL import Image
 
+from eugen_nerf.bench.merge import publish_json
 from eugen_nerf.bench.suites import command_line
 from eugen_nerf.inputs.errors import InputError, one_line_errors
 
@@ -173,10 +175,8 @@ class Results:
         self.data: dict = json.loads(path.read_text()) if path.is_file() else {}
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(f".{self.path.name}.partial")
-        partial.write_text(json.dumps(self.data, indent=1) + "\n")
-        os.replace(partial, self.path)
+        """Through :func:`~eugen_nerf.bench.merge.publish_json`: refused with an inf or NaN, renamed into place."""
+        publish_json(self.path, self.data)
 
 
 def forget_other_exports(data: dict, exports: dict[str, Path], also: tuple[dict, ...] = ()) -> list[str]:
@@ -385,13 +385,31 @@ def page_frame(browser, field: int, export_path: Path, camera: int, size: int, s
     return entry, page, reference
 
 
-def browser_header(results: dict, samples: int, camera: int) -> None:
-    """The browser, the device and the page's settings the frames were taken with."""
+def browser_header(results: dict, samples: int, camera: int) -> bool:
+    """Record the browser, the device and the page's settings the frames are taken with; whether they differ
+    from those ``results`` recorded before (its frames, taken otherwise, are then to be taken again)."""
     from eugen_nerf.bench.browser import chromium_version
 
+    before = {key: results.get(key) for key in HEADER}
     results["browser"] = chromium_version()
     results["device"] = DEVICE.format(cores=os.cpu_count())
     results["settings"] = {"samples": samples, "camera": camera, "occupancy": True, "early_termination": True}
+    return before["settings"] is not None and before != {key: results[key] for key in HEADER}
+
+
+HEADER = ("browser", "device", "settings")
+"""What a report's page frames were taken with: frames are compared only within one header."""
+FRAME_KEY = re.compile(r"^(student|teacher)_\d+$")
+"""The ``browser`` report's frame entries (``student_128``)."""
+
+
+def one_session(frames: dict, keys: list[str], planned: bool) -> None:
+    """Keep a report's frame times from one session: when frames are still to be taken (``planned``) beside
+    some taken by an earlier process, the earlier ones (``keys`` of ``frames``) are dropped and all are taken
+    again, so that no ratio compares frames timed in different sessions (another load, another browser run)."""
+    if planned:
+        for key in keys:
+            frames.pop(key, None)
 
 
 def frame_plan(size: int, large_size: int, repeats: int) -> list[tuple[str, int, str, int]]:
@@ -434,7 +452,10 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
     results = Results(args.output / "browser.json")
     for name in forget_other_exports(results.data, exports):
         print(f"page: {name} was exported again since its frames were taken: measuring it again", flush=True)
-    browser_header(results.data, args.samples, args.camera)
+    recorded = [key for key in results.data if FRAME_KEY.match(key)]
+    if browser_header(results.data, args.samples, args.camera):
+        print("page: browser, device or settings changed since the frames were taken: taking them again")
+        one_session(results.data, recorded, planned=True)
     results.data["command"] = command_line()
     truths = {name: truth_image(run, args.camera) for name, run in runs.items()}
     size = frame_size(args, truths["teacher"], args.teacher)
@@ -443,6 +464,10 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
         for frame in frame_plan(size, args.large_size, args.repeats)
         if frames_done(results.data, f"{frame[0]}_{frame[1]}") <= frame[3]
     ]
+    if plan and any(key in results.data for key in recorded):
+        one_session(results.data, recorded, planned=True)
+        results.data.pop("teacher_over_student_frame_time", None)
+        plan = frame_plan(size, args.large_size, args.repeats)
     if plan:
         names = list(exports)
         with served_page([exports[name] for name in names]) as (browser, _):

@@ -35,6 +35,7 @@ from eugen_nerf.bench.suites.export import (
     frame_size,
     march,
     measure_reference,
+    one_session,
     page_frame,
     page_screenshot,
     psnr,
@@ -133,8 +134,15 @@ def measure_zipnerf(args: BenchExport, distilled: bool = False) -> Results:
 
     header: dict = {}
     browser_header(header, samples, camera)
-    page.update(chromium=header["browser"], device=header["device"], settings=header["settings"])
+    taken_with = {"chromium": header["browser"], "device": header["device"], "settings": header["settings"]}
     size = args.distilled_size if distilled else frame_size(args, truth, args.zipnerf_scene)
+    wanted = [
+        f"{name}_{size}_{repeat}" for repeat in range(args.zipnerf_repeats) for name in ("eugen", "dense")
+    ]
+    # frames of another header, or some missing beside frames of an earlier session: all taken again
+    changed = any(page.get(key) not in (None, value) for key, value in taken_with.items())
+    one_session(frames, list(frames), planned=changed or any(key not in frames for key in wanted))
+    page.update(taken_with)
     with served_page([exports["eugen"], exports["dense"]]) as (browser, url):
         for repeat in range(args.zipnerf_repeats):
             for field_index, name in enumerate(("eugen", "dense")):
