@@ -108,6 +108,18 @@ def parse(args):
             "hidden-layers must be an integer >= 1, got 0",
         ),
         (
+            ["eugen-zipnerf", "--pipeline.model.collider-params", "near_plane", "0.5", "far_plane", "3"],
+            "collider-params is not read by this model",
+        ),
+        (
+            ["eugen-nerf", "--pipeline.model.enable-collider", "False"],
+            "enable-collider False is not supported",
+        ),
+        (
+            ["eugen-siren", "--pipeline.model.siren.projection-lr-scale", "10"],
+            "set --optimizers.projections.optimizer.lr instead",
+        ),
+        (
             ["eugen-siren", "--pipeline.model.eugen.num-features", "32"],
             "eugen.num-features: the SIREN trunk's layers take --pipeline.model.siren.*",
         ),

@@ -42,7 +42,7 @@ class BenchArgs:
     suites: Annotated[builtins.list[str], tyro.conf.Positional, tyro.conf.arg(metavar="SUITE ...")] = field(
         default_factory=list
     )
-    """Suite names from the protocol (see --list)."""
+    """Suite names from the protocol (see --list); none: every suite of the protocol (many CPU-hours)."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Which protocol: the CPU one or the CUDA one."""
     protocol: Path | None = None

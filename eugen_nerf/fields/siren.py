@@ -53,6 +53,8 @@ class SirenEUGenSpec(EUGenSpec):
     """EUGen sine layers: :class:`EUGenSpec` with SIREN's defaults (chosen by measurement) and the
     learning-rate factor of ``G``."""
 
+    layer_type: Literal["eugen"] = "eugen"  # type: ignore[assignment]
+    """Fixed: the SIREN's layers are chosen by ``--layers`` (eugen-fit-image) or ``--pipeline.model.layers``."""
     num_features: int = 128
     """m, random features per order (128 at width 256 with trainable G: the dense layer's parameter count)."""
     degree: int = 1

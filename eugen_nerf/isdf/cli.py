@@ -52,6 +52,7 @@ class ISDFCommand:
     train: StreamingConfig = field(default_factory=StreamingConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto: CUDA when available, otherwise CPU."""
 
 
 def resolve_device(name: str) -> torch.device:

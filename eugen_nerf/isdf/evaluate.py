@@ -45,8 +45,11 @@ class EvaluationConfig:
     mesh_resolution: int = 64
     """Marching-cubes grid over [-1.1, 1.1]³."""
     num_mesh_points: int = 20000
+    """Points sampled on each mesh (reconstructed and true) for Chamfer distance and F-scores."""
     thresholds: Sequence[float] = (0.02, 0.05)
+    """Distances (scene units) of the F-scores, ``f_score@t``; the first is also the headline F-score."""
     seed: int = 1234
+    """Seed of the mesh-point and SDF-evaluation samples (the same points for every run compared)."""
     crop_margin: float | None = None
     """Score only the reconstructed mesh inside the ground-truth mesh's bounding box grown by this much (None:
     all of the marching-cubes box). In a room no ray reaches behind the walls, so the field there is

@@ -24,9 +24,11 @@ class ISDFLossConfig:
     trunc_distance: float = 0.05
     """Samples with bounds below this are near-surface (iSDF: 0.1 m)."""
     trunc_weight: float = 5.384
+    """Weight of the near-surface samples' loss against the free-space term (iSDF's)."""
     free_space_factor: float = 5.0
     """β of the free-space term ``exp(-β·sdf) - 1``."""
     eikonal_weight: float = 0.268
+    """Weight of the eikonal term ``| ||∇sdf|| - 1 |`` (iSDF's)."""
     eikonal_distance: float = 0.05
     """The eikonal term applies to samples with bounds above this (iSDF: 0.1 m)."""
 

@@ -31,7 +31,9 @@ class SamplingConfig:
     """Samples per ray (iSDF: 19 stratified + 8 around the surface + the surface point)."""
 
     num_stratified: int = 19
+    """Samples spread evenly (jittered) from the near plane to just behind the measured surface."""
     num_surface: int = 8
+    """Samples drawn around the measured surface (normal, std ``surface-std``)."""
     surface_std: float = 0.05
     """Std of the samples around the measured surface (iSDF 0.1 m in rooms; the object spans 2 units)."""
     behind_surface: float = 0.05

@@ -60,8 +60,11 @@ class StreamingConfig:
     rays_per_frame: int = 64
     """Rays drawn from each frame of the window per step (iSDF: 200; fewer keeps a CPU run in minutes)."""
     lr: float = 0.0013
+    """Adam learning rate (iSDF's)."""
     weight_decay: float = 0.012
+    """Adam weight decay (iSDF's)."""
     seed: int = 0
+    """Seed of the field's initial weights (and EUGen projections) and of the rays drawn each step."""
 
 
 @dataclass

@@ -36,7 +36,7 @@ class EUGenSpec:
     layer_type: LayerType = "eugen"
     """What the selected layers become: EUGen, or a reviewers' baseline at EUGen's parameter count
     (lowrank: learned U V of rank l*k*m/(d+l), as many weights as EUGen's A; snnk: ReLU random features of
-    width k*m, degree 1, no norm; dense: the twin)."""
+    width k*m, degree 1, no norm; dense: the twin; eugen-distill takes eugen, lowrank or snnk)."""
     num_features: int = 64
     """m, random features per polynomial order (feature width m * degree)."""
     degree: int = 2
@@ -53,11 +53,14 @@ class EUGenSpec:
     projection: ProjectionKind = "gaussian"
     """How the random projection rows are drawn."""
     trainable_projections: bool = False
-    """Learn the projections G (stored in checkpoints) instead of keeping them frozen and seeded."""
+    """Learn the projections G (stored in checkpoints) instead of keeping them frozen and seeded. Layers trained
+    in their merged form (``train-merged``) learn the merged matrices, the first layer's G among them, whatever
+    this says."""
     shared_projections: bool = True
     """Orders share their projections (cost m*d*k instead of m*d*k^2/2)."""
     seed: int = 0
-    """Seed of the frozen projections (layer i of an MLP uses seed + i)."""
+    """Seed of the seeded projections (layer i of an MLP uses seed + i; eugen-distill's seed + a hash of the
+    layer's path, where it also seeds the ray sampling)."""
     projection_scale: float = 1.0
     """Multiplies the projections: a frequency for feature-map sin (SIREN), 1 otherwise."""
     lowrank_rank: int | None = None

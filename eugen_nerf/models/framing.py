@@ -28,6 +28,23 @@ def check_planes(near: float | None, far: float | None) -> None:
         raise ValueError(f"near-plane {near} must be smaller than far-plane {far}")
 
 
+def check_collider(config, reads_collider_params: bool) -> None:
+    """Config check: nerfstudio's collider options these models would ignore. Every ray is clipped to the
+    model's near and far planes; ``collider_params`` is read only where ``reads_collider_params``."""
+    if not config.enable_collider:
+        raise ValueError(
+            "enable-collider False is not supported: rays are always clipped to the near and far planes "
+            "(--pipeline.model.near-plane/far-plane)"
+        )
+    if not reads_collider_params and dict(config.collider_params or {}) != {
+        "near_plane": 2.0,
+        "far_plane": 6.0,
+    }:
+        raise ValueError(
+            "collider-params is not read by this model: set --pipeline.model.near-plane/far-plane instead"
+        )
+
+
 def to_object_frame(ray_bundle: RayBundle, framing: Framing) -> RayBundle:
     """``ray_bundle`` moved to the object's frame: origins ``(o - origin) / unit``, nears and fars ``/ unit``
     (directions and the pixel area at unit distance do not change)."""

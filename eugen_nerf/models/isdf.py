@@ -28,7 +28,7 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.isdf import ISDFField, ISDFFieldConfig
 from eugen_nerf.isdf.losses import ISDFLossConfig, isdf_losses
 from eugen_nerf.isdf.sampling import RayBatch, SamplingConfig, pc_bounds, sample_distances, sample_points
-from eugen_nerf.models.framing import FramedModelMixin
+from eugen_nerf.models.framing import FramedModelMixin, check_collider
 from eugen_nerf.scenes.datamanager import FramingMixin
 from eugen_nerf.scenes.validate import SceneError
 
@@ -81,7 +81,11 @@ class ISDFModelConfig(ModelConfig):
     """Uniform samples per ray when rendering depth (the first SDF sign change is refined linearly)."""
     eval_num_rays_per_chunk: int = 1024
     collider_params: dict[str, float] | None = None
-    """Rendering's near/far planes (``near_plane``, ``far_plane``); None: the sampling range."""
+    """Near/far planes (``near_plane``, ``far_plane``) of the training samples and of rendering, where
+    ``sampling.near``/``sampling.far`` are unset (those win); None: the scene's range."""
+
+    def __post_init__(self) -> None:
+        check_collider(self, reads_collider_params=True)
 
 
 class ISDFModel(FramedModelMixin, Model):

@@ -29,7 +29,7 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import check_layer_indices
 from eugen_nerf.fields.nerf import HEAD_LAYERS, TRUNK_LAYERS, EUGenNeRFField
 from eugen_nerf.layers import MergedTrainingSpec
-from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_planes
+from eugen_nerf.models.framing import ContractedSampler, FramedModelMixin, check_collider, check_planes
 from eugen_nerf.models.metrics import image_metrics, psnr
 
 FINE_SEED_OFFSET = 1000
@@ -83,6 +83,7 @@ class EUGenNeRFModelConfig(VanillaModelConfig):
 
     def __post_init__(self) -> None:
         check_planes(self.near_plane, self.far_plane)
+        check_collider(self, reads_collider_params=True)
         if self.enable_temporal_distortion:  # vanilla NeRF's D-NeRF option: these fields have no time input
             raise ValueError(
                 "enable-temporal-distortion is not supported by the EUGen NeRF fields (static scenes)"

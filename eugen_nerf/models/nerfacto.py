@@ -31,7 +31,7 @@ from eugen_nerf.extensions import extend_model
 from eugen_nerf.fields.components import check_layer_indices, hash_implementation
 from eugen_nerf.fields.nerfacto import COLOR_LAYERS, DENSITY_LAYERS, EUGenNerfactoField
 from eugen_nerf.layers import EUGenSpec
-from eugen_nerf.models.framing import FramedModelMixin, check_planes
+from eugen_nerf.models.framing import FramedModelMixin, check_collider, check_planes
 from eugen_nerf.models.metrics import image_metrics
 from eugen_nerf.scenes.framing import Framing
 
@@ -81,6 +81,7 @@ class EUGenNerfactoModelConfig(NerfactoModelConfig):
 
     def __post_init__(self) -> None:
         check_planes(self.near_plane, self.far_plane)
+        check_collider(self, reads_collider_params=False)
         if self.average_init_density is not None and not self.average_init_density > 0:
             raise ValueError(f"average-init-density must be > 0, got {self.average_init_density}")
         if self.use_appearance_embedding or self.predict_normals:

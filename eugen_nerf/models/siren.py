@@ -23,6 +23,9 @@ class SirenNeRFModelConfig(EUGenNeRFModelConfig):
     """Hidden layers of the SIREN trunk: sine layers (dense-siren), EUGen sine-feature layers, or a reviewers'
     baseline: ``lowrank`` (sine layers of rank ``siren.lowrank-rank``, default EUGen's ``l·k·m/(d+l)``) or
     ``snnk`` (``A ReLU(G x⁺) + c``, width ``k·m``)."""
+    eugen: NeRFEUGenConfig = field(default_factory=NeRFEUGenConfig)
+    """Only ``seed`` applies (it seeds the coarse and fine fields): the SIREN trunk's layers take
+    ``--pipeline.model.layers`` and ``--pipeline.model.siren.*``."""
     siren: SirenEUGenSpec = field(default_factory=SirenEUGenSpec)
     """EUGen sine-layer hyper-parameters."""
     hidden_layers: int = 3
@@ -52,6 +55,11 @@ class SirenNeRFModelConfig(EUGenNeRFModelConfig):
             raise ValueError(
                 f"--pipeline.model.eugen.{ignored[0].replace('_', '-')}: the SIREN trunk's layers take "
                 "--pipeline.model.siren.* and --pipeline.model.layers; of --pipeline.model.eugen.* only seed applies"
+            )
+        if self.siren.projection_lr_scale != SirenEUGenSpec.projection_lr_scale:
+            raise ValueError(  # the method's optimizer sets that rate: nerfstudio reads it, not the group's
+                "--pipeline.model.siren.projection-lr-scale: set --optimizers.projections.optimizer.lr instead "
+                "(the method's default is the fields' rate times 30)"
             )
         if self.siren.weight_lr_scale != 1:  # no optimizer of the method takes that group
             raise ValueError(

@@ -34,11 +34,11 @@ class ZipNeRFEUGenConfig(MergedTrainingSpec):
     num_features: int = 48
     """m: 48 features per order (96 wide at degree 2) against the 256-wide view layers: the merged view MLP
     costs a fraction of the dense one's MACs. A wider map trains closer to the dense twin and keeps less of the
-    speed-up: its merged chain costs about (k*m)² a point per link; at m = 32 the field trails the dense twin on
-    the unbounded scene by about a decibel (docs/benchmarks.md, Zip-NeRF)."""
+    speed-up: its merged chain costs about (k*m)² a point per link; a narrower one trails the dense twin
+    (docs/benchmarks.md, Zip-NeRF)."""
 
     density_layers: tuple[int, ...] = ()
-    """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). None by default: an EUGen
+    """EUGen layers of the 2-layer density MLP (1 is the 256-wide bottleneck). Empty by default: an EUGen
     bottleneck's 256-wide output is built anyway (its first channel is the density), so it saves no time and
     costs quality."""
     view_layers: tuple[int, ...] = (0, 1)
@@ -82,6 +82,8 @@ class ZipNeRFModelConfig(EUGenNerfactoModelConfig):
     """EUGen layers: which ones, and their hyper-parameters."""
     hidden_dim: int = 64
     """Width of the density MLP's hidden layer."""
+    average_init_density: float | None = None
+    """Not used by Zip-NeRF, whose density is softplus(raw - 1): leave it unset."""
     bottleneck_width: int = 256
     """Width of the density MLP's output (its first channel is the density), the view MLP's input."""
     hidden_dim_color: int = 256

@@ -88,7 +88,8 @@ class RGBDRoom(RoomConfig):
 class Colmap(ColmapConfig):
     """Photographs to a posed dataset with `ns-process-data images` (COLMAP on the CPU, offline matching,
     the focal length from the photographs' EXIF); one line if too few frames were registered; pose errors
-    against a rendered capture's true poses."""
+    against a rendered capture's true poses. Needs the `colmap` and `ffmpeg` programs (bash scripts/setup.sh
+    --scenes installs them)."""
 
     def main(self) -> None:
         CONSOLE.print(summary_line(run_colmap(self)), soft_wrap=True)

@@ -86,6 +86,7 @@ class PhotoCaptureConfig:
     """Render this many frames again with another sampling seed and record the PSNR between the two clean
     renders (the Monte-Carlo noise floor) in scene.json; 0 skips it."""
     jpeg_quality: int = 92
+    """JPEG quality of the photographs, 1 to 100 (a camera's usual: about 90)."""
     overwrite: bool = False
     """Replace an output folder that holds another photo capture (it stays until the new one is complete; a
     folder of other files is refused)."""

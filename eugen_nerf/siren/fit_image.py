@@ -66,6 +66,7 @@ class FitImageConfig:
     eugen: SirenEUGenSpec = field(default_factory=SirenEUGenSpec)
     """EUGen layer hyper-parameters (used with --layers eugen)."""
     steps: int = 500
+    """Full-batch training steps (every pixel each step)."""
     lr: float = 1e-3
     """Adam learning rate (SIREN's paper: 1e-4; 1e-3 measured best for both dense and EUGen at 128²)."""
     lr_schedule: LrSchedule = "constant"
@@ -83,6 +84,7 @@ class FitImageConfig:
     units, as on a dense SIREN's W; A is what is stored and merged. Needs --layers eugen with frozen
     projections; V is m × m a layer while training."""
     seed: int = 0
+    """Seed of the initial weights (and EUGen projections)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto: CUDA when available, otherwise CPU."""
 
