@@ -267,6 +267,36 @@ def test_interrupted_run_resumes_to_the_same_solution(dense_teacher, tmp_path):
         torch.testing.assert_close(resumed.fits[path].bias, fit.bias, rtol=1e-12, atol=0)
 
 
+def test_a_capture_that_stops_each_render_once_recorded_fits_the_same_layers(
+    dense_teacher, tmp_path, monkeypatch
+):
+    """After the first stage the capture stops each render once every hooked MLP has recorded its batch (the
+    fine field's MLPs never run): the statistics, and so the fits, are those of whole renders."""
+    from eugen_nerf.distill.capture import Capture
+
+    begin = Capture.begin_batch
+    stops = []
+
+    def counting(self, generator, held_rays):
+        stops.append(self.stop_when_recorded)
+        begin(self, generator, held_rays)
+
+    monkeypatch.setattr(Capture, "begin_batch", counting)
+    stopped = distill(options(dense_teacher, tmp_path / "stopped", evaluate=False))
+    assert any(stops) and not all(stops)  # the first stage renders whole, the later ones stop
+
+    def whole(self, generator, held_rays):
+        self.stop_when_recorded = False
+        begin(self, generator, held_rays)
+
+    monkeypatch.setattr(Capture, "begin_batch", whole)
+    reference = distill(options(dense_teacher, tmp_path / "whole", evaluate=False))
+    assert set(stopped.fits) == set(reference.fits)
+    for path, fit in reference.fits.items():
+        torch.testing.assert_close(stopped.fits[path].weight, fit.weight, rtol=1e-12, atol=0)
+        torch.testing.assert_close(stopped.fits[path].bias, fit.bias, rtol=1e-12, atol=0)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,6 +14,12 @@ per layer, a training one and a held-out one (R², ridge selection). The held-ou
 held-out cameras (``Capture.held_rays``, set per batch): other samples of the same rays would overstate how
 well a layer generalises to a new view. Nothing else is kept: memory
 is ``O(M²)`` per layer whatever the number of rays.
+
+The hooks read an MLP's input before it runs. Once every hooked MLP has recorded its batch, the rest of the
+render is of no use to the fit (the rows come from the traces above, not from the model's outputs): with
+``stop_when_recorded`` the last hook raises :class:`BatchRecorded` and the render stops there. A NeRF's fine
+field, called last, then never runs its own MLPs: most of the cost of a capture after the first, whose colours
+the fine-tune keeps.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ def ray_rows(held_rays: Tensor | None, rows: int) -> Tensor | None:
     if held_rays is None or not held_rays.numel() or rows % held_rays.numel():
         return None
     return held_rays.cpu().repeat_interleave(rows // held_rays.numel())
+
+
+class BatchRecorded(Exception):
+    """Every MLP the capture hooks has recorded the batch being rendered: the render may stop."""
 
 
 @dataclass
@@ -166,11 +176,16 @@ class Capture:
         self.generator: torch.Generator | None = None
         self.held_rays: Tensor | None = None
         """Per ray of the batch being rendered: held out (its camera is a held-out one). Set per batch."""
+        self.stop_when_recorded = False
+        """Raise :class:`BatchRecorded` once every hooked MLP has recorded the batch (each MLP is called once
+        a render, as nerfstudio's models call their fields' MLPs)."""
+        self.recorded: set[str] = set()
+        """The hooked MLPs that have recorded the batch being rendered (cleared per batch)."""
         self._handles: list = []
 
     def __enter__(self) -> Self:
         for mlp_path in self.by_mlp:
-            self._handles.append(self.mlps[mlp_path].register_forward_hook(self._hook(mlp_path)))
+            self._handles.append(self.mlps[mlp_path].register_forward_pre_hook(self._hook(mlp_path)))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -178,9 +193,17 @@ class Capture:
             handle.remove()
         self._handles.clear()
 
+    def begin_batch(self, generator: torch.Generator, held_rays: Tensor | None) -> None:
+        """Set what the batch about to be rendered is recorded with."""
+        self.generator, self.held_rays = generator, held_rays
+        self.recorded.clear()
+
     def _hook(self, mlp_path: str):
-        def hook(module: EUGenMLP, args: tuple, output: Tensor) -> None:
+        def hook(module: EUGenMLP, args: tuple) -> None:
             self.record(mlp_path, args[0])
+            self.recorded.add(mlp_path)
+            if self.stop_when_recorded and self.recorded.issuperset(self.by_mlp):
+                raise BatchRecorded
 
         return hook
 

@@ -37,7 +37,7 @@ from nerfstudio.cameras.rays import RayBundle
 from rich.console import Console
 from tqdm import tqdm
 
-from eugen_nerf.distill.capture import Capture, LayerEquations, PreactivationProbe
+from eugen_nerf.distill.capture import BatchRecorded, Capture, LayerEquations, PreactivationProbe
 from eugen_nerf.distill.field_match import named_fields
 from eugen_nerf.distill.finetune import FinetuneLog, finetune
 from eugen_nerf.distill.options import (
@@ -410,12 +410,17 @@ class Distillation:
                 self.mlps, self.teachers, equations, options.pair_fraction, options.heldout_fraction
             ) as capture,
         ):
+            # the first stage renders whole (the teacher's colours are kept); later ones stop once recorded
+            capture.stop_when_recorded = not record_rgb
             for b in tqdm(batches, desc=f"capture stage {stage + 1}", disable=self.rank != 0, leave=False):
-                capture.generator = batch_generator(options.eugen.seed, b)
-                capture.held_rays = (
-                    self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None
+                capture.begin_batch(
+                    batch_generator(options.eugen.seed, b),
+                    self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None,
                 )
-                outputs = model(self.rays.batch(b, self.device))
+                try:
+                    outputs = model(self.rays.batch(b, self.device))
+                except BatchRecorded:
+                    outputs = None
                 if record_rgb:
                     self.state["teacher_rgb"][b] = final_rgb(outputs).float().cpu()
                 self.state["next_batch"] = b + 1
