@@ -319,7 +319,7 @@ def test_quick_mode_measures_the_page_against_the_reference(tmp_path):
 
 def test_frames_taken_with_other_settings_or_in_another_session_are_taken_again(monkeypatch):
     """A page frame time is compared only with frames of the same browser, device, settings and session."""
-    import eugen_nerf.bench.browser as browser
+    from eugen_nerf.bench import browser
     from eugen_nerf.bench.suites.export import browser_header, one_session
 
     monkeypatch.setattr(browser, "chromium_version", lambda: "Chromium 1")
