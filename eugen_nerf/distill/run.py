@@ -309,9 +309,7 @@ class Distillation:
                 leave=False,
             ):
                 probe.generator = batch_generator(options.eugen.seed, b)
-                probe.held_rays = (
-                    self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None
-                )
+                probe.held_rays = self.held_rays(b)
                 model(self.rays.batch(b, self.device))
         self.state["units"] = {
             path: pivoted_units(
@@ -325,6 +323,10 @@ class Distillation:
             for path, gram in probe.grams().items()
         }
         self.store.save(self.state)
+
+    def held_rays(self, batch: int) -> torch.Tensor | None:
+        """Per ray of ``batch``: whether its camera is held out (None without held-out cameras)."""
+        return self.rays.heldout_mask(batch, self.heldout_cameras) if self.heldout_cameras else None
 
     def widths(self) -> tuple[str, ...]:
         """``--width-fraction-of`` entries of the student: the user's, then those of the layers --narrow-fraction
@@ -413,10 +415,7 @@ class Distillation:
             # the first stage renders whole (the teacher's colours are kept); later ones stop once recorded
             capture.stop_when_recorded = not record_rgb
             for b in tqdm(batches, desc=f"capture stage {stage + 1}", disable=self.rank != 0, leave=False):
-                capture.begin_batch(
-                    batch_generator(options.eugen.seed, b),
-                    self.rays.heldout_mask(b, self.heldout_cameras) if self.heldout_cameras else None,
-                )
+                capture.begin_batch(batch_generator(options.eugen.seed, b), self.held_rays(b))
                 try:
                     outputs = model(self.rays.batch(b, self.device))
                 except BatchRecorded:

@@ -403,13 +403,11 @@ FRAME_KEY = re.compile(r"^(student|teacher)_\d+$")
 """The ``browser`` report's frame entries (``student_128``)."""
 
 
-def one_session(frames: dict, keys: list[str], planned: bool) -> None:
-    """Keep a report's frame times from one session: when frames are still to be taken (``planned``) beside
-    some taken by an earlier process, the earlier ones (``keys`` of ``frames``) are dropped and all are taken
-    again, so that no ratio compares frames timed in different sessions (another load, another browser run)."""
-    if planned:
-        for key in keys:
-            frames.pop(key, None)
+def forget_frames(frames: dict, keys: list[str]) -> None:
+    """Drop the frames ``keys`` of a report, to be taken again with the rest: no frame-time ratio compares
+    frames of different headers or sessions (another load, another browser run)."""
+    for key in keys:
+        frames.pop(key, None)
 
 
 def frame_plan(size: int, large_size: int, repeats: int) -> list[tuple[str, int, str, int]]:
@@ -455,7 +453,7 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
     recorded = [key for key in results.data if FRAME_KEY.match(key)]
     if browser_header(results.data, args.samples, args.camera):
         print("page: browser, device or settings changed since the frames were taken: taking them again")
-        one_session(results.data, recorded, planned=True)
+        forget_frames(results.data, recorded)
     results.data["command"] = command_line()
     truths = {name: truth_image(run, args.camera) for name, run in runs.items()}
     size = frame_size(args, truths["teacher"], args.teacher)
@@ -465,7 +463,7 @@ def measure_browser(args: BenchExport, runs: dict[str, Path], exports: dict[str,
         if frames_done(results.data, f"{frame[0]}_{frame[1]}") <= frame[3]
     ]
     if plan and any(key in results.data for key in recorded):
-        one_session(results.data, recorded, planned=True)
+        forget_frames(results.data, recorded)  # frames still to take beside an earlier session's: all again
         results.data.pop("teacher_over_student_frame_time", None)
         plan = frame_plan(size, args.large_size, args.repeats)
     if plan:

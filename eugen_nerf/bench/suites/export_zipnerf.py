@@ -31,11 +31,11 @@ from eugen_nerf.bench.suites.export import (
     browser_header,
     distilled_once,
     exported,
+    forget_frames,
     forget_other_exports,
     frame_size,
     march,
     measure_reference,
-    one_session,
     page_frame,
     page_screenshot,
     psnr,
@@ -141,7 +141,8 @@ def measure_zipnerf(args: BenchExport, distilled: bool = False) -> Results:
     ]
     # frames of another header, or some missing beside frames of an earlier session: all taken again
     changed = any(page.get(key) not in (None, value) for key, value in taken_with.items())
-    one_session(frames, list(frames), planned=changed or any(key not in frames for key in wanted))
+    if changed or any(key not in frames for key in wanted):
+        forget_frames(frames, list(frames))
     page.update(taken_with)
     with served_page([exports["eugen"], exports["dense"]]) as (browser, url):
         for repeat in range(args.zipnerf_repeats):
