@@ -267,6 +267,23 @@ def test_interrupted_run_resumes_to_the_same_solution(dense_teacher, tmp_path):
         torch.testing.assert_close(resumed.fits[path].bias, fit.bias, rtol=1e-12, atol=0)
 
 
+def test_a_resumed_run_reports_the_seconds_of_every_process(dense_teacher, tmp_path):
+    """The stage seconds in the report are summed over the processes that worked on the run: what the stopped
+    process spent before its last save is counted, not only the resumed part."""
+    run_dir = tmp_path / "resumed"
+    with pytest.raises(DistillInterrupted):
+        distill(options(dense_teacher, run_dir, evaluate=False, stop_after_batches=4))
+    (state_path,) = (run_dir / STATE_DIR).glob("*.pt")
+    state = torch.load(state_path, weights_only=True)
+    assert state["processes"] == 1 and state["seconds"]["capture"] > 0  # the running stage's time is saved
+    state["seconds"]["capture"] += 1000.0  # as if the stopped process had captured for 1000 s more
+    torch.save(state, state_path)
+    resumed = distill(options(dense_teacher, run_dir, evaluate=False))
+    assert resumed.report["processes"] == 2
+    assert resumed.report["seconds"]["capture"] > 1000.0
+    assert resumed.report["seconds"]["load"] >= state["seconds"]["load"] > 0
+
+
 def test_a_capture_that_stops_each_render_once_recorded_fits_the_same_layers(
     dense_teacher, tmp_path, monkeypatch
 ):

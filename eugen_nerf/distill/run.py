@@ -103,19 +103,37 @@ class DistillResult:
 
 @dataclass
 class StageTimer:
+    """Wall seconds spent in each stage, summed over the processes that worked on the run: a resumed run
+    starts from the seconds its saved state holds (:meth:`snapshot` at each save, stages still running
+    included), so a run stopped and continued reports what all of it cost. Work a stopped process did
+    after its last save is not counted; work redone after a resume is."""
+
     seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
             ("load", "probe", "capture", "solve", "refine", "build", "finetune", "evaluate"), 0.0
         )
     )
+    running: dict[str, float] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
         start = time.perf_counter()
+        self.running[stage] = start
         try:
             yield
         finally:
+            self.running.pop(stage, None)
             self.seconds[stage] += time.perf_counter() - start
+
+    def snapshot(self) -> dict[str, float]:
+        """The seconds so far, with the elapsed part of the stages running now."""
+        now = time.perf_counter()
+        return {name: total + now - self.running.get(name, now) for name, total in self.seconds.items()}
+
+    def add(self, earlier: dict[str, float]) -> None:
+        """Count the seconds earlier processes of this run saved."""
+        for name, total in earlier.items():
+            self.seconds[name] = self.seconds.get(name, 0.0) + total
 
 
 def setup_distributed(device: str | None) -> tuple:
@@ -187,6 +205,11 @@ class Distillation:
     def say(self, message: str) -> None:
         if self.rank == 0:
             self.console.print(message)
+
+    def save_state(self) -> None:
+        """Save the resumable state with the seconds spent so far (see :class:`StageTimer`)."""
+        self.state["seconds"] = self.timer.snapshot()
+        self.store.save(self.state)
 
     # ------------------------------------------------------------------ setup
     def load(self) -> None:
@@ -266,6 +289,8 @@ class Distillation:
             self.say(
                 f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}"
             )
+        self.timer.add(self.state.get("seconds", {}))
+        self.state["processes"] = self.state.get("processes", 0) + 1
         # an untouched teacher (the model itself becomes the student) renders the fine-tune's novel and validation
         # views, or every batch of a fields fine-tune, and is timed beside the student: on rank 0, which does both
         needs_reference = options.finetune_steps or options.evaluate
@@ -322,7 +347,7 @@ class Distillation:
             )
             for path, gram in probe.grams().items()
         }
-        self.store.save(self.state)
+        self.save_state()
 
     def held_rays(self, batch: int) -> torch.Tensor | None:
         """Per ray of ``batch``: whether its camera is held out (None without held-out cameras)."""
@@ -424,7 +449,7 @@ class Distillation:
                     self.state["teacher_rgb"][b] = final_rgb(outputs).float().cpu()
                 self.state["next_batch"] = b + 1
                 self.state["equations"] = {eq.ref.path: eq.state_dict() for eq in equations}
-                self.store.save(self.state)
+                self.save_state()
                 self.batches_this_run += 1
                 if (
                     options.stop_after_batches is not None
@@ -501,7 +526,7 @@ class Distillation:
                 equations={},
                 fits={path: fit.state_dict() for path, fit in self.fits.items()},
             )
-            self.store.save(self.state)
+            self.save_state()
         if options.auto:
             kept = [d["path"] for d in self.state["decisions"] if d["kept"]]
             self.say(f"auto kept {len(kept)} of {len(self.refs)} candidate layers: {kept}")
@@ -690,6 +715,7 @@ class Distillation:
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
         report["seconds"] = dict(self.timer.seconds)
+        report["processes"] = self.state.get("processes", 1)  # the seconds are summed over these
         write_yaml_atomic(config, work / "config.yml")
         write_json_atomic(work / "distill_report.json", report)
         report["checkpoint"] = str(
