@@ -712,6 +712,39 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_pa
     assert len(calls) == 5  # trained again, not the interrupted run's predecessor passed off as it
 
 
+def test_a_finished_run_is_not_reused_once_its_scene_changed(tmp_path, monkeypatch):
+    """Runs are found by the scene's path: a scene rendered again in place trains afresh, never passes the old
+    scene's run off as its own."""
+    import copy
+
+    from eugen_nerf.bench import training
+    from eugen_nerf.methods.zipnerf import eugen_zipnerf
+
+    config = copy.deepcopy(eugen_zipnerf.config)
+    calls = []
+
+    class FakeTrainer:
+        def setup(self):
+            pass
+
+        def train(self):
+            calls.append(1)
+            models = tmp_path / "run" / "scene" / config.method_name / "bench" / "nerfstudio_models"
+            models.mkdir(parents=True, exist_ok=True)
+            (models / "step-000000001.ckpt").write_bytes(b"")
+
+    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: FakeTrainer())
+    scene = tmp_path / "scene"
+    scene.mkdir()
+    (scene / "transforms_train.json").write_text("{}")
+    training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
+    training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 1
+    (scene / "transforms_train.json").write_text('{"frames": []}')
+    training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
+    assert len(calls) == 2
+
+
 def test_mean_and_std_over_seeds_skips_missing_metrics():
     from eugen_nerf.bench.seeds import mean_and_std
 

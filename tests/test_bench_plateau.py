@@ -164,6 +164,23 @@ def test_a_fixed_step_run_never_trains_into_a_run_trained_to_plateau(tmp_path: P
     assert {p.name: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == before
 
 
+def test_a_run_of_a_scene_that_changed_since_is_refused(tmp_path: Path):
+    """A plateau run is continued by the scene's path: once the scene's content changed, the run (trained on the
+    old one) is refused with one line, its record untouched."""
+    scene = tmp_path / "data" / SCENE.name
+    shutil.copytree(SCENE, scene)
+    rule = PlateauRule(eval_every=2, min_steps=10, max_steps=2)
+    config_path, record = train_to_plateau(tiny_config(), scene, tmp_path, rule)
+    assert record["scene_hash"]
+    train_to_plateau(tiny_config(), scene, tmp_path, rule)  # unchanged: the finished run is read back
+    image = min(scene.rglob("*.png"))
+    image.write_bytes(image.read_bytes() + b"\0")
+    saved = (config_path.parent / PLATEAU_RECORD).read_bytes()
+    with pytest.raises(InputError, match="another version"):
+        train_to_plateau(tiny_config(), scene, tmp_path, rule)
+    assert (config_path.parent / PLATEAU_RECORD).read_bytes() == saved
+
+
 def test_a_folder_holding_something_else_is_refused(tmp_path: Path):
     run = tmp_path / SCENE.name / "dense-nerf" / "plateau"
     run.mkdir(parents=True)

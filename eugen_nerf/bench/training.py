@@ -22,6 +22,7 @@ import torch
 import yaml
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 
+from eugen_nerf.bench.provenance import content_hash
 from eugen_nerf.inputs.errors import InputError, TrainingStopped
 from eugen_nerf.inputs.outputs import atomic_write_bytes
 
@@ -76,6 +77,13 @@ def without_unused_eugen_knobs(model: object) -> object:
         if selections and not any(selections.values()):
             return {**model, "eugen": selections}
     return model
+
+
+def scene_hash(config: TrainerConfig) -> str | None:
+    """The content hash of the scene ``config`` trains on (``None`` when it names no folder): kept in a run's
+    record, so a scene rendered again in place is never continued or reused with runs of the old one."""
+    data = config.pipeline.datamanager.data or config.data
+    return content_hash(Path(data)) if data is not None and Path(data).is_dir() else None
 
 
 def seed_everything(seed: int) -> None:
@@ -202,6 +210,7 @@ def _train_in_process(config: TrainerConfig, steps: int, reuse: bool) -> tuple[P
             "another output folder for a fixed number of steps"
         )
     stopped: dict = {}
+    scene = scene_hash(config)
     if reuse and record.is_file():
         try:
             saved = json.loads(record.read_text())
@@ -210,6 +219,7 @@ def _train_in_process(config: TrainerConfig, steps: int, reuse: bool) -> tuple[P
         same_run = (
             saved.get("seed") == config.machine.seed
             and saved.get("steps") == steps
+            and saved.get("scene_hash", scene) == scene  # records from before the hash was kept: unknown
             and same_model(path, config)
         )
         if same_run and (path.parent / "nerfstudio_models" / f"step-{steps - 1:09d}.ckpt").is_file():
@@ -233,12 +243,21 @@ def _train_in_process(config: TrainerConfig, steps: int, reuse: bool) -> tuple[P
                 {
                     "steps": steps,
                     "seed": config.machine.seed,
+                    "scene_hash": scene,
                     "stopped": {"step": stop.step + 1, "seconds": seconds},
                 },
             )
         raise
     seconds_per_step = (stopped.get("seconds", 0.0) + wall) / steps
-    write_record(record, {"steps": steps, "seed": config.machine.seed, "seconds_per_step": seconds_per_step})
+    write_record(
+        record,
+        {
+            "steps": steps,
+            "seed": config.machine.seed,
+            "scene_hash": scene,
+            "seconds_per_step": seconds_per_step,
+        },
+    )
     return path, seconds_per_step
 
 
@@ -396,8 +415,14 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
     record_path = path.parent / PLATEAU_RECORD
     # the steps are not part of a run's identity: a larger cap or minimum continues it on the same schedule
     rule_key = {k: v for k, v in dataclasses.asdict(rule).items() if k not in ("min_steps", "max_steps")}
+    scene = scene_hash(config)
     if record_path.is_file():
         record = json.loads(record_path.read_text())
+        if record.get("scene_hash", scene) != scene:
+            raise InputError(
+                f"{path.parent} was trained on another version of {config.pipeline.datamanager.data} (its "
+                "content changed since): remove the run, or restore the scene it was trained on"
+            )
         saved_rule = {k: v for k, v in record.get("rule", {}).items() if k not in ("min_steps", "max_steps")}
         if (
             record.get("seed") != config.machine.seed
@@ -417,6 +442,7 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
         # its first checkpoint): continued from its newest checkpoint, if any
         record = {"seed": config.machine.seed, "history": []}
     record["rule"] = dataclasses.asdict(rule)
+    record["scene_hash"] = scene
     while True:
         done = last_checkpoint_steps(path.parent)
         history = [h for h in record["history"] if h["step"] <= done]
