@@ -205,7 +205,8 @@ def test_the_width_matched_to_eugens_speed_is_timed_once_and_kept(tmp_path: Path
 
     def narrowed_to_speed(eugen, repeats):
         timed.append(eugen)
-        return dense_isdf_config(96 + 16 * len(timed))  # another width each time it is timed
+        width = 96 + 16 * len(timed)  # another width each time it is timed
+        return dense_isdf_config(width), {"width": width, "clock": "cpu"}
 
     monkeypatch.setattr(suite, "narrowed_to_speed", narrowed_to_speed)
     config = tiny_config(tmp_path, baselines=True)

@@ -185,37 +185,51 @@ def inference_fn(field_: ISDFField, points: torch.Tensor):
     return run
 
 
-def narrowed_to_speed(eugen: ISDFFieldConfig, repeats: int) -> ISDFFieldConfig:
-    """The dense width whose (untrained) field infers closest to EUGen's, timed side by side.
+def narrowed_to_speed(eugen: ISDFFieldConfig, repeats: int) -> tuple[ISDFFieldConfig, dict]:
+    """The dense width whose (untrained) field infers closest to EUGen's, and how it was found: every width
+    timed side by side with EUGen in CPU seconds on this thread (what a query costs whatever else runs), the
+    width read off a straight line through the widths' median times against their parameter counts (an MLP's
+    cost is linear in its weights, not its width), as the methods suites match a render's speed.
 
     Untrained weights time like trained ones here: the cost is the matrix shapes, not the values.
     """
     torch.manual_seed(0)
     points = torch.rand(INFERENCE_POINTS, 3) * 2.0 - 1.0
     widths = list(range(16, 257, 16))
-    width, _ = closest_in_time(
+    width, timings = closest_in_time(
         inference_fn(ISDFField(eugen), points),
         {str(w): inference_fn(ISDFField(dense_isdf_config(w)), points) for w in widths},
         "cpu",
         warmup=1,
         repeats=repeats,
+        sizes={str(w): parameters(dense_isdf_config(w)) for w in widths},
+        clock="cpu",
     )
-    return dense_isdf_config(int(width))
+    found = {
+        "width": int(width),
+        "inference_seconds_median": {name: t.median for name, t in timings.items()},
+        "points": INFERENCE_POINTS,
+        "chosen_by": "a straight line fitted through the widths' median times against their parameters, "
+        "nearest EUGen's",
+        "threads": torch.get_num_threads(),
+        "clock": "cpu",
+    }
+    return dense_isdf_config(int(width)), found
 
 
 def speed_matched(config: BenchISDF, eugen: ISDFFieldConfig) -> ISDFFieldConfig:
-    """:func:`narrowed_to_speed`, timed once per EUGen configuration and kept in ``--mesh-dir``: the width
-    names the variant's runs, so a rerun on a differently loaded machine must not pick another width and
-    train another variant."""
+    """:func:`narrowed_to_speed`, timed once per EUGen configuration and kept in ``--mesh-dir`` with its
+    timings: the width names the variant's runs, so a rerun on a differently loaded machine must not pick
+    another width and train another variant."""
     path = config.mesh_dir / "narrowed_to_speed.json"
     key = plain(eugen)
     if path.is_file():
         saved = json.loads(path.read_text())
-        if saved.get("eugen") == key:
+        if saved.get("eugen") == key and saved.get("clock") == "cpu":
             return dense_isdf_config(int(saved["width"]))
-    by_speed = narrowed_to_speed(eugen, config.repeats)
+    by_speed, found = narrowed_to_speed(eugen, config.repeats)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"eugen": key, "width": by_speed.width}, indent=1) + "\n")
+    path.write_text(json.dumps({"eugen": key, **found}, indent=1) + "\n")
     return by_speed
 
 
