@@ -617,3 +617,35 @@ def test_softplus_runs_in_place_at_inference_and_equals_its_autograd_form():
     with torch.enable_grad():
         reference = mlp.forward_unfused(points)  # autograd on: every activation out of place
     assert _relative_error(fused, reference.detach()) < 1e-9
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_a_cpu_batch_runs_in_passes_of_rows_with_the_same_result(parts):
+    """Without autograd on a CPU the chain runs :data:`CPU_ROWS` rows at a time (its buffers stay in cache):
+    every row's output is the one the whole batch gives, and what is alive at once is one pass's buffers and
+    the output, not the whole batch's width-wide buffers."""
+    from eugen_nerf.layers.fused import CPU_ROWS
+
+    torch.manual_seed(0)
+    mlp = EUGenMLP(
+        in_dim=24,
+        num_layers=8,
+        layer_width=128,
+        out_dim=8,
+        skip_connections=(4,),
+        eugen_layers=[1, 2, 3, 5, 6],
+        eugen=EUGenSpec(num_features=16, degree=2, scaling="projected", use_norm=False),
+        out_activation=nn.ReLU(),
+    ).eval()
+    rows = 3 * CPU_ROWS + 17
+    x = torch.randn(rows, 24)
+    given = [x[:, :10], x[:, 10:]] if parts else x
+    fused = mlp.fused()
+    with torch.no_grad():
+        whole = fused(given, rows_per_pass=0)
+        tracker = _LiveBytes()
+        with tracker:
+            passes = fused(given)
+    torch.testing.assert_close(passes, whole, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(passes, mlp.forward_unfused(x), rtol=1e-4, atol=1e-4)
+    assert tracker.peak <= CPU_ROWS * 4 * (2 * 128 + 2) + rows * 8 * 4

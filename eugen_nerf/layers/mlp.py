@@ -12,6 +12,7 @@ parameter changes (:attr:`EUGenMLP.runs_fused`).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 
@@ -213,7 +214,7 @@ class EUGenMLP(nn.Module):
         if not self.compile_fused:
             return fused(in_tensor)
         if self._compiled is None:
-            self._compiled = torch.compile(fused.__call__)
+            self._compiled = torch.compile(functools.partial(fused.__call__, rows_per_pass=0))  # one graph
         try:
             return self._compiled(in_tensor)
         except Exception as error:  # noqa: BLE001 - no compiler, backend...: warn once
