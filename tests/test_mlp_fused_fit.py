@@ -649,3 +649,35 @@ def test_a_cpu_batch_runs_in_passes_of_rows_with_the_same_result(parts):
     torch.testing.assert_close(passes, whole, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(passes, mlp.forward_unfused(x), rtol=1e-4, atol=1e-4)
     assert tracker.peak <= CPU_ROWS * 4 * (2 * 128 + 2) + rows * 8 * 4
+
+
+def test_a_layer_by_layer_mlp_runs_a_cpu_batch_in_passes_of_rows_unless_its_layers_are_hooked():
+    """A low-rank MLP (no EUGen layer: run layer by layer, not merged) runs in the same passes of rows as a
+    fused one, so the baselines are timed as EUGen is; a hook on one of its layers sees the whole batch."""
+    from eugen_nerf.layers.fused import CPU_ROWS
+
+    torch.manual_seed(0)
+    mlp = EUGenMLP(
+        in_dim=24,
+        num_layers=4,
+        layer_width=64,
+        out_dim=3,
+        skip_connections=(2,),
+        layer_types=["dense", "lowrank", "lowrank", "dense"],
+        eugen=EUGenSpec(lowrank_rank=8),
+    ).eval()
+    assert not mlp.runs_fused
+    rows = 2 * CPU_ROWS + 5
+    x = torch.randn(rows, 24)
+    with torch.no_grad():
+        whole = mlp.forward_unfused(x)
+        tracker = _LiveBytes()
+        with tracker:
+            passes = mlp(x)
+        torch.testing.assert_close(passes, whole, rtol=1e-6, atol=1e-6)
+        assert tracker.peak <= CPU_ROWS * 4 * (2 * (24 + 64) + 8) + rows * 3 * 4
+        seen = []
+        handle = mlp.layers[1].register_forward_hook(lambda module, args, out: seen.append(len(args[0])))
+        torch.testing.assert_close(mlp(x), whole, rtol=1e-6, atol=1e-6)
+        handle.remove()
+    assert seen == [rows]

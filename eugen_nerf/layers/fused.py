@@ -150,6 +150,29 @@ both run faster so, EUGen more where its element-wise passes are a larger part o
 ``inference`` suite times both). A GPU runs the batch whole: there each pass is a kernel launch."""
 
 
+def default_rows_per_pass(tensor: torch.Tensor) -> int:
+    """:data:`CPU_ROWS` for a CPU tensor without autograd, else 0 (the whole batch in one pass)."""
+    return CPU_ROWS if not torch.is_grad_enabled() and tensor.device.type == "cpu" else 0
+
+
+def run_in_passes(
+    fn: Callable[[list[torch.Tensor]], torch.Tensor], inputs: list[torch.Tensor], rows_per_pass: int
+) -> torch.Tensor:
+    """``fn(inputs)`` for 2-D ``inputs`` of equal rows and a row-wise ``fn``, computed ``rows_per_pass`` rows at
+    a time into one output (all at once for 0, or when there are no more rows than that)."""
+    rows = inputs[0].shape[0]
+    if not rows_per_pass or rows <= rows_per_pass:
+        return fn(inputs)
+    out = None
+    for start in range(0, rows, rows_per_pass):
+        part = fn([tensor[start : start + rows_per_pass] for tensor in inputs])
+        if out is None:
+            out = part.new_empty(rows, part.shape[1])
+        out[start : start + part.shape[0]] = part
+        del part
+    return out
+
+
 class FusedMLP:
     """Callable merged form of an :class:`EUGenMLP`; equal to its unfused forward (float rounding aside)."""
 
@@ -242,19 +265,9 @@ class FusedMLP:
         inplace = not torch.is_grad_enabled()
         inputs = [part.reshape(-1, part.shape[-1]) for part in parts]
         del parts
-        rows = inputs[0].shape[0]
         if rows_per_pass is None:
-            rows_per_pass = CPU_ROWS if inplace and inputs[0].device.type == "cpu" else 0
-        if not rows_per_pass or rows <= rows_per_pass:
-            x = self._chain(inputs, inplace)
-        else:
-            x = None
-            for start in range(0, rows, rows_per_pass):
-                part = self._chain([p[start : start + rows_per_pass] for p in inputs], inplace)
-                if x is None:
-                    x = part.new_empty(rows, part.shape[1])
-                x[start : start + part.shape[0]] = part
-                del part
+            rows_per_pass = default_rows_per_pass(inputs[0])
+        x = run_in_passes(lambda rows: self._chain(rows, inplace), inputs, rows_per_pass)
         return x.reshape(*lead, x.shape[-1])
 
     def _chain(self, inputs: list[torch.Tensor], inplace: bool) -> torch.Tensor:

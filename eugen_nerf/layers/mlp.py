@@ -232,7 +232,21 @@ class EUGenMLP(nn.Module):
             )
         if not self.training and self.runs_fused:
             return self._run_fused(in_tensor)
+        if not torch.is_grad_enabled() and not self.layers_hooked():
+            # layer by layer (a low-rank MLP) in passes of rows as the fused form runs, so that both are
+            # timed alike; with hooks on its layers, whole (a hook sees the batch it was called with)
+            from eugen_nerf.layers.fused import default_rows_per_pass, run_in_passes
+
+            flat = in_tensor.reshape(-1, self.in_dim)
+            out = run_in_passes(
+                lambda rows: self.forward_unfused(rows[0]), [flat], default_rows_per_pass(flat)
+            )
+            return out.reshape(*in_tensor.shape[:-1], out.shape[-1])
         return self.forward_unfused(in_tensor)
+
+    def layers_hooked(self) -> bool:
+        """Whether any of the layers has a forward hook or pre-hook."""
+        return any(layer._forward_hooks or layer._forward_pre_hooks for layer in self.layers)
 
     def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
         """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart (one matrix product
