@@ -570,9 +570,7 @@ class Distillation:
         rays, targets = self.rays.rays[ray_indices], torch.cat([rgb[b] for b in batches])
         validation = None
         if self.heldout_cameras:
-            held = torch.cat(
-                [self.rays.heldout_mask(b, self.heldout_cameras)[: rgb[b].shape[0]] for b in batches]
-            )
+            held = torch.cat([self.held_rays(b)[: rgb[b].shape[0]] for b in batches])
             validation = (rays[held], targets[held])
             rays, targets = rays[~held], targets[~held]
         match_fields = options.finetune_target == "fields"  # the teacher renders each batch as it is drawn
