@@ -206,7 +206,7 @@ def test_the_width_matched_to_eugens_speed_is_timed_once_and_kept(tmp_path: Path
     def narrowed_to_speed(eugen, repeats):
         timed.append(eugen)
         width = 96 + 16 * len(timed)  # another width each time it is timed
-        return dense_isdf_config(width), {"width": width, "clock": "cpu"}
+        return dense_isdf_config(width), {"width": width, "clock": "cpu", "threads": torch.get_num_threads()}
 
     monkeypatch.setattr(suite, "narrowed_to_speed", narrowed_to_speed)
     config = tiny_config(tmp_path, baselines=True)

@@ -172,7 +172,9 @@ def test_a_run_of_a_scene_that_changed_since_is_refused(tmp_path: Path):
     rule = PlateauRule(eval_every=2, min_steps=10, max_steps=2)
     config_path, record = train_to_plateau(tiny_config(), scene, tmp_path, rule)
     assert record["scene_hash"]
+    written = (config_path.parent / PLATEAU_RECORD).stat().st_mtime_ns
     train_to_plateau(tiny_config(), scene, tmp_path, rule)  # unchanged: the finished run is read back
+    assert (config_path.parent / PLATEAU_RECORD).stat().st_mtime_ns == written, "its record left as it was"
     image = min(scene.rglob("*.png"))
     image.write_bytes(image.read_bytes() + b"\0")
     saved = (config_path.parent / PLATEAU_RECORD).read_bytes()

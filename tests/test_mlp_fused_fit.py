@@ -680,4 +680,10 @@ def test_a_layer_by_layer_mlp_runs_a_cpu_batch_in_passes_of_rows_unless_its_laye
         handle = mlp.layers[1].register_forward_hook(lambda module, args, out: seen.append(len(args[0])))
         torch.testing.assert_close(mlp(x), whole, rtol=1e-6, atol=1e-6)
         handle.remove()
-    assert seen == [rows]
+        layer = mlp.layers[1]
+        handle = nn.modules.module.register_module_forward_hook(
+            lambda module, args, out: seen.append(len(args[0])) if module is layer else None
+        )
+        torch.testing.assert_close(mlp(x), whole, rtol=1e-6, atol=1e-6)
+        handle.remove()
+    assert seen == [rows, rows]

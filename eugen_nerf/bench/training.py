@@ -416,12 +416,15 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
     # the steps are not part of a run's identity: a larger cap or minimum continues it on the same schedule
     rule_key = {k: v for k, v in dataclasses.asdict(rule).items() if k not in ("min_steps", "max_steps")}
     scene = scene_hash(config)
+    saved = None
     if record_path.is_file():
         record = json.loads(record_path.read_text())
+        saved = copy.deepcopy(record)
         if record.get("scene_hash", scene) != scene:
             raise InputError(
                 f"{path.parent} was trained on another version of {config.pipeline.datamanager.data} (its "
-                "content changed since): remove the run, or restore the scene it was trained on"
+                "content changed since): remove the run, or restore the scene it was trained on (a shipped "
+                "scene: git checkout -- scenes/)"
             )
         saved_rule = {k: v for k, v in record.get("rule", {}).items() if k not in ("min_steps", "max_steps")}
         if (
@@ -460,7 +463,8 @@ def _train_to_plateau(config: TrainerConfig, rule: PlateauRule, label: str) -> t
         scored = bool(history) and history[-1]["psnr"] is not None
         record["finished"] = rule.status(history) if scored else None
         if record["finished"]:
-            write_record(record_path, record)
+            if record != saved:  # a finished run read back as it was is left untouched (a shipped teacher)
+                write_record(record_path, record)
             return path, record
         if not history or scored or not on_schedule:
             # to the next scheduled step: a checkpoint off the schedule (a run that ns-train started, or

@@ -290,7 +290,9 @@ class Distillation:
                 f"resuming from {self.store.path}: stage {self.state['stage']}, batch {self.state['next_batch']}"
             )
         self.timer.add(self.state.get("seconds", {}))
-        self.state["processes"] = self.state.get("processes", 0) + 1
+        resumed = bool(self.state["stage"] or self.state["next_batch"])
+        earlier = self.state.get("processes", None if resumed else 0)  # None: a state that did not count them
+        self.state["processes"] = None if earlier is None else earlier + 1
         # an untouched teacher (the model itself becomes the student) renders the fine-tune's novel and validation
         # views, or every batch of a fields fine-tune, and is timed beside the student: on rank 0, which does both
         needs_reference = options.finetune_steps or options.evaluate
@@ -713,7 +715,8 @@ class Distillation:
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size
         report["seconds"] = dict(self.timer.seconds)
-        report["processes"] = self.state.get("processes", 1)  # the seconds are summed over these
+        # the seconds are summed over these (None: resumed from a state that kept no seconds, only this one's)
+        report["processes"] = self.state.get("processes")
         write_yaml_atomic(config, work / "config.yml")
         write_json_atomic(work / "distill_report.json", report)
         report["checkpoint"] = str(

@@ -160,6 +160,8 @@ def run_in_passes(
 ) -> torch.Tensor:
     """``fn(inputs)`` for 2-D ``inputs`` of equal rows and a row-wise ``fn``, computed ``rows_per_pass`` rows at
     a time into one output (all at once for 0, or when there are no more rows than that)."""
+    if rows_per_pass < 0:
+        raise ValueError(f"rows_per_pass must be 0 (all at once) or positive, got {rows_per_pass}")
     rows = inputs[0].shape[0]
     if not rows_per_pass or rows <= rows_per_pass:
         return fn(inputs)
@@ -253,7 +255,8 @@ class FusedMLP:
         along their last dimension (never built: each part is multiplied by its columns of the weights).
 
         ``rows_per_pass``: how many rows (points) run through the chain at a time; default :data:`CPU_ROWS` on
-        a CPU without autograd, all of them otherwise (and with 0). Every row's result is the same either way.
+        a CPU without autograd, all of them otherwise (and with 0). Every row's result is the same either way, up to
+        float rounding (a short last pass may take another matrix-product kernel).
         """
         parts = [in_tensor] if isinstance(in_tensor, torch.Tensor) else list(in_tensor)
         width = sum(part.shape[-1] for part in parts)

@@ -245,8 +245,13 @@ class EUGenMLP(nn.Module):
         return self.forward_unfused(in_tensor)
 
     def layers_hooked(self) -> bool:
-        """Whether any of the layers has a forward hook or pre-hook."""
-        return any(layer._forward_hooks or layer._forward_pre_hooks for layer in self.layers)
+        """Whether a forward hook or pre-hook would see the layers' calls: one on a module inside this MLP, or a
+        global one (``nn.modules.module.register_module_forward_hook``)."""
+        from torch.nn.modules import module
+
+        if module._global_forward_hooks or module._global_forward_pre_hooks:
+            return True
+        return any(sub._forward_hooks or sub._forward_pre_hooks for sub in self.modules() if sub is not self)
 
     def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
         """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart (one matrix product

@@ -225,7 +225,11 @@ def speed_matched(config: BenchISDF, eugen: ISDFFieldConfig) -> ISDFFieldConfig:
     key = plain(eugen)
     if path.is_file():
         saved = json.loads(path.read_text())
-        if saved.get("eugen") == key and saved.get("clock") == "cpu":
+        if (
+            saved.get("eugen") == key
+            and saved.get("clock") == "cpu"
+            and saved.get("threads") == torch.get_num_threads()
+        ):
             return dense_isdf_config(int(saved["width"]))
     by_speed, found = narrowed_to_speed(eugen, config.repeats)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ Writes the JSON report given by ``--output`` and its plot beside it (``.png``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import platform
 from dataclasses import dataclass, field
@@ -50,7 +51,9 @@ def bench_device(device: str, points: int, warmup: int, repeats: int, ms, ks, co
         for k in ks:
             trunk = make_trunk("eugen", m, k).to(device)
             params = sum(p.numel() for p in trunk.parameters())
-            variants = {"dense": dense, "eugen_unfused": trunk.forward_unfused, "eugen_fused": trunk}
+            unfused = copy.deepcopy(trunk)
+            unfused.fuse_in_eval = False  # layer by layer, in the same passes of rows as the fused forms
+            variants = {"dense": dense, "eugen_unfused": unfused, "eugen_fused": trunk}
             if compile_fused:
                 variants["eugen_fused_compiled"] = make_trunk("eugen", m, k, compile_fused=True).to(device)
             with torch.no_grad():
