@@ -124,7 +124,7 @@ HEADS = (
          spec=EUGenSpec(num_features=16), out_activation="sigmoid"),
     # iSDF: 5-octave embedding (33), 5 x 256, skip at 2, softplus(beta=100); ISDFEUGenConfig
     Head("isdf", 33, 5, 256, 1, skips=(2,), eugen_layers=(1, 2, 3),
-         spec=EUGenSpec(num_features=64, feature_map="identity", use_norm=False), activation="softplus100",
+         spec=EUGenSpec(num_features=64, feature_map="softplus", use_norm=False), activation="softplus100",
          eikonal=True),
 )  # fmt: skip
 

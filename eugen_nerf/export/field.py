@@ -27,6 +27,7 @@ from torch import Tensor
 from eugen_nerf.export import format as fmt
 from eugen_nerf.fields.multisample import contract_gaussians, encode_directions, level_weights
 from eugen_nerf.layers.eugen import FEATURE_MAPS_IN_PLACE, TINY_SQUARE, scales_higher_orders, softplus_
+from eugen_nerf.layers.fused import default_rows_per_pass, run_in_passes
 
 ACTIVATIONS = {
     None: lambda x: x,
@@ -79,7 +80,10 @@ class MLP:
     out_activation: str | None = None
 
     def __call__(self, inputs: Tensor | tuple[Tensor, ...]) -> Tensor:
-        return run_mlp(self, inputs)
+        """:func:`run_mlp`, in passes of rows on a CPU without autograd as the fused form runs
+        (:func:`~eugen_nerf.layers.fused.run_in_passes`)."""
+        parts = list(inputs) if isinstance(inputs, tuple) else [inputs]
+        return run_in_passes(lambda rows: run_mlp(self, tuple(rows)), parts, default_rows_per_pass(parts[0]))
 
     def macs_per_point(self) -> int:
         total = 0
