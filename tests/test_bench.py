@@ -655,6 +655,25 @@ def test_a_report_holding_a_non_finite_figure_is_not_written_and_the_earlier_one
     assert [p.name for p in tmp_path.iterdir()] == ["fields.json"]  # no temporary file left behind
 
 
+def fake_training(config, output_dir: Path):
+    """A stand-in for ``config``'s trainer set-up (training is not what is tested): its trainer writes the final
+    checkpoint of a 2-step run on ``scene`` under ``output_dir`` and nothing else. Returns the list each
+    training appends to, and the set-up to patch in."""
+    calls: list[int] = []
+
+    class FakeTrainer:
+        def setup(self):
+            pass
+
+        def train(self):
+            calls.append(1)
+            models = output_dir / "scene" / config.method_name / "bench" / "nerfstudio_models"
+            models.mkdir(parents=True, exist_ok=True)
+            (models / "step-000000001.ckpt").write_bytes(b"")
+
+    return calls, lambda self, **kwargs: FakeTrainer()
+
+
 def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_path, monkeypatch):
     """A benchmark rerun must not measure a run trained at another seed, with another model default or at
     other training scales."""
@@ -665,19 +684,8 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_pa
 
     config = copy.deepcopy(eugen_zipnerf.config)
     config.machine.seed = 3
-    calls = []
-
-    class FakeTrainer:  # training is not what is tested: it writes the final checkpoint and nothing else
-        def setup(self):
-            pass
-
-        def train(self):
-            calls.append(1)
-            models = tmp_path / "run" / "scene" / config.method_name / "bench" / "nerfstudio_models"
-            models.mkdir(parents=True, exist_ok=True)
-            (models / "step-000000001.ckpt").write_bytes(b"")
-
-    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: FakeTrainer())
+    calls, fake_setup = fake_training(config, tmp_path / "run")
+    monkeypatch.setattr(type(config), "setup", fake_setup)
     scene = tmp_path / "scene"
     first, _ = training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
     again, _ = training.train_in_process(config, scene, 2, tmp_path / "run", reuse=True)
@@ -707,7 +715,7 @@ def test_a_finished_run_is_reused_only_for_the_same_seed_model_and_scales(tmp_pa
     monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: InterruptedTrainer())
     with pytest.raises(KeyboardInterrupt):
         training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
-    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: FakeTrainer())
+    monkeypatch.setattr(type(config), "setup", fake_setup)
     training.train_in_process(other_model, scene, 2, tmp_path / "run", reuse=True)
     assert len(calls) == 5  # trained again, not the interrupted run's predecessor passed off as it
 
@@ -721,19 +729,8 @@ def test_a_finished_run_is_not_reused_once_its_scene_changed(tmp_path, monkeypat
     from eugen_nerf.methods.zipnerf import eugen_zipnerf
 
     config = copy.deepcopy(eugen_zipnerf.config)
-    calls = []
-
-    class FakeTrainer:
-        def setup(self):
-            pass
-
-        def train(self):
-            calls.append(1)
-            models = tmp_path / "run" / "scene" / config.method_name / "bench" / "nerfstudio_models"
-            models.mkdir(parents=True, exist_ok=True)
-            (models / "step-000000001.ckpt").write_bytes(b"")
-
-    monkeypatch.setattr(type(config), "setup", lambda self, **kwargs: FakeTrainer())
+    calls, fake_setup = fake_training(config, tmp_path / "run")
+    monkeypatch.setattr(type(config), "setup", fake_setup)
     scene = tmp_path / "scene"
     scene.mkdir()
     (scene / "transforms_train.json").write_text("{}")
