@@ -6,8 +6,8 @@ not counted. A report records its runs' training in one of three ways:
 
 * a curve (``validation_curve`` of a run, a seed's entry, or a teacher's ``history``) is a list of chunks
   ``{step, train_seconds, cpu_seconds_per_step}`` (``train_seconds`` cumulative wall seconds). A chunk costs
-  its CPU seconds per step times its steps (on one thread, the run's cost alone on a core whatever else
-  ran); a chunk that kept no CPU record, its wall seconds; one that kept no time at all (a resumed chunk
+  its CPU seconds per step times its steps (on one thread, without the time spent waiting for
+  the core); a chunk that kept no CPU record, its wall seconds; one that kept no time at all (a resumed chunk
   that timed nothing, steps trained before the curve began), its steps at the run's median cost a step,
   counted as estimated;
 * a report that sums its runs itself (``cost.train_cpu_seconds_all_runs``, iSDF's online trainer) is read

@@ -389,7 +389,7 @@ def train_to_plateau(
 
     Each chunk ends on a checkpoint (model, optimisers and schedulers) and one line of ``plateau.json``
     beside the run's ``config.yml`` (steps, PSNR, cumulative training seconds, and the chunk's CPU seconds per
-    step: on one thread, what a step costs whatever else shares the machine). Run again, the same call
+    step: on one thread, what a step costs without the time spent waiting for the core). Run again, the same call
     continues from the newest checkpoint, so a run longer than a working session survives being stopped at
     any point: Ctrl-C or SIGTERM saves the last finished step, and the record keeps what the chunk cost so far
     (``stopped``, added to the chunk's figures when it ends), so nothing is trained again (the rest of

@@ -277,8 +277,9 @@ class DistillOptions:
     fps_repeats: int = 3
     """Timed renders per view when teacher and student are timed side by side for the report's frame rates."""
     fps_clock: Literal["wall", "cpu"] = "wall"
-    """What those timings count: wall-clock seconds, or this process's CPU seconds (CPU only). On a CPU shared
-    with other jobs, ``cpu`` with OMP_NUM_THREADS=1 gives each render's cost alone on a core."""
+    """What those timings count: wall-clock seconds, or this process's CPU seconds (CPU only). With
+    OMP_NUM_THREADS=1, ``cpu`` leaves out the time a render waits for the core while other jobs run (they
+    still slow it through shared caches and memory)."""
     device: str | None = None
     """Torch device (default: cuda if available, else cpu)."""
     overwrite: bool = False

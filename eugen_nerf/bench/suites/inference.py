@@ -29,8 +29,9 @@ Per head and variant:
 
 Timings are side by side: the variants alternate inside every repeat (``benchmark_interleaved``), so load from
 other processes hits them alike. On the CPU they count this process's CPU seconds by default (``--clock cpu``):
-run on one thread, that is what a render costs alone on a core, whatever else shares the machine; CUDA is timed
-by the wall clock; every timed output is checked finite, and a report holding a non-finite
+run on one thread, time spent waiting for the core is not counted, but other processes still slow a render
+through the shared caches and memory (on a 2-core machine, up to about twice the CPU seconds beside two
+training jobs), so published timings are taken with nothing else running; CUDA is timed by the wall clock; every timed output is checked finite, and a report holding a non-finite
 figure is refused. The report is written after every measurement and a rerun with the same setting continues
 where it stopped (heads measured with another setting are measured again). The smaller size is measured for
 every head before the larger one, so an interrupted run still covers every head (:func:`tasks`).
@@ -502,8 +503,8 @@ class BenchInference:
     report_only: bool = False
     """measure nothing: rewrite the report's derived figures and its plot from the measurements in --out."""
     clock: Literal["cpu", "wall"] = "cpu"
-    """what the CPU timings count: cpu, this process's CPU seconds (with OMP_NUM_THREADS=1, a render's cost alone
-    on one core, whatever else shares the machine), or wall, elapsed seconds (meaningful only on an idle
+    """what the CPU timings count: cpu, this process's CPU seconds (with OMP_NUM_THREADS=1, waiting for the core is
+    not counted; other jobs still slow it through shared caches and memory), or wall, elapsed seconds (meaningful only on an idle
     machine). CUDA is always timed by the wall clock. A report timed with the other clock keeps its memory
     figures and has its timings measured again."""
     forget: list[str] = field(default_factory=list)

@@ -11,8 +11,8 @@ EUGen models are also timed with fused inference off, to show what the merged fo
 
 Render speed and memory are then measured once more for the first seed's run of every variant, side by side
 (:func:`side_by_side`): test view ``--timing-view`` rendered whole by each in turn, ``--timing-repeats``
-times, on the CPU counting CPU seconds (``--clock``; with OMP_NUM_THREADS=1 a render's cost alone on a core,
-whatever else shares the machine), and each run's render memory of that view in a fresh process. These are the
+times, on the CPU counting CPU seconds (``--clock``; with OMP_NUM_THREADS=1 waiting for the core is not counted,
+but other jobs still slow a render through shared caches and memory: time with nothing else running), and each run's render memory of that view in a fresh process. These are the
 rows' ``fps`` and ``render_memory_bytes``, and what the speed goals compare; the scoring pass's own timings,
 taken when each run finished, stay beside them as ``fps_scoring_pass``.
 
@@ -745,8 +745,8 @@ class BenchMethods:
     """time this many training steps of each variant from its initial weights, the variants taking turns
     (--repeats rounds), print the seconds per step and stop: no training to keep, nothing else measured."""
     clock: Literal["cpu", "wall"] = "cpu"
-    """what the side-by-side CPU timings count: cpu, this process's CPU seconds (with OMP_NUM_THREADS=1, a
-    render's cost alone on one core), or wall, elapsed seconds (meaningful only on an idle machine); CUDA is
+    """what the side-by-side CPU timings count: cpu, this process's CPU seconds (with OMP_NUM_THREADS=1, waiting
+    for the core is not counted), or wall, elapsed seconds (meaningful only on an idle machine); CUDA is
     timed by the wall clock."""
 
 
