@@ -324,6 +324,23 @@ def test_the_nerf_head_renders_merged_fused_and_layer_by_layer_unfused() -> None
     assert torch.allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.parametrize("family", ["nerf", "zipnerf", "nerfacto", "siren"])
+def test_every_heads_unfused_configuration_builds_and_runs_layer_by_layer(family) -> None:
+    """Render memory builds each variant from its configuration in a fresh process: the unfused one must be
+    a configuration the method accepts (SIREN's trunk takes its own spec, not ``eugen``) whose EUGen MLPs
+    stay layer by layer in eval mode, while the fused one merges them."""
+    from eugen_nerf.layers import EUGenMLP
+
+    configs = inference.variant_configs(family, full_size=False)
+    built = {}
+    for name in ("eugen_fused", "eugen_unfused"):
+        model, _ = build_untrained(configs[name], SCENE)
+        built[name] = [m for m in model.modules() if isinstance(m, EUGenMLP) and m.has_eugen]
+    assert not inference.layer_spec(configs["eugen_unfused"]).fused_inference
+    assert built["eugen_unfused"] and not any(m.runs_fused for m in built["eugen_unfused"])
+    assert all(m.runs_fused for m in built["eugen_fused"])
+
+
 def test_the_ceiling_frees_the_eugen_mlps_of_the_dense_twin_only_during_its_calls() -> None:
     """The speed-up ceiling is the dense twin with the MLPs EUGen replaces (Zip-NeRF: the view MLP) returning
     zeros: its renders differ only while it runs, and the model is left as it was."""

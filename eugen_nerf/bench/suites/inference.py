@@ -93,9 +93,16 @@ def mlp_macs(model: torch.nn.Module, fused: bool) -> int:
     return layered + sum(m.macs_per_point() for m in field.modules() if isinstance(m, MergedMLP))
 
 
+def layer_spec(config):
+    """The spec a method configuration's EUGen layers are built from: SIREN's trunk takes its own
+    (``siren``; of ``eugen`` it reads only the seed), every other head ``eugen``."""
+    model = config.pipeline.model
+    return getattr(model, "siren", None) or model.eugen
+
+
 def trains_merged(config) -> bool:
     """Whether a method configuration's EUGen layers train (and so render) in their merged form."""
-    eugen = config.pipeline.model.eugen
+    eugen = layer_spec(config)
     return bool(getattr(eugen, "merged_training", getattr(eugen, "train_merged", False)))
 
 
@@ -187,9 +194,10 @@ def variant_configs(family: str, full_size: bool) -> dict[str, object]:
     layer form, whose A and G a run trained that way holds and renders with when not fused."""
     configs = family_configs(family, full_size)
     unfused = copy.deepcopy(configs["eugen"])
-    if hasattr(unfused.pipeline.model.eugen, "train_merged"):
-        unfused.pipeline.model.eugen.train_merged = False
-    unfused.pipeline.model.eugen.fused_inference = False
+    spec = layer_spec(unfused)
+    if hasattr(spec, "train_merged"):
+        spec.train_merged = False
+    spec.fused_inference = False
     out = {"dense": configs["dense"], "eugen_fused": configs["eugen"], "eugen_unfused": unfused}
     if "narrowed_dense" in configs:
         out["narrowed_dense"] = configs["narrowed_dense"]
