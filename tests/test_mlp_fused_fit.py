@@ -653,7 +653,8 @@ def test_a_cpu_batch_runs_in_passes_of_rows_with_the_same_result(parts):
 
 def test_a_layer_by_layer_mlp_runs_a_cpu_batch_in_passes_of_rows_unless_its_layers_are_hooked():
     """A low-rank MLP (no EUGen layer: run layer by layer, not merged) runs in the same passes of rows as a
-    fused one, so the baselines are timed as EUGen is; a hook on one of its layers sees the whole batch."""
+    fused one, so the baselines are timed as EUGen is (their input given in parts too); a hook on one of its
+    layers sees the whole batch."""
     from eugen_nerf.layers.fused import CPU_ROWS
 
     torch.manual_seed(0)
@@ -674,6 +675,11 @@ def test_a_layer_by_layer_mlp_runs_a_cpu_batch_in_passes_of_rows_unless_its_laye
         tracker = _LiveBytes()
         with tracker:
             passes = mlp(x)
+        torch.testing.assert_close(passes, whole, rtol=1e-6, atol=1e-6)
+        assert tracker.peak <= CPU_ROWS * 4 * (2 * (24 + 64) + 8) + rows * 3 * 4
+        tracker = _LiveBytes()
+        with tracker:  # parts of a colour head's input: concatenated a pass at a time, never whole
+            passes = mlp.forward_concat([x[:, :10], x[:, 10:]])
         torch.testing.assert_close(passes, whole, rtol=1e-6, atol=1e-6)
         assert tracker.peak <= CPU_ROWS * 4 * (2 * (24 + 64) + 8) + rows * 3 * 4
         seen = []

@@ -256,7 +256,8 @@ class EUGenMLP(nn.Module):
     def forward_concat(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
         """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart (one matrix product
         per part in the first layer and in every skip), so the concatenation, the widest buffer of a colour
-        head's render, is never built. With forward hooks on the module (distillation's probe and capture
+        head's render, is never built; without autograd the layer-by-layer form concatenates one pass of rows
+        at a time (:data:`~eugen_nerf.layers.fused.CPU_ROWS`) as it runs them. With forward hooks on the module (distillation's probe and capture
         record each MLP's input through them) the call goes through ``self`` on the concatenation, so the
         hooks see what they would see had the field called the module."""
         parts = list(parts)
@@ -264,8 +265,21 @@ class EUGenMLP(nn.Module):
         if width != self.in_dim:
             raise ValueError(f"EUGenMLP expected parts {self.in_dim} wide in all, got {width}")
         hooked = bool(self._forward_hooks or self._forward_pre_hooks)
-        if not hooked and not self.training and self.runs_fused and not self.compile_fused:
+        fused = not self.training and self.runs_fused
+        if not hooked and fused and not self.compile_fused:
             return self.fused()(parts)
+        if not hooked and not fused and not torch.is_grad_enabled() and not self.layers_hooked():
+            # layer by layer in passes of rows, as forward runs it, each pass concatenating its own rows: the
+            # whole batch's concatenation is never built here either
+            from eugen_nerf.layers.fused import default_rows_per_pass, run_in_passes
+
+            flat = [part.reshape(-1, part.shape[-1]) for part in parts]
+            out = run_in_passes(
+                lambda rows: self.forward_unfused(torch.cat(rows, dim=-1)),
+                flat,
+                default_rows_per_pass(flat[0]),
+            )
+            return out.reshape(*parts[0].shape[:-1], out.shape[-1])
         return self(torch.cat(parts, dim=-1))
 
     def macs_per_point(self) -> int:
