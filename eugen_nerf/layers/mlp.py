@@ -233,16 +233,22 @@ class EUGenMLP(nn.Module):
         if not self.training and self.runs_fused:
             return self._run_fused(in_tensor)
         if not torch.is_grad_enabled() and not self.layers_hooked():
-            # layer by layer (a low-rank MLP) in passes of rows as the fused form runs, so that both are
-            # timed alike; with hooks on its layers, whole (a hook sees the batch it was called with)
-            from eugen_nerf.layers.fused import default_rows_per_pass, run_in_passes
-
-            flat = in_tensor.reshape(-1, self.in_dim)
-            out = run_in_passes(
-                lambda rows: self.forward_unfused(rows[0]), [flat], default_rows_per_pass(flat)
-            )
-            return out.reshape(*in_tensor.shape[:-1], out.shape[-1])
+            # with hooks on its layers, whole (a hook sees the batch it was called with)
+            return self._unfused_in_passes([in_tensor])
         return self.forward_unfused(in_tensor)
+
+    def _unfused_in_passes(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """Layer by layer without autograd (a low-rank MLP, or fused inference off) in passes of rows as the
+        fused form runs, so that both are timed alike; each pass concatenates its own rows of ``parts``."""
+        from eugen_nerf.layers.fused import default_rows_per_pass, run_in_passes
+
+        flat = [part.reshape(-1, part.shape[-1]) for part in parts]
+        out = run_in_passes(
+            lambda rows: self.forward_unfused(rows[0] if len(rows) == 1 else torch.cat(rows, dim=-1)),
+            flat,
+            default_rows_per_pass(flat[0]),
+        )
+        return out.reshape(*parts[0].shape[:-1], out.shape[-1])
 
     def layers_hooked(self) -> bool:
         """Whether a forward hook or pre-hook would see the layers' calls: one on a module inside this MLP, or a
@@ -257,8 +263,8 @@ class EUGenMLP(nn.Module):
         """``self(torch.cat(parts, dim=-1))``. The eager fused form reads the parts apart (one matrix product
         per part in the first layer and in every skip), so the concatenation, the widest buffer of a colour
         head's render, is never built; without autograd the layer-by-layer form concatenates one pass of rows
-        at a time (:data:`~eugen_nerf.layers.fused.CPU_ROWS`) as it runs them. With forward hooks on the module (distillation's probe and capture
-        record each MLP's input through them) the call goes through ``self`` on the concatenation, so the
+        at a time (:data:`~eugen_nerf.layers.fused.CPU_ROWS`) as it runs them. With forward hooks on the module
+        (distillation's probe and capture record each MLP's input through them) the call goes through ``self`` on the concatenation, so the
         hooks see what they would see had the field called the module."""
         parts = list(parts)
         width = sum(part.shape[-1] for part in parts)
@@ -269,17 +275,9 @@ class EUGenMLP(nn.Module):
         if not hooked and fused and not self.compile_fused:
             return self.fused()(parts)
         if not hooked and not fused and not torch.is_grad_enabled() and not self.layers_hooked():
-            # layer by layer in passes of rows, as forward runs it, each pass concatenating its own rows: the
-            # whole batch's concatenation is never built here either
-            from eugen_nerf.layers.fused import default_rows_per_pass, run_in_passes
-
-            flat = [part.reshape(-1, part.shape[-1]) for part in parts]
-            out = run_in_passes(
-                lambda rows: self.forward_unfused(torch.cat(rows, dim=-1)),
-                flat,
-                default_rows_per_pass(flat[0]),
-            )
-            return out.reshape(*parts[0].shape[:-1], out.shape[-1])
+            return self._unfused_in_passes(
+                parts
+            )  # the whole batch's concatenation is never built here either
         return self(torch.cat(parts, dim=-1))
 
     def macs_per_point(self) -> int:
