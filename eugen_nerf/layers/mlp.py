@@ -264,7 +264,8 @@ class EUGenMLP(nn.Module):
         per part in the first layer and in every skip), so the concatenation, the widest buffer of a colour
         head's render, is never built; without autograd the layer-by-layer form concatenates one pass of rows
         at a time (:data:`~eugen_nerf.layers.fused.CPU_ROWS`) as it runs them. With forward hooks on the module
-        (distillation's probe and capture record each MLP's input through them) the call goes through ``self`` on the concatenation, so the
+        (distillation's probe and capture record each MLP's input through them) the call goes through ``self``
+        on the concatenation, so the
         hooks see what they would see had the field called the module."""
         parts = list(parts)
         width = sum(part.shape[-1] for part in parts)
@@ -275,9 +276,8 @@ class EUGenMLP(nn.Module):
         if not hooked and fused and not self.compile_fused:
             return self.fused()(parts)
         if not hooked and not fused and not torch.is_grad_enabled() and not self.layers_hooked():
-            return self._unfused_in_passes(
-                parts
-            )  # the whole batch's concatenation is never built here either
+            # the whole batch's concatenation is never built here either
+            return self._unfused_in_passes(parts)
         return self(torch.cat(parts, dim=-1))
 
     def macs_per_point(self) -> int:
