@@ -407,3 +407,33 @@ def test_the_fused_form_follows_a_changed_buffer():
         layer.projections.copy_(torch.randn_like(layer.projections))
     torch.testing.assert_close(mlp(x), mlp.forward_unfused(x))
     assert not torch.allclose(mlp(x), before)
+
+
+def test_an_eugen_output_is_absorbed_by_the_linear_layer_that_reads_it():
+    from eugen_nerf.layers import EUGenMLP, EUGenSpec
+    from eugen_nerf.layers.fused import FusedMLP
+
+    torch.manual_seed(0)
+    spec = EUGenSpec(num_features=8)
+    producer = EUGenMLP(5, 3, 16, out_dim=16, layer_types=("dense", "eugen", "eugen"), eugen=spec).eval()
+    consumer = EUGenMLP(4 + 16, 2, 12, out_dim=3, out_activation=nn.Sigmoid()).eval()
+    x, extra = torch.randn(50, 5), torch.randn(50, 4)
+    with torch.no_grad():
+        expected = consumer(torch.cat([extra, producer(x)], dim=-1))
+        features_form, a, c = producer.fused().split_output()
+        features = features_form(x)
+        assert features.shape == (50, 8 * spec.degree)
+        merged = consumer.fused().absorb_input(4, a, c)
+        assert merged.in_dim == 4 + 8 * spec.degree
+        torch.testing.assert_close(merged([extra, features]), expected, rtol=1e-5, atol=1e-6)
+        linear = nn.Linear(16, 2)
+        density = FusedMLP.from_linear(linear).absorb_input(0, a, c)
+        torch.testing.assert_close(density(features), linear(producer(x)), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="last layer is EUGen and that has no output activation"):
+        consumer.fused().split_output()
+    skipping = EUGenMLP(16, 3, 8, out_dim=2, skip_connections=(1,)).eval()
+    assert not skipping.fused().reads_input_linearly()
+    with pytest.raises(ValueError, match="skip connection"):
+        skipping.fused().absorb_input(0, a, c)
+    with pytest.raises(ValueError, match="not within the input"):
+        consumer.fused().absorb_input(10, a, c)

@@ -28,7 +28,7 @@ All merged matrices are computed once in float64 and cast to the MLP's dtype.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -388,6 +388,66 @@ class FusedMLP:
         for order in range(1, k):
             blocks[:, order].mul_(blocks[:, order - 1])
         return _feature_map(layer, projected, inplace=True)
+
+    def split_output(self) -> tuple[FusedMLP, torch.Tensor, torch.Tensor]:
+        """``(features form, A, c)``: this MLP's output is ``A F + c``, where ``F`` is what the features form
+        returns, the last EUGen layer's features (``k·m`` wide). Whatever reads the output linearly can absorb
+        ``A`` and ``c`` (:meth:`absorb_input`), so the ``l``-wide output is never built.
+
+        Only for an MLP whose last layer is EUGen and that has no output activation (its output is then
+        linear in ``F``)."""
+        last = self.steps[-1]
+        if last.out_weight is None or self.out_activation is not None:
+            raise ValueError(
+                "split_output needs an MLP whose last layer is EUGen and that has no output activation"
+            )
+        features = FusedMLP(
+            [*self.steps[:-1], replace(last, out_weight=None, out_bias=None)], self.in_dim, None
+        )
+        return features, last.out_weight, last.out_bias
+
+    def absorb_input(self, start: int, weight: torch.Tensor, bias: torch.Tensor) -> FusedMLP:
+        """This MLP reading, in place of its input columns ``start : start + weight.shape[0]``, ``weight F +
+        bias`` computed from ``F`` (``weight.shape[1]`` wide): a copy whose first layer multiplies ``F``
+        by its columns times ``weight`` (merged in float64). The copy's input has ``F`` where those columns
+        were.
+
+        The first layer must read its input linearly (dense, or EUGen without the input's norm), and no
+        later layer may read the input again (no skip connections)."""
+        first = self.steps[0]
+        width = weight.shape[0]
+        if not 0 <= start <= self.in_dim - width:
+            raise ValueError(f"columns {start}:{start + width} are not within the input's {self.in_dim}")
+        if not self.reads_input_linearly():
+            raise ValueError(
+                "absorb_input: the MLP reads its input other than through its first layer's matrix "
+                "(a skip connection, or the input's norm)"
+            )
+        w = first.weight.double()
+        columns = w[:, start : start + width]
+        merged = torch.cat([w[:, :start], columns @ weight.double(), w[:, start + width :]], dim=1)
+        step = replace(
+            first,
+            weight=merged.to(first.weight.dtype),
+            bias=(first.bias.double() + columns @ bias.double()).to(first.bias.dtype),
+        )
+        in_dim = self.in_dim - width + weight.shape[1]
+        return FusedMLP([step, *self.steps[1:]], in_dim, self.out_activation)
+
+    def reads_input_linearly(self) -> bool:
+        """Whether the input is read only through the first layer's matrix (what :meth:`absorb_input` needs): no
+        skip connection reads it again, and the first layer does not read its norm."""
+        first = self.steps[0]
+        return all(step.skip_weight is None for step in self.steps) and not (
+            first.layer is not None and first.layer.needs_input_norm
+        )
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, out_activation=None) -> FusedMLP:
+        """A one-step fused form of a dense layer (a field's density head), for :meth:`absorb_input`."""
+        weight, bias = _linear_parts(linear)
+        dtype = linear.weight.dtype
+        return cls([_Step(weight=weight.to(dtype), bias=bias.to(dtype))], linear.in_features, out_activation)
 
     def macs_per_point(self) -> int:
         """Multiply-accumulates per point of the merged form."""
