@@ -157,3 +157,38 @@ def test_bad_eugen_config_fails_with_a_clear_message(make, message):
 
 def test_layer_indices_are_normalised():
     assert check_layer_indices("x", (-1, 0, 0), 8) == (0, 7)
+
+
+def test_nerf_heads_absorb_an_eugen_last_trunk_layer_at_inference():
+    """With trunk layer 7 EUGen, no ReLU follows it; in eval the heads absorb its A and the trunk hands on its
+    k·m features, and the field's outputs are those of the unfolded field."""
+    torch.manual_seed(0)
+    config = NeRFEUGenConfig(num_features=8, trunk_layers=(1, 2, 3, 5, 6, 7))
+    field = nerf_field(config).eval()
+    assert field.trunk.out_activation is None
+    samples = ray_samples()
+    assert field.folded_heads() is not None
+    _, embedding = field.get_density(samples)
+    assert embedding.shape[-1] == 8 * config.degree  # the features, not the 32-wide output
+    folded = field(samples)
+    for module in field.modules():
+        if isinstance(module, EUGenMLP):
+            module.fuse_in_eval = False
+    assert field.folded_heads() is None
+    unfolded = field(samples)
+    for head in (FieldHeadNames.DENSITY, FieldHeadNames.RGB):
+        torch.testing.assert_close(folded[head], unfolded[head], rtol=1e-5, atol=1e-6)
+
+
+def test_nerf_heads_read_the_trunk_output_where_folding_would_hide_it():
+    torch.manual_seed(0)
+    field = nerf_field(NeRFEUGenConfig(num_features=8, trunk_layers=(1, 7), train_merged=False)).eval()
+    assert field.folded_heads() is not None
+    handle = field.trunk.register_forward_hook(
+        lambda *args: None
+    )  # distillation's capture watches the output
+    assert field.folded_heads() is None
+    handle.remove()
+    assert field.train().folded_heads() is None
+    dense_last = nerf_field(NeRFEUGenConfig(num_features=8, trunk_layers=(1, 2))).eval()
+    assert isinstance(dense_last.trunk.out_activation, torch.nn.ReLU) and dense_last.folded_heads() is None

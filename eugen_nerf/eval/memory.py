@@ -152,6 +152,8 @@ def prepare_fused_forms(model: torch.nn.Module) -> None:
     for module in model.modules():
         if getattr(module, "runs_fused", False):
             module.fused()
+        if hasattr(module, "folded_heads"):  # a field whose heads absorb its trunk's last layer
+            module.folded_heads()
 
 
 def measure_in_this_process(

@@ -103,12 +103,13 @@ class _Writer:
         return name
 
 
-def export_mlp(mlp: nn.Module, name: str, writer: _Writer) -> dict:
-    """The header entry of an :class:`~eugen_nerf.layers.EUGenMLP` (or a :class:`~eugen_nerf.layers.MergedMLP`)
-    in merged form (its buffers added)."""
+def export_mlp(mlp, name: str, writer: _Writer, out_activation: str | None = None) -> dict:
+    """The header entry of an :class:`~eugen_nerf.layers.EUGenMLP` (or a :class:`~eugen_nerf.layers.MergedMLP`,
+    or a merged form itself) in merged form (its buffers added); ``out_activation`` replaces the MLP's own."""
     from eugen_nerf.layers import EUGenLinear
+    from eugen_nerf.layers.fused import FusedMLP
 
-    fused = mlp.fused()  # both classes hold their merged form
+    fused = mlp if isinstance(mlp, FusedMLP) else mlp.fused()  # both classes hold their merged form
     steps = []
     for i, step in enumerate(fused.steps):
         where = f"{name} layer {i}"
@@ -157,8 +158,8 @@ def export_mlp(mlp: nn.Module, name: str, writer: _Writer) -> dict:
         )
         steps.append(entry)
     return {
-        "in_dim": mlp.in_dim,
-        "out_activation": _activation(mlp.out_activation, f"{name} output"),
+        "in_dim": fused.in_dim,
+        "out_activation": out_activation or _activation(fused.out_activation, f"{name} output"),
         "steps": steps,
     }
 
@@ -189,12 +190,21 @@ def export_nerf_field(field: nn.Module, name: str, writer: _Writer) -> dict:
 
     if not isinstance(field, EUGenNeRFField):
         raise ExportError(f"field {name} is a {type(field).__name__}; the exporter supports {SUPPORTED}")
+    training = field.training
+    folded = field.eval().folded_heads()  # the heads absorb an EUGen last trunk layer's A, as torch renders
+    field.train(training)
+    if folded is not None:
+        trunk, density, color = folded
+        density_entry = export_mlp(density, f"{name}.density", writer, out_activation="softplus")
+    else:
+        trunk, color = field.trunk, field.color_head
+        density_entry = _linear_mlp(field.density_head, "softplus", f"{name}.density", writer)
     return {
         "position_encoding": _encoding(field.position_encoding),
         "direction_encoding": _encoding(field.direction_encoding),
-        "trunk": export_mlp(field.trunk, f"{name}.trunk", writer),
-        "density": _linear_mlp(field.density_head, "softplus", f"{name}.density", writer),
-        "color": export_mlp(field.color_head, f"{name}.color", writer),
+        "trunk": export_mlp(trunk, f"{name}.trunk", writer),
+        "density": density_entry,
+        "color": export_mlp(color, f"{name}.color", writer),
         "color_input": ["direction", "features"],
     }
 
