@@ -537,7 +537,7 @@ def test_the_methods_suite_sets_the_eugen_knobs_asked_for_and_names_them_in_the_
     label, config = configs["eugen"]
     spec = config.pipeline.model.eugen
     assert (spec.num_features, spec.scaling, spec.use_norm) == (32, "linear", True)
-    assert spec.feature_map == "identity" and spec.trunk_layers == (1, 2, 3, 5, 6)  # the method's own
+    assert spec.feature_map == "identity" and spec.trunk_layers == (1, 2, 3, 5, 6, 7)  # the method's own
     assert label == "eugen-nerf (num-features=32, scaling=linear, use-norm=True)"
     assert timestamp(label) == "eugen-nerf_num-features32_scalinglinear_use-normTrue"
     # a baseline trained with the same knobs is kept apart from one trained with the method's own

@@ -418,7 +418,7 @@ def test_auto_selection_keeps_what_fits_the_budget_and_fine_tunes(dense_teacher,
     result = distill(opts)
     report = result.report
     decisions = report["auto"]["decisions"]
-    expected = [f"field_{f}.trunk.layers.{i}" for f in ("coarse", "fine") for i in (1, 2, 3, 5, 6)]
+    expected = [f"field_{f}.trunk.layers.{i}" for f in ("coarse", "fine") for i in (1, 2, 3, 5, 6, 7)]
     assert [d["path"] for d in decisions] == expected
     model = result.teacher.model
     for d in decisions:

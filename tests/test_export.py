@@ -159,7 +159,7 @@ def test_eugen_export_holds_the_merged_chain(exports):
     header = fmt.read(exports["eugen-nerf"]).header
     steps = header["fields"]["fine"]["trunk"]["steps"]
     kinds = [step["kind"] for step in steps]
-    assert kinds == ["dense", "eugen", "eugen", "eugen", "dense", "eugen", "eugen", "dense"]
+    assert kinds == ["dense", "eugen", "eugen", "eugen", "dense", "eugen", "eugen", "eugen"]
     assert all(step.get("out_weight") is None for step in steps)
     assert any(step["norm_rows"] for step in steps if step["kind"] == "eugen")  # ||h|| from the features
 

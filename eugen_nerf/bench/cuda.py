@@ -97,6 +97,8 @@ class Head:
         activation = nn.Softplus(beta=100.0) if self.activation == "softplus100" else nn.ReLU()
         out = {"relu": nn.ReLU(), "sigmoid": nn.Sigmoid(), None: None}[self.out_activation]
         layers = self.eugen_layers if eugen else ()
+        if self.num_layers - 1 in layers and self.out_activation == "relu":
+            out = None  # an EUGen last layer replaces the hidden layer's ReLU(W x + b) whole (the NeRF trunk)
         return EUGenMLP(
             in_dim=self.in_dim,
             num_layers=self.num_layers,
@@ -112,7 +114,7 @@ class Head:
 
 HEADS = (
     # NeRF trunk: 10-octave encoding of positions (63), 8 x 256, skip at 4; NeRFEUGenConfig's defaults
-    Head("nerf-trunk", 63, 8, 256, 256, skips=(4,), eugen_layers=(1, 2, 3, 5, 6),
+    Head("nerf-trunk", 63, 8, 256, 256, skips=(4,), eugen_layers=(1, 2, 3, 5, 6, 7),
          spec=EUGenSpec(num_features=64, feature_map="identity", use_norm=False, scaling="projected"),
          out_activation="relu"),
     # Zip-NeRF view MLP: bottleneck 256 + 4-octave directions (27), 3 x 256, skip at 1; ZipNeRFEUGenConfig

@@ -158,8 +158,8 @@ class DistillOptions:
     """Layer paths or glob patterns (see --list-layers), 'hidden' (every layer from hidden features to hidden
     features: not the first of an MLP, not a skip layer, not the last unless its output is activated like a
     hidden layer's; trunk layers 1, 2, 3, 5, 6, 7 of a dense-nerf teacher, none of a dense-zipnerf one), 'twin'
-    (the layers the teacher's EUGen twin method makes EUGen: eugen-nerf's trunk layers 1, 2, 3, 5, 6 of a
-    dense-nerf teacher, eugen-zipnerf's view layers 0, 1 of a dense-zipnerf one, eugen-nerfacto's colour layer 1
+    (the layers the teacher's EUGen twin method makes EUGen: eugen-nerf's trunk layers 1, 2, 3, 5, 6, 7 of
+    a dense-nerf teacher, eugen-zipnerf's view layers 0, 1 of a dense-zipnerf one, eugen-nerfacto's colour layer 1
     of a dense-nerfacto one; 'hidden' for a teacher with no EUGen twin: stock nerfstudio, SIREN), or 'auto' (greedy selection among the hidden layers within --psnr-budget, given alone). Several
     select their union."""
     eugen: EUGenSpec = field(default_factory=distill_spec)

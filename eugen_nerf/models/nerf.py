@@ -44,8 +44,10 @@ class NeRFEUGenConfig(MergedTrainingSpec):
     """Random projections m of each trunk EUGen layer. With the projected scaling a merged layer is k*m = 128
     rows against the dense layer's 256, so the trunk renders faster than the dense twin's at this m; at m = 32
     the trunk trails the dense twin's PSNR (docs/benchmarks.md, NeRF)."""
-    trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6)
-    """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last)."""
+    trunk_layers: tuple[int, ...] = (1, 2, 3, 5, 6, 7)
+    """EUGen layers of the 8-layer trunk (0: encoding -> width, 4: skip layer, 7: last). An EUGen last layer is
+    followed by no ReLU, so at inference the density and colour heads absorb its A and the trunk hands on its
+    k*m features, not its 256-wide output (eugen_nerf.fields.nerf)."""
     head_layers: tuple[int, ...] = ()
     """EUGen layers of the 2-layer colour head (1 outputs RGB)."""
 
