@@ -107,14 +107,20 @@ class EUGenNeRFField(Field):
         tensors = [t for m in (*mlps, self.density_head) for t in (*m.parameters(), *m.buffers())]
         key = tuple((id(t), t._version, t.device, t.dtype) for t in tensors)
         if key != self._folded_key:
-            self._folded, self._folded_key = None, key
-            color = self.color_head.fused()
-            if color.reads_input_linearly():  # else the colour head needs the trunk's output itself
-                trunk, a, c = self.trunk.fused().split_output()
-                density = FusedMLP.from_linear(self.density_head).absorb_input(0, a, c)
-                color = color.absorb_input(self.direction_encoding.get_out_dim(), a, c)
-                self._folded = (trunk, density, color)
+            self._folded, self._folded_key = self.fold_heads(), key
         return self._folded
+
+    def fold_heads(self) -> tuple[FusedMLP, FusedMLP, FusedMLP] | None:
+        """The merged forms :meth:`folded_heads` runs, built now whatever the mode (None where the trunk's output
+        is not linear in its last features, or the colour head reads its input other than linearly)."""
+        if self.trunk.out_activation is not None:
+            return None
+        color = self.color_head.fused()
+        if not color.reads_input_linearly():  # the colour head needs the trunk's output itself
+            return None
+        trunk, a, c = self.trunk.fused().split_output()
+        density = FusedMLP.from_linear(self.density_head).absorb_input(0, a, c)
+        return trunk, density, color.absorb_input(self.direction_encoding.get_out_dim(), a, c)
 
     def get_density(self, ray_samples: RaySamples) -> tuple[Tensor, Tensor]:
         encoded = self.position_encoding(ray_samples.frustums.get_positions())

@@ -85,8 +85,12 @@ def eugen_mlps(model: torch.nn.Module) -> list[EUGenMLP]:
 
 def mlp_macs(model: torch.nn.Module, fused: bool) -> int:
     """MACs per field point of the field's MLPs (encodings and hash grids excluded); an MLP trained merged
-    (:class:`~eugen_nerf.layers.MergedMLP`) runs its merged form either way."""
+    (:class:`~eugen_nerf.layers.MergedMLP`) runs its merged form either way. Merged, a NeRF field whose heads
+    absorb its trunk's last EUGen layer (``fold_heads``) counts the trunk and colour head so folded."""
     _, field = find_field(model)
+    folded = field.fold_heads() if fused and hasattr(field, "fold_heads") else None
+    if folded is not None:
+        return folded[0].macs_per_point() + folded[2].macs_per_point()
     layered = sum(
         m.fused().macs_per_point() if fused and m.has_eugen else m.macs_per_point() for m in eugen_mlps(field)
     )
