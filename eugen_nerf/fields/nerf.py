@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 from nerfstudio.cameras.rays import RaySamples
 from nerfstudio.field_components.encodings import NeRFEncoding
 from nerfstudio.field_components.field_heads import FieldHeadNames
@@ -110,6 +111,7 @@ class EUGenNeRFField(Field):
             self._folded, self._folded_key = self.fold_heads(), key
         return self._folded
 
+    @torch.no_grad()  # inference forms: no autograd history on the merged weights
     def fold_heads(self) -> tuple[FusedMLP, FusedMLP, FusedMLP] | None:
         """The merged forms :meth:`folded_heads` runs, built now whatever the mode (None where the trunk's output
         is not linear in its last features, or the colour head reads its input other than linearly)."""
