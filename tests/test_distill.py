@@ -1592,3 +1592,44 @@ def test_the_default_layers_are_the_hidden_ones_or_else_the_teachers_eugen_twins
     assert [r.path for r in resolve_layers(stock, ["twin"])] == [
         r.path for r in resolve_layers(stock, ["hidden"])
     ]
+
+
+FOLD_LAYERS = ("field_coarse.trunk.layers.[67]", "field_fine.trunk.layers.[67]")
+
+
+def test_fold_out_activation_fits_the_activated_trunk_and_the_student_folds_its_heads(
+    dense_teacher, tmp_path
+):
+    """The trunk's last layer is fitted to the teacher's output after its ReLU, the student runs without that ReLU
+    (saved in its config), and eugen-nerf's field then merges the layer's A into its heads."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    opts = options(
+        dense_teacher, tmp_path / "run", layers=FOLD_LAYERS, evaluate=False, fold_out_activation=True
+    )
+    opts.eugen = EUGenSpec(num_features=64, degree=1, feature_map="relu")
+    distill(opts)
+    teacher = load_teacher(dense_teacher, "cpu").model.eval()
+    run = load_teacher(tmp_path / "run", "cpu")
+    assert set(run.config.pipeline.model.unactivated) == {"field_coarse.trunk", "field_fine.trunk"}
+    student = run.model.eval()
+    for name in ("field_coarse", "field_fine"):
+        field, dense = student.get_submodule(name), teacher.get_submodule(name)
+        assert field.trunk.out_activation is None and isinstance(dense.trunk.out_activation, torch.nn.ReLU)
+        assert field.folded_heads() is not None
+        x = field.position_encoding(torch.rand(4096, 3, generator=torch.Generator().manual_seed(0)) * 2 - 1)
+        with torch.no_grad():
+            out = field.trunk.forward_unfused(x)
+            dense.trunk.out_activation = None
+            pre = dense.trunk.forward_unfused(x)
+        post = torch.relu(pre)
+        assert (pre < 0).float().mean() > 0.1  # the ReLU matters on these inputs
+        # fitted to the activated output, not to the pre-activation the unfolded student's layer fits
+        assert (out - post).square().mean() < 0.5 * (out - pre).square().mean()
+
+
+def test_fold_out_activation_is_refused_for_low_rank_layers(dense_teacher, tmp_path):
+    with pytest.raises(DistillError, match="fold-out-activation"):
+        opts = options(dense_teacher, tmp_path / "run", fold_out_activation=True)
+        DistillOptions(**{**vars(opts), "eugen": EUGenSpec(layer_type="lowrank")})
+    assert not (tmp_path / "run").exists()

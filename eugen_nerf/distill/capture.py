@@ -5,7 +5,7 @@ seeded ``pair_fraction`` of its rows, and walks the kept rows through two copies
 
 * the **teacher** copy (all dense) gives the target ``Y`` of every layer: its output after the
   MLP's activation (hidden layers) or before ``out_activation`` (last layer, whose EUGen
-  replacement is followed by ``out_activation`` just the same);
+  replacement is followed by ``out_activation`` just the same; after it where the student drops it);
 * the **student so far** (earlier layers already EUGen when fitting sequentially) gives the input
   ``X`` of the layer, including the skip concatenation.
 
@@ -24,6 +24,7 @@ the fine-tune keeps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -127,10 +128,13 @@ class LayerEquations:
         self.heldout.all_reduce()
 
 
-def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+def trace(
+    mlp: EUGenMLP, x: Tensor, upto: int, activate_out: bool = False
+) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
     """Inputs, outputs and pre-activations of layers ``0..upto`` of ``mlp`` on ``x`` (unfused).
 
-    An output is taken after the MLP's activation when one follows the layer, before ``out_activation``.
+    An output is taken after the MLP's activation when one follows the layer; the last layer's before
+    ``out_activation``, or after it with ``activate_out`` (a student that drops it fits the activated output).
     """
     inputs, outputs, pre = [], [], []
     h = x
@@ -142,6 +146,8 @@ def trace(mlp: EUGenMLP, x: Tensor, upto: int) -> tuple[list[Tensor], list[Tenso
         pre.append(h)
         if mlp.applies_activation(i):
             h = mlp.activation(h)
+        elif activate_out and i == len(mlp.layers) - 1 and mlp.out_activation is not None:
+            h = mlp.out_activation(h)
         outputs.append(h)
     return inputs, outputs, pre
 
@@ -156,6 +162,8 @@ class Capture:
         pair_fraction: fraction of each MLP call's rows that enter the fit.
         heldout_fraction: fraction of the kept rows that go to the held-out statistics when no ray-level
             split is given (``held_rays`` is ``None``: a single sampled camera).
+        unactivated: paths of the MLPs the student runs without their output activation: the target of their
+            last layer is the teacher's activated output.
     """
 
     def __init__(
@@ -165,8 +173,10 @@ class Capture:
         equations: list[LayerEquations],
         pair_fraction: float,
         heldout_fraction: float,
+        unactivated: Sequence[str] = (),
     ) -> None:
         self.mlps = mlps
+        self.unactivated = set(unactivated)
         self.teachers = teachers
         self.by_mlp: dict[str, list[LayerEquations]] = {}
         for eq in equations:
@@ -230,7 +240,9 @@ class Capture:
         targets = self.by_mlp[mlp_path]
         upto = max(eq.ref.index for eq in targets)
         student = self.mlps[mlp_path]
-        teacher_in, teacher_out, teacher_pre = trace(self.teachers[mlp_path], x, upto)
+        teacher_in, teacher_out, teacher_pre = trace(
+            self.teachers[mlp_path], x, upto, activate_out=mlp_path in self.unactivated
+        )
         student_in = teacher_in  # until a layer before these is replaced, the inputs are the teacher's
         if any(isinstance(layer, (EUGenLinear, LowRankLinear)) for layer in student.layers[:upto]):
             student_in = trace(student, x, upto)[0]

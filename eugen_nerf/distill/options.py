@@ -186,6 +186,13 @@ class DistillOptions:
     rows) are narrowed: otherwise the default does not apply."""
     narrow_r2: float = DEFAULT_NARROW_R2
     """--narrow-fraction only: the held-out R² a narrower layer must reach in closed form to be kept."""
+    fold_out_activation: bool = False
+    """Fit a replaced last layer whose output the MLP activates like a hidden layer's (a NeRF trunk's ReLU before
+    its heads) to the teacher's activated output, and drop that activation from the student. Nothing non-linear
+    then sits between the layer's ``A`` and the layers that read its output, so a field that can merges them at
+    render time (eugen-nerf's NeRF field folds the trunk's last ``A`` into its density and colour heads) and the
+    layer costs only its features. Off: the student keeps the activation after the layer, as the teacher has it.
+    Not with eugen.layer-type lowrank, whose layers keep the teacher's activation after them."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
@@ -330,6 +337,11 @@ class DistillOptions:
             raise DistillError(
                 "refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                 "eugen.layer-type lowrank has none (use --refine-steps 0)"
+            )
+        if self.eugen.layer_type == "lowrank" and self.fold_out_activation:
+            raise DistillError(
+                "fold-out-activation drops the activation after a layer that replaces it; a lowrank layer keeps "
+                "the teacher's activation after it (use --no-fold-out-activation)"
             )
         if self.projections is None:
             self.projections = "teacher" if self.eugen.layer_type == "eugen" else "seeded"
@@ -477,6 +489,8 @@ class DistillOptions:
             keys += ("width_fraction_of",)
         if self.narrow_fraction is not None:
             keys += ("narrow_fraction", "narrow_r2")
+        if self.fold_out_activation:
+            keys += ("fold_out_activation",)
         values = asdict(self)
         eugen = {key: value for key, value in asdict(self.eugen).items() if key not in RENDER_ONLY}
         return {

@@ -76,6 +76,7 @@ from eugen_nerf.distill.solve import LayerFit, refine_layer, solve_layer
 from eugen_nerf.distill.student import (
     LayerRef,
     convert_mlps,
+    folds_out_activation,
     install_layer,
     layer_features,
     layer_seed,
@@ -408,6 +409,15 @@ class Distillation:
         )
         return (narrow_eq, narrow_fit) if kept else (eq, fit)
 
+    def folding(self, refs: list[LayerRef]) -> list[str]:
+        """``--fold-out-activation``: the MLPs of ``refs`` whose last layer is among them, fitted to the
+        teacher's activated output and run without the activation after it."""
+        if not self.options.fold_out_activation:
+            return []
+        return sorted(
+            {ref.mlp_path for ref in refs if folds_out_activation(self.teachers[ref.mlp_path], ref.index)}
+        )
+
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
         mlp = self.mlps[ref.mlp_path]
         options = self.options
@@ -436,7 +446,12 @@ class Distillation:
         with (
             torch.no_grad(),
             Capture(
-                self.mlps, self.teachers, equations, options.pair_fraction, options.heldout_fraction
+                self.mlps,
+                self.teachers,
+                equations,
+                options.pair_fraction,
+                options.heldout_fraction,
+                unactivated=self.folding([eq.ref for eq in equations]),
             ) as capture,
         ):
             # the first stage renders whole (the teacher's colours are kept); later ones stop once recorded
@@ -546,6 +561,7 @@ class Distillation:
         kept = drop <= self.options.psnr_budget
         if not kept:
             install_layer(self.mlps[ref.mlp_path], ref.index, self.dense[ref.path])
+            self.mlps[ref.mlp_path].out_activation = copy.deepcopy(self.teachers[ref.mlp_path].out_activation)
             del self.fits[ref.path]
         self.state["decisions"].append({"path": ref.path, "drop_db": drop, "kept": kept})
         self.say(f"  auto: {ref.path} PSNR drop {drop:+.4f} dB -> {'kept' if kept else 'rejected'}")
@@ -711,6 +727,7 @@ class Distillation:
                 options.spec,
                 options.width_fraction,
                 self.widths(),
+                self.folding([ref for ref in self.refs if ref.path in self.fits]),
             )
             partial = stage_checkpoint(work, teacher.pipeline.state_dict(), step)
         report["student_checkpoint_bytes"] = partial.stat().st_size

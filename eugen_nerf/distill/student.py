@@ -85,6 +85,18 @@ def _hidden(mlp: nn.Module, index: int, last: int, skips: set[int]) -> bool:
     return activation is not None and out is not None and type(out) is type(activation)
 
 
+def folds_out_activation(mlp: nn.Module, index: int) -> bool:
+    """Whether a student may fit layer ``index`` of ``mlp`` to the teacher's activated output and drop the
+    activation after it (``--fold-out-activation``): the MLP's last layer, activated like a hidden layer."""
+    return index == len(mlp.layers) - 1 and _hidden(mlp, index, index, set())
+
+
+def drop_out_activations(model: nn.Module, mlp_paths: Sequence[str]) -> None:
+    """Run the MLPs at ``mlp_paths`` of ``model`` without their output activation."""
+    for path in mlp_paths:
+        model.get_submodule(path).out_activation = None
+
+
 def list_layers(model: nn.Module) -> list[LayerInfo]:
     """Every layer of every known MLP of ``model``, in depth order."""
     rows = []
@@ -270,14 +282,16 @@ def apply_student(
     spec: EUGenSpec,
     width_fraction: float | None = None,
     width_fraction_of: Sequence[str] = (),
+    unactivated: Sequence[str] = (),
 ) -> list[LayerRef]:
-    """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``;
-    return their refs."""
+    """Replace the layers at ``paths`` by ``spec.layer_type`` layers (randomly initialised) in ``model``, and drop
+    the output activation of the MLPs at ``unactivated``; return the layers' refs."""
     refs = resolve_layers(model, paths)
     mlps = convert_mlps(model, refs)
     for ref in refs:
         layer = make_student_layer(mlps[ref.mlp_path], ref, spec, width_fraction, width_fraction_of)
         install_layer(mlps[ref.mlp_path], ref.index, layer)
+    drop_out_activations(model, unactivated)
     return refs
 
 
@@ -297,11 +311,16 @@ class StudentModelConfig(ModelConfig):
     width_fraction_of: tuple[str, ...] = ()
     """``PATTERN=FRACTION``: the width fraction of the layers whose path matches PATTERN, instead of
     ``width_fraction`` (eugen-distill --width-fraction-of)."""
+    unactivated: tuple[str, ...] = ()
+    """Paths of the MLPs run without their output activation: their last layer was fitted to the teacher's
+    activated output (eugen-distill --fold-out-activation)."""
 
     def setup(self, **kwargs) -> Model:
         self.teacher.eval_num_rays_per_chunk = self.eval_num_rays_per_chunk
         model = self.teacher.setup(**kwargs)
-        apply_student(model, self.layers, self.eugen, self.width_fraction, self.width_fraction_of)
+        apply_student(
+            model, self.layers, self.eugen, self.width_fraction, self.width_fraction_of, self.unactivated
+        )
         extend_model(model)  # after the swap (viewer controls): populate_modules saw only dense layers
         return model
 
@@ -335,6 +354,7 @@ def student_trainer_config(
     spec: EUGenSpec,
     width_fraction: float | None = None,
     width_fraction_of: Sequence[str] = (),
+    unactivated: Sequence[str] = (),
 ) -> DistilledTrainerConfig:
     """The ``config.yml`` of a student run: the teacher's, with the student model and new paths.
 
@@ -350,6 +370,7 @@ def student_trainer_config(
             eugen=spec,
             width_fraction=width_fraction,
             width_fraction_of=tuple(width_fraction_of),
+            unactivated=tuple(unactivated),
             eval_num_rays_per_chunk=teacher_config.pipeline.model.eval_num_rays_per_chunk,
         ),
     )

@@ -198,11 +198,11 @@ class EUGenMLP(nn.Module):
 
     def fused(self):
         """The merged inference form, rebuilt when any parameter or buffer (frozen projections are buffers),
-        device or dtype changed."""
+        device, dtype or the output activation changed."""
         from eugen_nerf.layers.fused import FusedMLP  # fused builds on this module
 
         tensors = [*self.parameters(), *self.buffers()]
-        key = tuple((id(t), t._version, t.device, t.dtype) for t in tensors)
+        key = (id(self.out_activation), *((id(t), t._version, t.device, t.dtype) for t in tensors))
         if self._fused is None or key != self._fused_key:
             self._fused = FusedMLP.from_mlp(self)
             self._fused_key = key

@@ -61,12 +61,14 @@ VARIANTS: dict[str, dict] = {
     "default": {},
     "closed-form": {"refine_steps": 0},
     "finetuned": {"finetune_steps": FINETUNE_STEPS},
+    "folded": {"fold_out_activation": True},
     "lowrank": {"layer_type": "lowrank"},
     "snnk": {"layer_type": "snnk"},
 }
 """Students distilled from the same teacher: eugen-distill's defaults (closed form, then per-layer refinement),
-the closed form alone, the defaults then fine-tuned, and the reviewers' low-rank and SNNK layers fitted the
-same way (same layers, capture and parameter budget)."""
+the closed form alone, the defaults then fine-tuned, the defaults with the trunk's output activation folded
+(``--fold-out-activation``), and the reviewers' low-rank and SNNK layers fitted the same way (same layers, capture
+and parameter budget)."""
 
 TEACHER_RULE = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=3000, max_steps=12000)
 """When the teacher counts as trained: < 0.1 dB validation PSNR gained over the last 20% of its steps."""
@@ -158,8 +160,9 @@ class BenchDistill:
     """eugen-distill --fps-clock (default: eugen-distill's, the wall clock; cpu: each render's CPU seconds)."""
     variants: list[str] = field(default_factory=lambda: ["default"])
     """the students distilled, each scored and timed against the teacher: default (eugen-distill's defaults),
-    closed-form (no refinement), finetuned (the defaults, then 1000 fine-tuning steps), lowrank, snnk (the
-    reviewers' layers fitted the same way). The first is the report's headline."""
+    closed-form (no refinement), finetuned (the defaults, then 1000 fine-tuning steps), folded (the defaults with
+    --fold-out-activation), lowrank, snnk (the reviewers' layers fitted the same way). The first is the report's
+    headline."""
     work_dir: Path = Path("outputs/bench/distill")
     """where the students are kept (<work-dir>/<teacher's scene>/<variant>); a finished student distilled
     with the same options is reused, so an interrupted suite resumes."""
