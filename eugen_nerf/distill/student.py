@@ -91,12 +91,6 @@ def folds_out_activation(mlp: nn.Module, index: int) -> bool:
     return index == len(mlp.layers) - 1 and _hidden(mlp, index, index, set())
 
 
-def drop_out_activations(model: nn.Module, mlp_paths: Sequence[str]) -> None:
-    """Run the MLPs at ``mlp_paths`` of ``model`` without their output activation."""
-    for path in mlp_paths:
-        model.get_submodule(path).out_activation = None
-
-
 def list_layers(model: nn.Module) -> list[LayerInfo]:
     """Every layer of every known MLP of ``model``, in depth order."""
     rows = []
@@ -291,7 +285,8 @@ def apply_student(
     for ref in refs:
         layer = make_student_layer(mlps[ref.mlp_path], ref, spec, width_fraction, width_fraction_of)
         install_layer(mlps[ref.mlp_path], ref.index, layer)
-    drop_out_activations(model, unactivated)
+    for path in unactivated:  # their last layer was fitted to the teacher's activated output
+        model.get_submodule(path).out_activation = None
     return refs
 
 
