@@ -588,8 +588,8 @@ CASES = [
         ),
         parsed_by_tyro=True,
     ),
-    Case(  # the default fraction typed out where it does not apply: not dropped silently as the default is
-        "distill-default-narrow-fraction-typed-for-a-baseline",
+    Case(
+        "distill-narrow-fraction-for-a-baseline",
         lambda i, s: [
             "--teacher",
             str(TEACHER),
@@ -602,6 +602,7 @@ CASES = [
         ],
         "eugen-distill",
         lambda i, s: "narrow-fraction narrows EUGen layers; eugen.layer-type lowrank has none",
+        parsed_by_tyro=True,
     ),
     Case(
         "distill-num-features-with-width-fraction",

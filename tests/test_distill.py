@@ -1443,14 +1443,12 @@ def test_width_fraction_of_gives_the_layers_it_matches_their_own_width_and_the_s
     torch.testing.assert_close(fused, unfused, rtol=1e-4, atol=1e-5)
 
 
-def test_the_default_narrowing_applies_only_where_it_can():
-    """By default every EUGen layer made of the teacher's units is tried narrower; the baselines, seeded
-    projections and one m for every layer have nothing it can narrow, and the default steps aside for them
-    (an explicit fraction there is an error)."""
-    from eugen_nerf.distill.options import DEFAULT_NARROW_FRACTION
-
+def test_narrowing_is_off_by_default_and_refused_where_it_cannot_apply():
+    """Every layer keeps its width unless --narrow-fraction is given; the baselines, seeded projections and one
+    m for every layer have nothing it can narrow, so a fraction given with them is an error."""
     teacher = Path("teachers/shiny128/dense-nerf/paper")
-    assert DistillOptions(teacher=teacher).narrow_fraction == DEFAULT_NARROW_FRACTION
+    assert DistillOptions(teacher=teacher).narrow_fraction is None
+    assert DistillOptions(teacher=teacher, narrow_fraction=7 / 16).narrow_fraction == 7 / 16
     for other in (
         dict(eugen=EUGenSpec(layer_type="lowrank")),
         dict(eugen=EUGenSpec(layer_type="snnk")),
@@ -1628,8 +1626,17 @@ def test_fold_out_activation_fits_the_activated_trunk_and_the_student_folds_its_
         assert (out - post).square().mean() < 0.5 * (out - pre).square().mean()
 
 
-def test_fold_out_activation_is_refused_for_low_rank_layers(dense_teacher, tmp_path):
-    with pytest.raises(DistillError, match="fold-out-activation"):
-        opts = options(dense_teacher, tmp_path / "run", fold_out_activation=True)
-        DistillOptions(**{**vars(opts), "eugen": EUGenSpec(layer_type="lowrank")})
-    assert not (tmp_path / "run").exists()
+def test_low_rank_students_fold_nothing_and_keep_the_teachers_activation(dense_teacher, tmp_path):
+    """Folding is on by default; a low-rank layer keeps the teacher's ReLU after it, so its student runs the
+    trunk exactly as the teacher does."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    assert options(dense_teacher, tmp_path / "eugen").fold_out_activation
+    opts = options(dense_teacher, tmp_path / "run", layers=FOLD_LAYERS, evaluate=False)
+    opts = DistillOptions(**{**vars(opts), "eugen": EUGenSpec(layer_type="lowrank", lowrank_rank=32)})
+    assert not opts.fold_out_activation
+    distill(opts)
+    run = load_teacher(tmp_path / "run", "cpu")
+    assert not run.config.pipeline.model.unactivated
+    for name in ("field_coarse", "field_fine"):
+        assert isinstance(run.model.get_submodule(name).trunk.out_activation, torch.nn.ReLU)

@@ -23,7 +23,6 @@ from rich.console import Console
 from rich.table import Table
 
 from eugen_nerf.distill.options import (
-    DEFAULT_NARROW_FRACTION,
     DistillError,
     DistillInterrupted,
     DistillOptions,
@@ -73,16 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         if command.width_fraction is not None and "--eugen.num-features" in typed:
             # the options see only the value: the default m typed out (64) would otherwise be ignored silently
             raise width_fraction_conflict(command.eugen.num_features, command.width_fraction)
-        if "--narrow-fraction" in typed and command.narrow_fraction is None:
-            # the default fraction typed out where it does not apply (the options dropped it): said, not ignored
-            args = sys.argv[1:] if argv is None else argv
-            given = next((a.split("=", 1)[1] for a in args if a.startswith("--narrow-fraction=")), None)
-            if given is None and "--narrow-fraction" in args:
-                position = args.index("--narrow-fraction") + 1
-                given = args[position] if position < len(args) else None
-            if given != "None":
-                command.narrow_fraction = DEFAULT_NARROW_FRACTION
-                raise DistillError(command.narrow_conflict() or "narrow-fraction does not apply here")
         if command.list_layers:
             list_teacher_layers(command.teacher, console)
             return 0

@@ -89,11 +89,6 @@ DEFAULT_WIDTH_FRACTION = 5 / 8
 """``m`` per layer by default: 160 of a 256-wide layer (with :data:`DEFAULT_LAYERS`, the narrowest width that
 keeps 99% of a paper-sized NeRF teacher's PSNR in closed form)."""
 
-DEFAULT_NARROW_FRACTION = 7 / 16
-"""Each EUGen layer is tried at 112 of 256 units (:attr:`DistillOptions.narrow_fraction`) and kept there when it
-fits as well as :data:`DEFAULT_NARROW_R2` says: on a paper-sized NeRF teacher the two last trunk layers pass,
-and the student renders faster for a few hundredths of a dB."""
-
 DEFAULT_NARROW_R2 = 0.99
 """The held-out R² in closed form a narrowed layer must reach to be kept."""
 
@@ -176,23 +171,24 @@ class DistillOptions:
     their own width fraction instead of --width-fraction, the last match winning: a layer the teacher's next
     layers read easily can be narrower (``'field_*.trunk.layers.[67]=1/2'``). Each pattern must match a
     replaced layer."""
-    narrow_fraction: FractionArg | None = DEFAULT_NARROW_FRACTION
+    narrow_fraction: FractionArg | None = None
     """Try every EUGen layer narrower: once a layer is solved at its width, its first units, this fraction of
     the replaced layer's outputs (the first pivots of ``--projections teacher``; 7/16: 112 of 256), are solved
     again from the same statistics, and that narrower layer is kept (then refined) when its held-out R² in
-    closed form is at least --narrow-r2. The widths chosen are stored in the config as --width-fraction-of entries. None:
-    every layer keeps its width. Only EUGen layers with the teacher's units (--projections teacher, the
-    default), a --width-fraction and a scaling other than projected (whose rms is over all the wide layer's
-    rows) are narrowed: otherwise the default does not apply."""
+    closed form is at least --narrow-r2. The widths chosen are stored in the config as --width-fraction-of
+    entries. None (default): every layer keeps its width. Only EUGen layers with the teacher's units
+    (--projections teacher, the default), a --width-fraction and a scaling other than projected (whose rms is
+    over all the wide layer's rows) can be narrowed."""
     narrow_r2: float = DEFAULT_NARROW_R2
     """--narrow-fraction only: the held-out R² a narrower layer must reach in closed form to be kept."""
-    fold_out_activation: bool = False
+    fold_out_activation: bool = True
     """Fit a replaced last layer whose output the MLP activates like a hidden layer's (a NeRF trunk's ReLU before
     its heads) to the teacher's activated output, and drop that activation from the student. Nothing non-linear
     then sits between the layer's ``A`` and the layers that read its output, so a field that can merges them at
     render time (eugen-nerf's NeRF field folds the trunk's last ``A`` into its density and colour heads) and the
     layer costs only its features. Off: the student keeps the activation after the layer, as the teacher has it.
-    Not with eugen.layer-type lowrank, whose layers keep the teacher's activation after them."""
+    Nothing folds where no replaced layer is such a last layer, nor with eugen.layer-type lowrank, whose layers
+    keep the teacher's activation after them."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
@@ -338,11 +334,8 @@ class DistillOptions:
                 "refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                 "eugen.layer-type lowrank has none (use --refine-steps 0)"
             )
-        if self.eugen.layer_type == "lowrank" and self.fold_out_activation:
-            raise DistillError(
-                "fold-out-activation drops the activation after a layer that replaces it; a lowrank layer keeps "
-                "the teacher's activation after it (use --no-fold-out-activation)"
-            )
+        if self.eugen.layer_type == "lowrank":
+            self.fold_out_activation = False  # a low-rank layer keeps the teacher's activation after it
         if self.projections is None:
             self.projections = "teacher" if self.eugen.layer_type == "eugen" else "seeded"
         if self.projections not in PROJECTIONS:
@@ -354,9 +347,7 @@ class DistillOptions:
                 "(use --projections seeded)"
             )
         why = self.narrow_conflict()
-        if why is not None and self.narrow_fraction == DEFAULT_NARROW_FRACTION:
-            self.narrow_fraction = None  # the default narrows what it can; here nothing
-        elif why is not None:
+        if why is not None:
             raise DistillError(why)
         if self.projections == "teacher-pairs" and self.eugen.degree < 2:
             raise DistillError(

@@ -61,13 +61,13 @@ VARIANTS: dict[str, dict] = {
     "default": {},
     "closed-form": {"refine_steps": 0},
     "finetuned": {"finetune_steps": FINETUNE_STEPS},
-    "folded": {"fold_out_activation": True},
+    "unfolded": {"fold_out_activation": False},
     "lowrank": {"layer_type": "lowrank"},
     "snnk": {"layer_type": "snnk"},
 }
 """Students distilled from the same teacher: eugen-distill's defaults (closed form, then per-layer refinement),
-the closed form alone, the defaults then fine-tuned, the defaults with the trunk's output activation folded
-(``--fold-out-activation``), and the reviewers' low-rank and SNNK layers fitted the same way (same layers, capture
+the closed form alone, the defaults then fine-tuned, the defaults with the activation after the trunk kept
+(``--no-fold-out-activation``), and the reviewers' low-rank and SNNK layers fitted the same way (same layers, capture
 and parameter budget)."""
 
 TEACHER_RULE = PlateauRule(eval_every=500, window=0.2, min_gain_db=0.1, min_steps=3000, max_steps=12000)

@@ -92,9 +92,8 @@ class BenchExport:
     """eugen-distill's --layers for the student (its default when not given)."""
     distill_width_fraction: float | None = None
     """eugen-distill's --width-fraction for the student (its default when not given)."""
-    distill_narrow: bool = True
-    """eugen-distill's --narrow-fraction at its default (no: --narrow-fraction None, every layer at
-    --distill-width-fraction)."""
+    distill_narrow_fraction: float | None = None
+    """eugen-distill's --narrow-fraction for the student (its default when not given)."""
     zipnerf_scene: Path = Path("scenes/bunny64")
     """The scene the Zip-NeRF pair trains on."""
     zipnerf_teacher: Path = Path("teachers/garden200/dense-zipnerf/cpu")
@@ -256,11 +255,10 @@ def student_run(args: BenchExport) -> Path:
             "eval_views",
             "layers",
             "width_fraction",
+            "narrow_fraction",
         )
         if getattr(args, f"distill_{name}") is not None
     }
-    if not args.distill_narrow:
-        given["narrow_fraction"] = None
     return distilled_once(args.teacher, output, **given)
 
 
