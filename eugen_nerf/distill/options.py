@@ -176,7 +176,7 @@ class DistillOptions:
     the replaced layer's outputs (the first pivots of ``--projections teacher``; 7/16: 112 of 256), are solved
     again from the same statistics, and that narrower layer is kept (then refined) when its held-out R² in
     closed form is at least --narrow-r2. The widths chosen are stored in the config as --width-fraction-of
-    entries. None (default): every layer keeps its width. Only EUGen layers with the teacher's units
+    entries. None: every layer keeps its width. Only EUGen layers with the teacher's units
     (--projections teacher, the default), a --width-fraction and a scaling other than projected (whose rms is
     over all the wide layer's rows) can be narrowed."""
     narrow_r2: float = DEFAULT_NARROW_R2

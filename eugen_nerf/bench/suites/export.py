@@ -94,6 +94,8 @@ class BenchExport:
     """eugen-distill's --width-fraction for the student (its default when not given)."""
     distill_narrow_fraction: float | None = None
     """eugen-distill's --narrow-fraction for the student (its default when not given)."""
+    distill_fold_out_activation: bool = True
+    """eugen-distill's --fold-out-activation for the student (on, as its default)."""
     zipnerf_scene: Path = Path("scenes/bunny64")
     """The scene the Zip-NeRF pair trains on."""
     zipnerf_teacher: Path = Path("teachers/garden200/dense-zipnerf/cpu")
@@ -259,6 +261,7 @@ def student_run(args: BenchExport) -> Path:
         )
         if getattr(args, f"distill_{name}") is not None
     }
+    given["fold_out_activation"] = args.distill_fold_out_activation
     return distilled_once(args.teacher, output, **given)
 
 
