@@ -1455,7 +1455,6 @@ def test_narrowing_is_off_by_default_and_refused_where_it_cannot_apply():
         dict(projections="seeded"),
         dict(width_fraction=None),
     ):
-        assert DistillOptions(teacher=teacher, **other).narrow_fraction is None, other
         with pytest.raises(DistillError, match="narrow-fraction"):
             DistillOptions(teacher=teacher, narrow_fraction=1 / 2, **other)
 
@@ -1600,16 +1599,22 @@ def test_fold_out_activation_fits_the_activated_trunk_and_the_student_folds_its_
 ):
     """The trunk's last layer is fitted to the teacher's output after its ReLU, the student runs without that ReLU
     (saved in its config), and eugen-nerf's field then merges the layer's A into its heads."""
+    from eugen_nerf.distill.report import evaluate
     from eugen_nerf.distill.teacher import load_teacher
 
-    opts = options(
-        dense_teacher, tmp_path / "run", layers=FOLD_LAYERS, evaluate=False, fold_out_activation=True
-    )
+    opts = options(dense_teacher, tmp_path / "run", layers=FOLD_LAYERS)
+    assert opts.fold_out_activation  # the default
     opts.eugen = EUGenSpec(num_features=64, degree=1, feature_map="relu")
-    distill(opts)
+    result = distill(opts)
+    folded = ["field_coarse.trunk", "field_fine.trunk"]
+    assert result.report["folded"] == folded
+    # the student the run scored (and would fine-tune) is the one it writes: no ReLU after the folded layer
+    assert all(result.teacher.model.get_submodule(path).out_activation is None for path in folded)
     teacher = load_teacher(dense_teacher, "cpu").model.eval()
     run = load_teacher(tmp_path / "run", "cpu")
-    assert set(run.config.pipeline.model.unactivated) == {"field_coarse.trunk", "field_fine.trunk"}
+    assert sorted(run.config.pipeline.model.unactivated) == folded
+    scores = evaluate(run.pipeline, views=2, label="reloaded")
+    assert scores["psnr"] == pytest.approx(result.report["student"]["psnr"], abs=1e-4)
     student = run.model.eval()
     for name in ("field_coarse", "field_fine"):
         field, dense = student.get_submodule(name), teacher.get_submodule(name)
@@ -1640,3 +1645,25 @@ def test_low_rank_students_fold_nothing_and_keep_the_teachers_activation(dense_t
     assert not run.config.pipeline.model.unactivated
     for name in ("field_coarse", "field_fine"):
         assert isinstance(run.model.get_submodule(name).trunk.out_activation, torch.nn.ReLU)
+
+
+def test_without_folding_or_a_field_that_merges_the_student_keeps_the_activation(
+    dense_teacher, vanilla_teacher, tmp_path
+):
+    """--no-fold-out-activation keeps the ReLU after an EUGen trunk's last layer; a stock nerfstudio field,
+    which cannot merge that layer into its heads, keeps it by default."""
+    from eugen_nerf.distill.teacher import load_teacher
+
+    cases = {
+        "unfolded": (dense_teacher, FOLD_LAYERS, {"fold_out_activation": False}),
+        "stock": (vanilla_teacher, ("field_coarse.mlp_base.layers.7", "field_fine.mlp_base.layers.7"), {}),
+    }
+    for name, (teacher, layers, given) in cases.items():
+        result = distill(options(teacher, tmp_path / name, layers=layers, evaluate=False, **given))
+        assert result.report["folded"] == [], name
+        run = load_teacher(tmp_path / name, "cpu")
+        assert not run.config.pipeline.model.unactivated, name
+        mlps = [m for m in run.model.modules() if hasattr(m, "out_activation") and hasattr(m, "layers")]
+        assert any(len(m.layers) == 8 for m in mlps), name
+        for mlp in (m for m in mlps if len(m.layers) == 8):
+            assert isinstance(mlp.out_activation, torch.nn.ReLU), name

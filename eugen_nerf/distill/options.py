@@ -187,8 +187,9 @@ class DistillOptions:
     then sits between the layer's ``A`` and the layers that read its output, so a field that can merges them at
     render time (eugen-nerf's NeRF field folds the trunk's last ``A`` into its density and colour heads) and the
     layer costs only its features. Off: the student keeps the activation after the layer, as the teacher has it.
-    Nothing folds where no replaced layer is such a last layer, nor with eugen.layer-type lowrank, whose layers
-    keep the teacher's activation after them."""
+    Nothing folds where no replaced layer is such a last layer, where the field does not merge it (stock
+    nerfstudio fields: dropping the activation would save nothing), nor with eugen.layer-type lowrank, whose
+    layers keep the teacher's activation after them."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or

@@ -411,11 +411,19 @@ class Distillation:
 
     def folding(self, refs: list[LayerRef]) -> list[str]:
         """``--fold-out-activation``: the MLPs of ``refs`` whose last layer is among them, fitted to the
-        teacher's activated output and run without the activation after it."""
+        teacher's activated output and run without the activation after it, where the field that holds the MLP
+        merges that layer into the layers reading it (eugen-nerf's NeRF field, its trunk into its heads):
+        elsewhere dropping the activation would save nothing."""
         if not self.options.fold_out_activation:
             return []
+        model = self.teacher.model
         return sorted(
-            {ref.mlp_path for ref in refs if folds_out_activation(self.teachers[ref.mlp_path], ref.index)}
+            {
+                ref.mlp_path
+                for ref in refs
+                if folds_out_activation(self.teachers[ref.mlp_path], ref.index)
+                and hasattr(model.get_submodule(ref.mlp_path.rpartition(".")[0]), "fold_heads")
+            }
         )
 
     def install(self, ref: LayerRef, fit: LayerFit) -> None:
@@ -432,6 +440,8 @@ class Distillation:
                 if fit.projections is not None:
                     layer.projections.copy_(fit.projections)
         install_layer(mlp, ref.index, layer)
+        if self.folding([ref]):  # fitted to the activated output: the student runs it as its config will say
+            mlp.out_activation = None
 
     # ------------------------------------------------------------------ capture and solve
     def capture(self, stage: int, equations: list[LayerEquations]) -> None:
@@ -773,6 +783,7 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
     }
     if options.narrow_fraction is not None:
         report["narrowed"] = run.state.get("narrowed", [])
+    report["folded"] = run.folding([ref for ref in run.refs if ref.path in run.fits])
     result = DistillResult(None, run.fits, run.statistics, report, run.teacher)
     if run.rank != 0:
         return result

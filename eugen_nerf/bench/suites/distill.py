@@ -160,8 +160,8 @@ class BenchDistill:
     """eugen-distill --fps-clock (default: eugen-distill's, the wall clock; cpu: each render's CPU seconds)."""
     variants: list[str] = field(default_factory=lambda: ["default"])
     """the students distilled, each scored and timed against the teacher: default (eugen-distill's defaults),
-    closed-form (no refinement), finetuned (the defaults, then 1000 fine-tuning steps), folded (the defaults with
-    --fold-out-activation), lowrank, snnk (the reviewers' layers fitted the same way). The first is the report's
+    closed-form (no refinement), finetuned (the defaults, then 1000 fine-tuning steps), unfolded (the defaults with
+    --no-fold-out-activation), lowrank, snnk (the reviewers' layers fitted the same way). The first is the report's
     headline."""
     work_dir: Path = Path("outputs/bench/distill")
     """where the students are kept (<work-dir>/<teacher's scene>/<variant>); a finished student distilled

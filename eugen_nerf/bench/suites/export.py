@@ -45,6 +45,7 @@ from PIL import Image
 
 from eugen_nerf.bench.merge import publish_json
 from eugen_nerf.bench.suites import command_line
+from eugen_nerf.distill.options import FractionArg
 from eugen_nerf.inputs.errors import InputError, one_line_errors
 
 PROG = "eugen-bench export"
@@ -90,9 +91,9 @@ class BenchExport:
     """eugen-distill's --eval-views for the student (its default when not given)."""
     distill_layers: tuple[str, ...] | None = None
     """eugen-distill's --layers for the student (its default when not given)."""
-    distill_width_fraction: float | None = None
+    distill_width_fraction: FractionArg | None = None
     """eugen-distill's --width-fraction for the student (its default when not given)."""
-    distill_narrow_fraction: float | None = None
+    distill_narrow_fraction: FractionArg | None = None
     """eugen-distill's --narrow-fraction for the student (its default when not given)."""
     distill_fold_out_activation: bool = True
     """eugen-distill's --fold-out-activation for the student (on, as its default)."""
