@@ -1639,14 +1639,16 @@ def test_fold_out_activation_fits_the_activated_trunk_and_the_student_folds_its_
         assert (out - post).square().mean() < 0.5 * (out - pre).square().mean()
 
 
-def test_low_rank_students_fold_nothing_and_keep_the_teachers_activation(dense_teacher, tmp_path):
-    """Folding is on by default; a low-rank layer keeps the teacher's ReLU after it, so its student runs the
-    trunk exactly as the teacher does."""
+@pytest.mark.parametrize("layer_type", ["lowrank", "snnk"])
+def test_baseline_students_fold_nothing_and_keep_the_teachers_activation(dense_teacher, tmp_path, layer_type):
+    """Folding is on by default for EUGen layers; the baselines keep the teacher's ReLU after their layers, so
+    their students run the trunk's output as the teacher does."""
     from eugen_nerf.distill.teacher import load_teacher
 
     assert options(dense_teacher, tmp_path / "eugen").fold_out_activation
     opts = options(dense_teacher, tmp_path / "run", layers=FOLD_LAYERS, evaluate=False)
-    opts = DistillOptions(**{**vars(opts), "eugen": EUGenSpec(layer_type="lowrank", lowrank_rank=32)})
+    spec = EUGenSpec(layer_type=layer_type, lowrank_rank=32 if layer_type == "lowrank" else None)
+    opts = DistillOptions(**{**vars(opts), "eugen": spec})
     assert not opts.fold_out_activation
     distill(opts)
     run = load_teacher(tmp_path / "run", "cpu")

@@ -187,9 +187,9 @@ class DistillOptions:
     then sits between the layer's ``A`` and the layers that read its output, so a field that can merges them at
     render time (eugen-nerf's NeRF field folds the trunk's last ``A`` into its density and colour heads) and the
     layer costs only its features. Off: the student keeps the activation after the layer, as the teacher has it.
-    Nothing folds where no replaced layer is such a last layer, where the field does not merge it (stock
-    nerfstudio fields: dropping the activation would save nothing), nor with eugen.layer-type lowrank, whose
-    layers keep the teacher's activation after them."""
+    EUGen layers only (the baselines, eugen.layer-type snnk or lowrank, keep the teacher's activation after
+    them); nothing folds where no replaced layer is such a last layer, or where the field does not merge it
+    (stock nerfstudio fields: dropping the activation would save nothing)."""
     projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
@@ -335,8 +335,10 @@ class DistillOptions:
                 "refine-steps: the refinement trains the projections G of EUGen/SNNK layers; "
                 "eugen.layer-type lowrank has none (use --refine-steps 0)"
             )
-        if self.eugen.layer_type == "lowrank":
-            self.fold_out_activation = False  # a low-rank layer keeps the teacher's activation after it
+        if self.eugen.layer_type != "eugen":
+            # the baselines keep the teacher's activation after their layers: a low-rank layer replaces only
+            # the product before it, and SNNK layers fit the teacher less closely without it
+            self.fold_out_activation = False
         if self.projections is None:
             self.projections = "teacher" if self.eugen.layer_type == "eugen" else "seeded"
         if self.projections not in PROJECTIONS:
