@@ -258,7 +258,8 @@ def plot(report: dict, summary: dict, path: Path, variants: dict | None = None) 
             students.axhline(
                 GOALS["psnr_ratio_finetuned"], color="tab:purple", ls=":", lw=1, label="fine-tuned goal"
             )
-        students.set_ylim(min(ratios) * 0.95, 1.04)
+        students.set_ylim(min(ratios) * 0.95, 1.05)
+        students.tick_params(axis="x", labelsize=8, labelrotation=20)
         students.set_ylabel("student PSNR / teacher PSNR")
         students.set_title("students of one teacher (label: PSNR, FPS ratio)")
         students.legend(fontsize=8, loc="lower right")
