@@ -5,7 +5,7 @@
 #    glossy, metallic and textured objects rendered by Blender), made by eugen-distill with its defaults: one
 #    ridge solve per layer, then a short refinement of each layer on its own captured inputs and outputs, no
 #    gradient through the field. The student made that way ships beside its teacher (TEACHER-student/);
-#    DEMO_DISTILL=1 distils it again here (about 5 more minutes on a 2-core CPU), as does any other TEACHER.
+#    DEMO_DISTILL=1 distils it again here (about 2 more minutes on a 2-core CPU), as does any other TEACHER.
 # 2. eugen-eval scores both on the same test views (PSNR / SSIM / LPIPS), times their renders side by side,
 #    counts parameters, measures each one's render memory in a fresh process, and writes a picture:
 #    teacher | student | ground truth | difference.
