@@ -39,4 +39,5 @@ echo "[demo] comparing teacher and student on $VIEWS test views"
   --max-views "$VIEWS" --repeats 1 --field-points 16384 --output "$OUT/report.json" \
   --side-by-side "$OUT/side_by_side.png"
 echo "[demo] the picture: $OUT/side_by_side.png (teacher | student | ground truth | difference x4)"
-echo "[demo] next: train your own, e.g. .venv/bin/ns-train eugen-nerf --data scenes/shiny128 (see README.md)"
+echo "[demo] next: train your own at CPU size (about an hour on 2 cores; README.md, Quick start, also trains its dense twin):"
+echo "  .venv/bin/ns-train eugen-nerf --data scenes/shiny128 --max-num-iterations 3000 --pipeline.datamanager.train-num-rays-per-batch 256 --pipeline.model.num-coarse-samples 32 --pipeline.model.num-importance-samples 32"
