@@ -264,25 +264,34 @@ CASES = [
     ),
     # ---------------------------------------------------------------- eugen-scenes
     Case(
+        "scenes-check-nothing",
+        lambda i, s: ["check"],
+        "eugen-scenes",
+        lambda i, s: "name at least one scene folder or transforms.json to check",
+    ),
+    Case(
+        "scenes-measure-nothing",
+        lambda i, s: ["measure", "--output", str(s / "scenes.json")],
+        "eugen-scenes",
+        lambda i, s: "name at least one scene folder to measure",
+    ),
+    Case(
         "scenes-mesh-without-vertices",
         lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(i / "empty.ply")],
         "eugen-scenes",
         lambda i, s: f"--mesh {i / 'empty.ply'}",
-        code=1,
     ),
     Case(
         "scenes-missing-mesh",
         lambda i, s: ["render", "--output", str(s / "out"), "--mesh", str(s / "no.obj")],
         "eugen-scenes",
         lambda i, s: str(s / "no.obj"),
-        code=1,
     ),
     Case(
         "scenes-output-exists",
         lambda i, s: ["render", "--output", str(s / "out"), "--width", "8", "--height", "8"],
         "eugen-scenes",
         lambda i, s: f"--output {s / 'out'} already exists",
-        code=1,
         prepare=earlier_scene,
     ),
     Case(
@@ -290,21 +299,18 @@ CASES = [
         lambda i, s: ["render", "--output", str(s / "out"), "--camera-angle-x", "0"],
         "eugen-scenes",
         lambda i, s: "--camera-angle-x must be in (0, pi) radians, got 0.0",
-        code=1,
     ),
     Case(
         "scenes-radius-inside-the-near-plane",
         lambda i, s: ["render", "--output", str(s / "out"), "--radius", "1.5"],
         "eugen-scenes",
         lambda i, s: "--radius must exceed 2",
-        code=1,
     ),
     Case(
         "scenes-overwrite-over-other-files",
         lambda i, s: ["render", "--output", str(s / "out"), "--width", "8", "--height", "8", "--overwrite"],
         "eugen-scenes",
         lambda i, s: f"--output {s / 'out'} holds files that are not a scene (no scene.json)",
-        code=1,
         prepare=other_files,
     ),
     Case(
@@ -312,63 +318,54 @@ CASES = [
         lambda i, s: ["render", "--output", str(s / "out"), "--width", "0"],
         "eugen-scenes",
         lambda i, s: "--width must be at least 1",
-        code=1,
     ),
     Case(
         "scenes-check-8bit-depth",
         lambda i, s: ["check", str(i / "depth_8bit")],
         "eugen-scenes",
         lambda i, s: "depth_8bit/depth/frame_0000.png",
-        code=1,
     ),
     Case(
         "scenes-check-missing",
         lambda i, s: ["check", str(s / "nowhere")],
         "eugen-scenes",
         lambda i, s: f"{s / 'nowhere'}: scene does not exist",
-        code=1,
     ),
     Case(
         "scenes-check-bad-json",
         lambda i, s: ["check", str(i / "bad_json")],
         "eugen-scenes",
         lambda i, s: f"{i / 'bad_json' / 'transforms.json'}: unreadable JSON",
-        code=1,
     ),
     Case(
         "scenes-check-deleted-depth-png",
         lambda i, s: ["check", str(i / "no_depth_png")],
         "eugen-scenes",
         lambda i, s: "depth/frame_0003.png is missing",
-        code=1,
     ),
     Case(
         "scenes-check-degenerate-poses",
         lambda i, s: ["check", str(i / "one_point")],
         "eugen-scenes",
         lambda i, s: "all 28 cameras are at one point",
-        code=1,
     ),
     Case(
         "scenes-trajectory-for-captured",
         lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured", "--layout", "trajectory"],
         "eugen-scenes",
         lambda i, s: "--layout trajectory is for --kind object",
-        code=1,
     ),
     Case(
         "scenes-jpeg-quality-0",
         lambda i, s: ["render", "--output", str(s / "out"), "--kind", "unbounded", "--jpeg-quality", "0"],
         "eugen-scenes",
         lambda i, s: "--jpeg-quality must be between 1 and 100",
-        code=1,
     ),
     Case(
         "scenes-frame-scale-0",
         lambda i, s: ["render", "--output", str(s / "out"), "--kind", "captured", "--frame-scale", "0"],
         "eugen-scenes",
         lambda i, s: "--frame-scale must be positive",
-        code=1,
     ),
     # ---------------------------------------------------------------- eugen-fit-image
     Case(
@@ -419,14 +416,12 @@ CASES = [
         lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
         "eugen-eval",
         lambda i, s: f"{s / 'none.yml'}: not a nerfstudio run directory (no config.yml)",
-        code=1,
     ),
     Case(
         "eval-garbage-config",
         lambda i, s: ["--load-config", str(i / "run_garbage" / "config.yml"), "--output", str(s / "r.json")],
         "eugen-eval",
         lambda i, s: f"{i / 'run_garbage' / 'config.yml'}: not a nerfstudio TrainerConfig",
-        code=1,
     ),
     Case(
         "eval-no-checkpoints",
@@ -438,7 +433,6 @@ CASES = [
         ],
         "eugen-eval",
         lambda i, s: "shipped/config.yml: no checkpoints",
-        code=1,
     ),
     Case(
         "eval-truncated-checkpoint",
@@ -452,16 +446,32 @@ CASES = [
         lambda i, s: (
             f"{run_dir(i, 'run_truncated')}/nerfstudio_models/step-000004999.ckpt: not a readable checkpoint"
         ),
-        code=1,
     ),
     Case(
         "eval-lpips-text-image",
         lambda i, s: ["lpips", str(i / "a.png"), str(i / "text.png")],
         "eugen-eval",
         lambda i, s: f"{i / 'text.png'}: image file is unreadable",
-        code=1,
+    ),
+    Case(
+        "eval-no-run",
+        lambda i, s: ["runs", "--load-config", "--output", str(s / "r.json")],
+        "eugen-eval",
+        lambda i, s: "--load-config needs at least one run's config.yml",
+    ),
+    Case(
+        "eval-mistyped-subcommand",
+        lambda i, s: ["rnus", "--load-config", str(TEACHER / "config.yml")],
+        "eugen-eval",
+        lambda i, s: "unknown subcommand 'rnus': one of runs, lpips, setup-lpips",
     ),
     # ---------------------------------------------------------------- eugen-distill
+    Case(
+        "distill-unknown-device",
+        lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--device", "gpu0"],
+        "eugen-distill",
+        lambda i, s: "--device 'gpu0' is not a torch device",
+    ),
     Case(
         "distill-missing-teacher",
         lambda i, s: ["--teacher", str(s / "none"), "--output-dir", str(s / "out")],
@@ -819,6 +829,20 @@ CASES = [
         lambda i, s: "eugen.color-layers: layer index 7 does not exist",
     ),
 ]
+if not __import__("torch").cuda.is_available():  # where there is a GPU these would train on it
+    CASES += [
+        Case(
+            f"{script.removeprefix('eugen-')}-cuda-without-a-gpu",
+            lambda i, s, args=args: [*args(s), "--device", "cuda"],
+            script,
+            lambda i, s: "--device cuda: no CUDA device is available here",
+        )
+        for script, args in (
+            ("eugen-isdf", lambda s: ["--data", str(RGBD), "--output", str(s / "out")]),
+            ("eugen-fit-image", lambda s: ["--size", "8", "--steps", "1", "--output", str(s / "out")]),
+            ("eugen-distill", lambda s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out")]),
+        )
+    ]
 
 
 def _no_server(*args, **kwargs):

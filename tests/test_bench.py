@@ -199,7 +199,7 @@ def test_tables_change_no_document_when_one_table_cannot_be_rendered(tmp_path):
 def test_tables_refuse_a_folder_that_is_not_a_checkout(tmp_path):
     result = run_bench("--tables", "--root", str(tmp_path))
     assert result.returncode == 2
-    assert result.stdout.strip().splitlines() == [
+    assert result.stderr.strip().splitlines() == [
         f"eugen-bench: error: --tables: {tmp_path} is not a checkout of eugen-nerf (no README.md); pass --root"
     ]
     assert not any(tmp_path.iterdir())
@@ -316,13 +316,13 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
     out = ["--output-dir", str(tmp_path / "b"), "--work-dir", str(tmp_path / "w")]
     result = run_bench("no-such-suite", *out)
     assert result.returncode == 2
-    assert result.stdout.strip().splitlines() == [
+    assert result.stderr.strip().splitlines() == [
         "eugen-bench: error: unknown suite(s) 'no-such-suite'; known: " + ", ".join(CPU.suites)
     ]
     result = run_bench("inference", "--scenes", str(tmp_path / "none"), *out)
     assert result.returncode == 2
     missing = tmp_path / "none" / "shiny128"
-    assert result.stdout.strip().splitlines() == [
+    assert result.stderr.strip().splitlines() == [
         f"eugen-bench: error: suite 'inference' needs {missing}, which does not exist; "
         + f"make it with: eugen-scenes blender shiny --output {missing} --resolution 128 --views 24 4 8"
     ]
@@ -332,17 +332,17 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
         ("fields-unbounded", tmp_path / "nowhere" / "garden200" / "dense-zipnerf" / "cpu"),
     ):
         result = run_bench(suite, "--teachers", str(tmp_path / "nowhere"), *out)
-        assert result.returncode == 2 and f"needs {missing}, which does not exist" in result.stdout
+        assert result.returncode == 2 and f"needs {missing}, which does not exist" in result.stderr
         assert not (tmp_path / "nowhere").exists()
     import torch
 
     if not torch.cuda.is_available():
         result = run_bench("--device", "cuda", *out)
-        assert result.returncode == 2 and "no CUDA device" in result.stdout
+        assert result.returncode == 2 and "no CUDA device" in result.stderr
     # --check without --tables would otherwise run (and publish) every suite
     result = run_bench("--check", *out)
     assert result.returncode == 2
-    assert result.stdout.strip().splitlines() == [
+    assert result.stderr.strip().splitlines() == [
         "eugen-bench: error: --check works with --tables: eugen-bench --tables --check ..."
     ]
     assert not any(tmp_path.iterdir())

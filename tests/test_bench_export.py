@@ -74,7 +74,7 @@ def test_bad_input_on_the_command_line_is_one_line_and_writes_nothing(tmp_path):
     )
     assert ran.returncode == 2
     expected = f"--teacher {tmp_path / 'none'}: no config.yml there; give a trained NeRF run's folder"
-    assert ran.stdout.strip().splitlines() == [f"eugen-bench export: error: {expected}"]
+    assert ran.stderr.strip().splitlines() == [f"eugen-bench export: error: {expected}"]
     assert not any(tmp_path.iterdir())
 
 

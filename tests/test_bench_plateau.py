@@ -274,7 +274,7 @@ def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(
         train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
     assert stop.value.code == 130 and stop.value.step is None
     assert not list(models.glob("*.ckpt")) and not (run / PLATEAU_RECORD).exists()
-    assert "; no checkpoint was written" in capsys.readouterr().out
+    assert "; no checkpoint was written" in capsys.readouterr().err
 
     # one signal: the step finishes and is saved (another signal during that save is ignored), and the record
     # keeps what the stopped part cost
@@ -292,7 +292,7 @@ def test_a_run_stopped_by_a_signal_saves_its_last_step_and_loses_no_training(
     with pytest.raises(TrainingStopped) as stop:
         train_to_plateau(tiny_config(), SCENE, tmp_path, rule)
     assert stop.value.code == 130 and stop.value.step == 2
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if "interrupted (SIGTERM)" in line]
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "interrupted (SIGTERM)" in line]
     assert "at step 2; saved step 2 as " in line and line.endswith("(run the same command again to continue)")
     assert sorted(p.name for p in models.iterdir()) == ["step-000000002.ckpt"]
     assert torch.load(models / "step-000000002.ckpt", map_location="cpu")["step"] == 2

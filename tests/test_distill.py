@@ -384,7 +384,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, 
 
 def test_not_a_run_directory(tmp_path, capsys):
     assert cli_main(["--teacher", str(tmp_path), "--output-dir", str(tmp_path / "out")]) == 2
-    assert "not a nerfstudio run directory (no config.yml)" in " ".join(capsys.readouterr().out.split())
+    assert "not a nerfstudio run directory (no config.yml)" in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "out").exists()
 
 
@@ -395,7 +395,7 @@ def test_checkpoint_from_another_method(dense_teacher, vanilla_teacher, tmp_path
     for checkpoint in (vanilla_teacher.parent / "nerfstudio_models").glob("*.ckpt"):
         (run / "nerfstudio_models" / checkpoint.name).write_bytes(checkpoint.read_bytes())
     assert cli_main(["--teacher", str(run), "--output-dir", str(tmp_path / "out")]) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())
     assert "does not fit the model of" in out and "different method" in out
     assert not (tmp_path / "out").exists()
 

@@ -194,7 +194,7 @@ def test_side_by_side_needs_two_runs(run_config, tmp_path, capsys):
     args = ["--load-config", str(run_config), "--output", str(tmp_path / "r.json")]
     with pytest.raises(SystemExit):
         entrypoint([*args, "--side-by-side", str(tmp_path / "side.png"), "--no-render-memory"])
-    assert "--side-by-side needs two or more image runs" in capsys.readouterr().out
+    assert "--side-by-side needs two or more image runs" in capsys.readouterr().err
     assert not (tmp_path / "side.png").exists()
 
 
@@ -252,7 +252,7 @@ def test_images_of_another_size(run_config, tmp_path, capsys):
     message = (
         f"{data / 'images' / 'test_008.png'}: image is 24x24 but the model renders 32x32 for this test camera"
     )
-    assert message in capsys.readouterr().out
+    assert message in capsys.readouterr().err
 
 
 def test_field_speed_for_vanilla_nerf():
@@ -338,7 +338,7 @@ def test_runs_of_other_test_views_are_not_compared(run_config, scene, tmp_path, 
         quick = ["--repeats", "1", "--field-points", "1024", "--no-render-memory", "--no-lpips"]
         with pytest.raises(SystemExit):
             entrypoint([*args, "--side-by-side", str(tmp_path / f"{name}.png"), *quick])
-        assert says in " ".join(capsys.readouterr().out.split())
+        assert says in " ".join(capsys.readouterr().err.split())
         assert not (tmp_path / f"{name}.png").exists()
         entrypoint([*args, *quick])
         assert says in " ".join(capsys.readouterr().out.split())
@@ -361,7 +361,7 @@ def test_measuring_options_are_checked_before_any_work(run_config, tmp_path, cap
         entrypoint(
             ["--load-config", str(run_config), str(run_config), "--output", str(tmp_path / "r.json"), *option]
         )
-    assert says in capsys.readouterr().out
+    assert says in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
 
 
@@ -370,7 +370,7 @@ def test_lpips_of_images_too_small_is_one_line(tmp_path, capsys):
         iio.imwrite(tmp_path / name, np.zeros((16, 16, 3), np.uint8))
     with pytest.raises(SystemExit):
         entrypoint(["lpips", str(tmp_path / "a.png"), str(tmp_path / "b.png")])
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "LPIPS needs images of at least 31x31" in out and "Traceback" not in out
 
 

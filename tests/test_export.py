@@ -349,8 +349,8 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
 
     again = subprocess.run(args, check=False, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert again.returncode == 2
-    assert again.stdout.strip().splitlines()[-1].startswith("eugen-export: error: --output")
-    assert "--overwrite" in again.stdout
+    assert again.stderr.strip().splitlines()[-1].startswith("eugen-export: error: --output")
+    assert "--overwrite" in again.stderr
 
     # --overwrite replaces an earlier export, never a folder of other files (here: the run itself)
     run_folder = runs["eugen-nerf"].parent
@@ -363,8 +363,8 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
         cwd=REPO,
         timeout=300,
     )
-    assert into_run.returncode == 2 and "holds files that are not an export" in into_run.stdout, (
-        into_run.stdout
+    assert into_run.returncode == 2 and "holds files that are not an export" in into_run.stderr, (
+        into_run.stderr
     )
     assert sorted(p.name for p in run_folder.iterdir()) == before
 
@@ -393,7 +393,8 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
         timeout=300,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stdout + bad.stderr
-    assert len(bad.stdout.strip().splitlines()) == 1 and "config.yml" in bad.stdout
+    # the one line on stderr (after any library warnings), nothing on stdout
+    assert not bad.stdout.strip() and "config.yml" in bad.stderr.strip().splitlines()[-1]
     assert not nowhere.exists()
 
     cut = tmp_path / "cut"
@@ -403,7 +404,9 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
         [str(exe), "serve", str(cut), "--port", "0"], check=False, capture_output=True, text=True, timeout=120
     )
     assert (
-        serve.returncode == 2 and "truncated" in serve.stdout and len(serve.stdout.strip().splitlines()) == 1
+        serve.returncode == 2
+        and "truncated" in serve.stderr.strip().splitlines()[-1]
+        and not serve.stdout.strip()
     )
     port = subprocess.run(
         [str(exe), "serve", str(output), "--port", "70000"],
@@ -414,7 +417,7 @@ def test_cli_exports_once_and_refuses_bad_input(runs, tmp_path):
     )
     assert (
         port.returncode == 2
-        and "--port must be in 0..65535" in port.stdout
+        and "--port must be in 0..65535" in port.stderr
         and "Traceback" not in port.stderr
     )
 

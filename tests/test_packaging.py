@@ -67,5 +67,5 @@ def test_the_installed_wheel_runs_every_command_from_outside_the_checkout(tmp_pa
         assert helped.returncode == 0, (script, helped.stderr[-2000:])
         assert "usage" in helped.stdout.lower(), (script, helped.stdout[:500])
     missing = run("eugen-bench", "inference")  # the scenes are data: a missing one is named with its command
-    assert missing.returncode == 2 and "eugen-scenes blender shiny --output scenes/shiny128" in missing.stdout
+    assert missing.returncode == 2 and "eugen-scenes blender shiny --output scenes/shiny128" in missing.stderr
     assert sorted(p.name for p in elsewhere.iterdir()) == []

@@ -145,8 +145,8 @@ def test_cli_check_exit_codes(tiny_scene: Path, tmp_path: Path, monkeypatch, cap
     monkeypatch.setattr("sys.argv", ["eugen-scenes", "check", str(broken)])
     with pytest.raises(SystemExit) as exit_info:
         entrypoint()
-    assert exit_info.value.code == 1
-    assert "val_001.png" in capsys.readouterr().out
+    assert exit_info.value.code == 2
+    assert "val_001.png" in capsys.readouterr().err
 
 
 def test_scene_json_records_provenance(tiny_scene: Path) -> None:

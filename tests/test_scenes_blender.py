@@ -257,8 +257,8 @@ def test_cli_reports_bad_input_in_one_line(tmp_path: Path, monkeypatch, capsys) 
     )
     with pytest.raises(SystemExit) as exit_info:
         cli.entrypoint()
-    assert exit_info.value.code == 1
-    out = capsys.readouterr().out.strip().splitlines()
+    assert exit_info.value.code == 2
+    out = capsys.readouterr().err.strip().splitlines()
     assert out == ["eugen-scenes: error: --resolution 4 is out of range: use 16 to 2048 pixels"]
 
 
@@ -454,15 +454,22 @@ def test_measure_without_view_dependence_reads_every_generated_kind(tmp_path) ->
         assert len(result["content_sha256"]) == 64 and result["noise_floor"]["psnr"] >= 35.0
 
 
-def test_measure_rewrites_its_scenes_and_keeps_the_file_s_other_records(tmp_path) -> None:
+def test_measure_replaces_its_scenes_entries_and_keeps_the_file_s_other_records(tmp_path) -> None:
     from eugen_nerf.scenes.blender.measure import Measure
 
+    room = str(SHIPPED_SCENES_DIR / "room_rgbd")
     output = tmp_path / "scenes.json"
-    output.write_text(json.dumps({"scenes": [{"scene": "old"}], "regenerated": {"psnr": 99.0}}))
+    records = [{"scene": "old"}, {"scene": room, "stale": True}, {"scene": "other"}]
+    output.write_text(json.dumps({"scenes": records, "regenerated": {"psnr": 99.0}}))
     Measure((SHIPPED_SCENES_DIR / "room_rgbd",), output=output, view_dependence=False).main()
     report = json.loads(output.read_text())
     assert report["regenerated"] == {"psnr": 99.0}
-    assert [r["scene"] for r in report["scenes"]] == [str(SHIPPED_SCENES_DIR / "room_rgbd")]
+    # the scene measured again replaces its entry where it stood; the scenes not measured keep theirs
+    assert [r["scene"] for r in report["scenes"]] == ["old", room, "other"]
+    assert "stale" not in report["scenes"][1] and "content_sha256" in report["scenes"][1]
+    with pytest.raises(InputError, match="at least one scene"):
+        Measure((), output=output, view_dependence=False).main()
+    assert json.loads(output.read_text()) == report
 
 
 def test_our_default_dataparser_reads_a_nerf_synthetic_folder_as_blender_data_does() -> None:

@@ -87,6 +87,7 @@ from eugen_nerf.distill.student import (
 )
 from eugen_nerf.distill.teacher import load_teacher
 from eugen_nerf.eval.runs import Run, final_rgb
+from eugen_nerf.inputs.options import resolve_device
 from eugen_nerf.layers import EUGenLinear, LowRankLinear, pivoted_units, unit_projections
 
 
@@ -140,9 +141,10 @@ class StageTimer:
 def setup_distributed(device: str | None) -> tuple:
     """``(rank, world_size, device)``; joins the ``torchrun`` process group when ``WORLD_SIZE > 1``."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    cuda = torch.cuda.is_available() and (device is None or device.startswith("cuda"))
+    chosen = resolve_device(device)  # an unknown name or a missing CUDA device: one line, before any work
+    cuda = chosen.type == "cuda"
     if world_size == 1:
-        return 0, 1, torch.device(device or ("cuda" if cuda else "cpu"))
+        return 0, 1, chosen
     import torch.distributed as dist
 
     if not dist.is_initialized():

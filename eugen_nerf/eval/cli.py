@@ -74,6 +74,8 @@ class Runs:
     def main(self) -> None:
         check_options(self, {"side_by_side_view": NON_NEGATIVE_INT, "difference_gain": positive})
         check_options(self.settings, SETTINGS_RULES)
+        if not self.load_config:
+            raise EvalInputError("--load-config needs at least one run's config.yml")
         if self.output.is_dir():
             raise EvalInputError(f"--output {self.output} is a folder; name the report's file")
         if self.side_by_side is not None and self.side_by_side.suffix.lower() not in PICTURE_SUFFIXES:
@@ -168,7 +170,6 @@ def entrypoint(args: list[str] | None = None) -> None:
         args,
         "runs",
         SUBCOMMANDS,
-        code=1,
         also=(LPIPSWeightsError, NonFiniteOutput),
     )
 

@@ -51,7 +51,8 @@ def one_line(message: object) -> str:
 
 
 def report(prog: str, error: BaseException | str) -> None:
-    print(f"{prog}: error: {one_line(error)}", flush=True)
+    """The one line of a failed command, on stderr (where a pipe or a redirected stdout does not hide it)."""
+    print(f"{prog}: error: {one_line(error)}", file=sys.stderr, flush=True)
 
 
 def usage_error(prog: str, message: str) -> NoReturn:
@@ -92,6 +93,7 @@ def one_line_errors(prog: str, code: int = 2, also: tuple[type[BaseException], .
         signal_name = str(error) or "SIGINT"
         print(
             f"{prog}: interrupted ({signal_name}); earlier output is untouched, rerun to start again or resume",
+            file=sys.stderr,
             flush=True,
         )
         raise SystemExit(INTERRUPTED_EXIT) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from eugen_nerf.inputs.errors import InputError
@@ -100,12 +101,39 @@ def run_command(
 
     import tyro
 
-    from eugen_nerf.inputs.errors import one_line_errors
+    from eugen_nerf.inputs.errors import one_line_errors, usage_error
 
     args = sys.argv[1:] if args is None else list(args)
     if default is not None and args and args[0] not in subcommands and args[0] not in ("-h", "--help"):
+        first = args[0]
+        # an option or a path runs the default subcommand; a bare word is a mistyped subcommand's name
+        if not (first.startswith("-") or "/" in first or "." in first or Path(first).exists()):
+            usage_error(prog, f"unknown subcommand {first!r}: one of {', '.join(subcommands)}")
         args = [default, *args]
     tyro.extras.set_accent_color("bright_yellow")
-    command = tyro.cli(commands, args=args, description=description)
+    command = tyro.cli(commands, args=args, description=description, prog=prog)
     with one_line_errors(prog, code=code, also=also):
         command.main()
+
+
+def resolve_device(name: str | None, option: str = "--device"):
+    """The torch device a ``--device`` value names: ``None`` or ``"auto"`` is CUDA where available, else the CPU.
+    A name torch does not know, or a CUDA device this machine does not have, is an :class:`InputError` (one
+    line, where torch would raise from deep inside the first tensor moved there)."""
+    import torch
+
+    if name is None or name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise InputError(f"{option} {name!r} is not a torch device (cpu, cuda, cuda:1, ...)") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InputError(f"{option} {name}: no CUDA device is available here (use {option} cpu)")
+        if device.index is not None and device.index >= count:
+            raise InputError(
+                f"{option} {name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+            )
+    return device

@@ -27,6 +27,7 @@ from eugen_nerf.inputs.options import (
     integer_at_least,
     non_negative,
     positive,
+    resolve_device,
 )
 from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
 from eugen_nerf.isdf.evaluate import EvaluationConfig, evaluate_field
@@ -53,12 +54,6 @@ class ISDFCommand:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto: CUDA when available, otherwise CPU."""
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def with_layers(config: StreamingConfig, layers: str) -> StreamingConfig:

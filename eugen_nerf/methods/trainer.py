@@ -137,7 +137,11 @@ class SceneTrainer(Trainer):
         else:
             kept = "no checkpoint was written"
         at = stop.finished if stop.finished is not None else self.step
-        print(f"{_command_name()}: interrupted ({signal_name}) at step {at}; {kept}", flush=True)
+        print(
+            f"{_command_name()}: interrupted ({signal_name}) at step {at}; {kept}",
+            file=sys.stderr,
+            flush=True,
+        )
         raise TrainingStopped(saved) from None
 
     def train_iteration(self, step: int):

@@ -59,6 +59,8 @@ class Check:
     """Scene folders or transforms.json files to check."""
 
     def main(self) -> None:
+        if not self.paths:
+            raise InputError("name at least one scene folder or transforms.json to check")
         for path in self.paths:
             summary = check_blender_scene(path) or check_photo_capture(path) or validate_any(path)
             CONSOLE.print(str(summary), soft_wrap=True)
@@ -150,10 +152,10 @@ Commands = (
 
 
 def entrypoint() -> None:
-    """Console script: bad scenes and refused overwrites end with a one-line message and exit code 1."""
-    command = tyro.cli(Commands, description="Render, check and list the EUGen-NeRF scenes.")
+    """Console script: bad scenes and refused overwrites end with a one-line message and exit status 2."""
+    command = tyro.cli(Commands, description=__doc__, prog="eugen-scenes")
     # SIGINT/SIGTERM unwind too: the render's staging folder is removed, an earlier scene stays as it was
-    with one_line_errors("eugen-scenes", code=1, also=(FileExistsError, FileNotFoundError, ValueError)):
+    with one_line_errors("eugen-scenes", also=(FileExistsError, FileNotFoundError, ValueError)):
         command.main()
 
 

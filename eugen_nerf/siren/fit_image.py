@@ -33,7 +33,7 @@ from eugen_nerf.eval.timing import synchronize
 from eugen_nerf.fields.siren import SirenEUGenSpec, SirenLayerType, siren_mlp, siren_param_groups
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
 from eugen_nerf.inputs.numerics import check_finite
-from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive
+from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive, resolve_device
 from eugen_nerf.inputs.outputs import atomic_write_bytes
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import check_choice
@@ -218,13 +218,7 @@ def main(config: FitImageConfig) -> FitResult:
     check_options(config, OPTION_RULES)
     if config.output.exists() and not config.output.is_dir():
         raise InputError(f"--output {config.output} exists and is not a directory")
-    device = torch.device(
-        "cuda"
-        if config.device == "auto" and torch.cuda.is_available()
-        else "cpu"
-        if config.device == "auto"
-        else config.device
-    )
+    device = resolve_device(config.device)
     target = torch.from_numpy(load_image(config.image, config.size)).to(device)
     model = build_siren(config, out_dim=target.shape[-1]).to(device)
     CONSOLE.print(

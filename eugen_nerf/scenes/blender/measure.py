@@ -18,6 +18,7 @@ import imageio.v3 as iio
 import numpy as np
 import tyro
 
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.scenes.blender.generate import rerender
 from eugen_nerf.scenes.depth import read_depth
 from eugen_nerf.scenes.photo_capture import check_photo_capture
@@ -169,6 +170,8 @@ class Measure:
     and the content hash (any scene eugen-scenes generates, at any size)."""
 
     def main(self) -> None:
+        if not self.scenes:
+            raise InputError("name at least one scene folder to measure")
         results = [
             measure_scene(Path(root), self.cache, view_dependence=self.view_dependence)
             for root in self.scenes
@@ -178,7 +181,16 @@ class Measure:
             report = json.loads(self.output.read_text())
         except (OSError, ValueError):
             report = {}
-        report = {**(report if isinstance(report, dict) else {}), "scenes": results}
+        report = report if isinstance(report, dict) else {}
+        # a scene measured again replaces its entry in place; the other scenes' entries stay
+        measured = {result["scene"]: result for result in results}
+        entries = [
+            measured.pop(entry["scene"])
+            if isinstance(entry, dict) and entry.get("scene") in measured
+            else entry
+            for entry in report.get("scenes", [])
+        ]
+        report = {**report, "scenes": entries + list(measured.values())}
         self.output.write_text(json.dumps(report, indent=2) + "\n")
         for result in results:
             spread = result.get("view_dependence", {}).get("mean_spread")
