@@ -1677,3 +1677,19 @@ def test_without_folding_or_a_field_that_merges_the_student_keeps_the_activation
         assert any(len(m.layers) == 8 for m in mlps), name
         for mlp in (m for m in mlps if len(m.layers) == 8):
             assert isinstance(mlp.out_activation, torch.nn.ReLU), name
+
+
+@pytest.mark.parametrize("flag", ["--width-fraction", "--narrow-fraction"])
+def test_an_optional_fraction_reads_none_and_names_a_bad_value(flag, capsys):
+    import tyro
+
+    from eugen_nerf.distill.cli import DistillCommand
+
+    base = ["--teacher", "T", "--output-dir", "D"]
+    parsed = tyro.cli(DistillCommand, args=[*base, flag, "3/8"])
+    assert getattr(parsed, flag[2:].replace("-", "_")) == pytest.approx(0.375)
+    assert getattr(tyro.cli(DistillCommand, args=[*base, flag, "None"]), flag[2:].replace("-", "_")) is None
+    with pytest.raises(SystemExit):
+        tyro.cli(DistillCommand, args=[*base, flag, "3/0"])
+    text = capsys.readouterr().err
+    assert "not a number: '3/0'" in text and "PrimitiveConstructorSpec" not in text

@@ -64,7 +64,7 @@ def list_teacher_layers(teacher: Path, console: Console) -> None:
 def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
-        command = tyro.cli(DistillCommand, args=argv, description=__doc__)
+        command = tyro.cli(DistillCommand, args=argv, description=__doc__, prog="eugen-distill")
     except SystemExit as done:  # --help, or a bad flag (tyro printed one message naming it)
         return int(done.code or 0)
     try:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 import tyro
 
@@ -80,6 +80,19 @@ FractionArg = Annotated[
     ),
 ]
 """A float flag that also reads ``1/16``."""
+
+OptionalFractionArg = Annotated[
+    Optional[float],  # noqa: UP045 (tyro reads the annotation at run time)
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs=1,
+        metavar="{None}|FRACTION",
+        instance_from_str=lambda args: None if args[0] == "None" else fraction(args[0]),
+        is_instance=lambda value: value is None or isinstance(value, (int, float)),
+        str_from_instance=lambda value: ["None" if value is None else f"{value:g}"],
+    ),
+]
+""":data:`FractionArg` that also reads ``None`` (one constructor, so a bad value gets :func:`fraction`'s message
+instead of tyro's description of a union)."""
 
 
 DEFAULT_REFINE_STEPS = 300
@@ -163,7 +176,7 @@ class DistillOptions:
     eugen.layer-type snnk or lowrank fits a reviewers' baseline the same way instead: SNNK's features in closed
     form (refinable), or low-rank by reduced-rank regression of the teacher's pre-activation, its ReLU kept.
     eugen.num-features counts only with --width-fraction None."""
-    width_fraction: FractionArg | None = DEFAULT_WIDTH_FRACTION
+    width_fraction: OptionalFractionArg = DEFAULT_WIDTH_FRACTION
     """``m`` of each new layer as a fraction of the replaced layer's outputs (rounded): the default 5/8 gives
     m = 160 on a 256-wide teacher and m = 40 on a 64-wide one. None: --eugen.num-features for every layer."""
     width_fraction_of: Annotated[tuple[str, ...], tyro.conf.arg(metavar="PATTERN=FRACTION ...")] = ()
@@ -171,7 +184,7 @@ class DistillOptions:
     their own width fraction instead of --width-fraction, the last match winning: a layer the teacher's next
     layers read easily can be narrower (``'field_*.trunk.layers.[67]=1/2'``). Each pattern must match a
     replaced layer."""
-    narrow_fraction: FractionArg | None = None
+    narrow_fraction: OptionalFractionArg = None
     """Try every EUGen layer narrower: once a layer is solved at its width, its first units, this fraction of
     the replaced layer's outputs (the first pivots of ``--projections teacher``; 7/16: 112 of 256), are solved
     again from the same statistics, and that narrower layer is kept (then refined) when its held-out R² in

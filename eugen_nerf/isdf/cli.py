@@ -163,7 +163,7 @@ def write_results(command, config, scene, frames, field, log, device, staging: P
 
 
 def entrypoint() -> None:
-    command = tyro.cli(ISDFCommand)
+    command = tyro.cli(ISDFCommand, prog="eugen-isdf")
     with one_line_errors("eugen-isdf"):
         metrics = run(command)
     for name, value in metrics.items():

@@ -250,6 +250,6 @@ def main(config: FitImageConfig) -> FitResult:
 
 
 def entrypoint() -> None:
-    config = tyro.cli(FitImageConfig)
+    config = tyro.cli(FitImageConfig, prog="eugen-fit-image")
     with one_line_errors("eugen-fit-image"):
         main(config)

@@ -211,7 +211,7 @@ class EUGenViewer:
 
 def entrypoint() -> None:
     """Console script: tyro parses the options (``--help`` explains each), errors end in one line."""
-    options = tyro.cli(EUGenViewer)
+    options = tyro.cli(EUGenViewer, prog="eugen-viewer")
     # Ctrl-C while the runs load, before the viewer's own handler is installed: one line, exit 130
     with one_line_errors("eugen-viewer", code=2, also=(FileNotFoundError,)):
         options.main()
