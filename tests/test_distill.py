@@ -207,6 +207,8 @@ def test_student_run_directory_loads_strictly_and_renders_the_student(dense_resu
     assert sum(isinstance(m, EUGenLinear) for m in reloaded.model.modules()) == 6
     scores = evaluate(reloaded.pipeline, views=2, label="reloaded")
     assert scores["psnr"] == pytest.approx(result.report["student"]["psnr"], abs=1e-4)
+    # bit-identity holds per thread count, so the report says which
+    assert result.report["torch_threads"] == torch.get_num_threads()
 
 
 def test_converted_but_not_replaced_model_renders_like_the_teacher(dense_teacher, vanilla_teacher):

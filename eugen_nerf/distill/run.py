@@ -767,6 +767,8 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
         "teacher_checkpoint_bytes": run.teacher_state_bytes,
         "options": options.recorded(),
         "world_size": run.world_size,
+        # the float sums' order, and so the student's last digits, follow torch's thread count
+        "torch_threads": torch.get_num_threads(),
         "capture": {
             "rays": len(run.rays.rays),
             "cameras": len(run.rays.camera_indices),
