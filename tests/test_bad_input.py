@@ -415,7 +415,7 @@ CASES = [
         "eval-missing-config",
         lambda i, s: ["--load-config", str(s / "none.yml"), "--output", str(s / "r.json")],
         "eugen-eval",
-        lambda i, s: f"{s / 'none.yml'}: not a nerfstudio run directory (no config.yml)",
+        lambda i, s: f"{s / 'none.yml'}: no such file (name a run's config.yml or its folder)",
     ),
     Case(
         "eval-garbage-config",
@@ -688,7 +688,7 @@ CASES = [
         "viewer-missing-left",
         lambda i, s: ["--left", str(s / "none.yml"), "--right", str(TEACHER / "config.yml")],
         "eugen-viewer",
-        lambda i, s: f"--left: {s / 'none.yml'}: not a nerfstudio run directory",
+        lambda i, s: f"--left: {s / 'none.yml'}: no such file",
     ),
     Case(
         "viewer-right-without-checkpoints",

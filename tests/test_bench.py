@@ -345,6 +345,11 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "eugen-bench: error: --check works with --tables: eugen-bench --tables --check ..."
     ]
+    # --tables regenerates every table, and --quick writes under --quick-dir: what they would ignore is refused
+    result = run_bench("--tables", "--check", "nerf", *out)
+    assert result.returncode == 2 and "leave out the suite name(s) nerf" in result.stderr
+    result = run_bench("--quick", "nerf", *out)
+    assert result.returncode == 2 and "--quick writes under --quick-dir; --output-dir" in result.stderr
     assert not any(tmp_path.iterdir())
 
 

@@ -119,6 +119,15 @@ def run(args: BenchArgs) -> int:
     given = [flag for flag, value in (("--check", args.check), ("--root", args.root != Path("."))) if value]
     if given and not args.tables:  # without --tables, eugen-bench would run every suite
         raise InputError(f"{given[0]} works with --tables: eugen-bench --tables {given[0]} ...")
+    if args.tables and args.suites:  # the tables are regenerated whole: a suite's name would be ignored
+        raise InputError(
+            f"--tables regenerates every table; leave out the suite name(s) {' '.join(args.suites)}"
+        )
+    placed = [
+        flag for flag, value in (("--output-dir", args.output_dir), ("--work-dir", args.work_dir)) if value
+    ]
+    if args.quick and placed:  # --quick writes under --quick-dir only
+        raise InputError(f"--quick writes under --quick-dir; {placed[0]} is for full runs")
     if args.device == "cuda":
         import torch
 
@@ -137,10 +146,11 @@ def run(args: BenchArgs) -> int:
     suites = protocol.select(args.suites)
     where = places(args)
     if args.list:
+        width = max(len(name) for name in protocol.suites) + 2
         for suite in protocol.suites.values():
             needs = ", ".join(suite.fill(where, n) for n in suite.needs)
-            print(f"{suite.name:13s} {suite.description}")
-            print(f"{'':13s} {suite.setting}{f'; reads {needs}' if needs else ''}")
+            print(f"{suite.name:{width}s}{suite.description}")
+            print(f"{'':{width}s}{suite.setting}{f'; reads {needs}' if needs else ''}")
         return 0
     problems = [line for line in (suite.missing(where, args.quick) for suite in suites) if line]
     if problems:

@@ -276,8 +276,8 @@ class DistillOptions:
     ``fixed`` otherwise."""
     finetune_validation_views: int = 4
     """Cameras near the training ones, apart from the novel views trained on, that the teacher renders to choose
-    which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone; one held-out camera
-    let a fine-tune keep a state worse on every test view)."""
+    which fine-tune state is kept, beside the held-out cameras' rays (0: those rays alone, which from few
+    held-out cameras can choose a state worse on other views)."""
     refine_steps: int | None = None
     """The paper's refinement: Adam steps per layer on ``G`` and ``A`` (from the closed form) on the same layer
     loss, over up to ``refine_rows`` captured (input, target) rows; 0: the closed form alone. The student's

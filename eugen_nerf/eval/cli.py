@@ -119,7 +119,9 @@ class Lpips:
     """Print the LPIPS (AlexNet, v0.1) distance between two images of the same size."""
 
     image_a: tyro.conf.Positional[Path]
+    """The first image (PNG or JPEG)."""
     image_b: tyro.conf.Positional[Path]
+    """The second image, of the same size."""
 
     def main(self) -> None:
         from eugen_nerf.eval.lpips import LPIPS_MIN_SIZE

@@ -80,6 +80,8 @@ def find_config(path: Path) -> Path:
     path = Path(path)
     config_path = path if path.is_file() else path / "config.yml"
     if not config_path.is_file():
+        if path.suffix in (".yml", ".yaml") and not path.exists():
+            raise EvalInputError(f"{path}: no such file (name a run's config.yml or its folder)")
         raise EvalInputError(f"{path}: not a nerfstudio run directory (no config.yml)")
     return config_path
 

@@ -69,8 +69,8 @@ class ISDFFieldConfig:
     """Sine/cosine octaves of the positional embedding (iSDF: 5)."""
     input_scale: float = 0.1
     """Points are scaled by this before the embedding (iSDF's ``scale_input``). The embedding is kept
-    smooth, as iSDF's: at 0.1 the highest octave has a period of 0.6 (the object spans 2); at 0.5 and 1 the
-    field met the eikonal term by oscillating (|∇sdf| ≈ 1 with sdf ≈ 0 everywhere) on a toy sphere."""
+    smooth, as iSDF's: at 0.1 the highest octave has a period of 0.6 (the object spans 2). A much larger scale
+    lets the field meet the eikonal term by oscillating (|∇sdf| ≈ 1 with sdf ≈ 0 everywhere)."""
     eugen: ISDFEUGenConfig = field(default_factory=ISDFEUGenConfig)
 
 

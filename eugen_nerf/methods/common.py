@@ -92,3 +92,14 @@ def object_method_config(
     )
     config.machine.device_type = device
     return config
+
+
+def layer_summary(groups: dict[str, tuple[int, ...]]) -> str:
+    """What a method's ``ns-train --help`` line says of its MLPs: each group's EUGen layers, or "dense"
+    (``{"trunk": (1, 2), "colour head": ()}`` -> ``"EUGen trunk layers 1, 2; colour head dense"``)."""
+    if not any(groups.values()):
+        return "every layer dense (the dense twin)"
+    return "; ".join(
+        f"EUGen {name} layers {', '.join(map(str, layers))}" if layers else f"{name} dense"
+        for name, layers in groups.items()
+    )

@@ -11,7 +11,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
 from eugen_nerf.fields.isdf import ISDFFieldConfig, dense_isdf_config
-from eugen_nerf.methods.common import object_method_config
+from eugen_nerf.methods.common import layer_summary, object_method_config
 from eugen_nerf.models.isdf import ISDFDataManagerConfig, ISDFModelConfig
 from eugen_nerf.scenes import dataparser_config
 
@@ -36,9 +36,10 @@ def isdf_method(method_name: str, sdf: ISDFFieldConfig) -> MethodSpecification:
         train_num_rays_per_batch=datamanager.train_num_rays_per_batch,
         eval_num_rays_per_batch=datamanager.eval_num_rays_per_batch,
     )
-    layers = "EUGen hidden layers" if sdf.eugen.layers else "all layers dense (the dense twin)"
     return MethodSpecification(
-        config=config, description=f"{method_name}: iSDF signed-distance field, {layers}"
+        config=config,
+        description="iSDF signed-distance field from RGB-D frames; "
+        + layer_summary({"MLP": tuple(sdf.eugen.layers)}),
     )
 
 

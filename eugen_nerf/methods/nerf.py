@@ -5,7 +5,7 @@ from __future__ import annotations
 from nerfstudio.engine.optimizers import RAdamOptimizerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
-from eugen_nerf.methods.common import object_method_config
+from eugen_nerf.methods.common import layer_summary, object_method_config
 from eugen_nerf.models.nerf import EUGenNeRFModelConfig, NeRFEUGenConfig
 
 
@@ -19,14 +19,10 @@ def nerf_method(method_name: str, eugen: NeRFEUGenConfig) -> MethodSpecification
         train_num_rays_per_batch=1024,
     )
     return MethodSpecification(
-        config=config, description=f"{method_name}: vanilla NeRF field, {_layers(eugen)}"
+        config=config,
+        description="Vanilla NeRF at the paper's sizes; "
+        + layer_summary({"trunk": tuple(eugen.trunk_layers), "colour head": tuple(eugen.head_layers)}),
     )
-
-
-def _layers(eugen: NeRFEUGenConfig) -> str:
-    if not eugen.trunk_layers and not eugen.head_layers:
-        return "all layers dense (the dense twin)"
-    return f"EUGen trunk layers {list(eugen.trunk_layers)}, head layers {list(eugen.head_layers)}"
 
 
 eugen_nerf = nerf_method("eugen-nerf", NeRFEUGenConfig())

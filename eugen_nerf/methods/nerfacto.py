@@ -6,7 +6,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
-from eugen_nerf.methods.common import object_method_config
+from eugen_nerf.methods.common import layer_summary, object_method_config
 from eugen_nerf.models.nerfacto import EUGenNerfactoModelConfig, NerfactoEUGenConfig
 
 
@@ -27,14 +27,10 @@ def nerfacto_method(method_name: str, eugen: NerfactoEUGenConfig) -> MethodSpeci
         max_num_iterations=30_000,
         train_num_rays_per_batch=4096,
     )
-    layers = (
-        "all layers dense (the dense twin)"
-        if not eugen.density_layers and not eugen.color_layers
-        else f"EUGen density layers {list(eugen.density_layers)}, colour layers {list(eugen.color_layers)}"
+    layers = layer_summary(
+        {"density MLP": tuple(eugen.density_layers), "colour MLP": tuple(eugen.color_layers)}
     )
-    return MethodSpecification(
-        config=config, description=f"{method_name}: nerfacto-style hash-grid field, {layers}"
-    )
+    return MethodSpecification(config=config, description=f"nerfacto-style hash-grid field; {layers}")
 
 
 eugen_nerfacto = nerfacto_method("eugen-nerfacto", NerfactoEUGenConfig())

@@ -37,7 +37,7 @@ def siren_method(method_name: str, layers: Literal["dense", "eugen"]) -> MethodS
         if layers == "eugen"
         else "sine hidden layers (the dense twin)"
     )
-    return MethodSpecification(config=config, description=f"{method_name}: NeRF with a SIREN trunk, {hidden}")
+    return MethodSpecification(config=config, description=f"NeRF with a SIREN trunk; {hidden}")
 
 
 eugen_siren = siren_method("eugen-siren", "eugen")

@@ -7,7 +7,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
-from eugen_nerf.methods.common import object_method_config
+from eugen_nerf.methods.common import layer_summary, object_method_config
 from eugen_nerf.models.zipnerf import FIELD_MLPS, ZipNeRFEUGenConfig, ZipNeRFModelConfig
 
 MAX_STEPS = 25_000
@@ -49,15 +49,11 @@ def zipnerf_method(method_name: str, eugen: ZipNeRFEUGenConfig) -> MethodSpecifi
         train_num_rays_per_batch=4096,
     )
     config.pipeline.datamanager.train_scales = TRAIN_SCALES
-    layers = (
-        "all layers dense (the dense twin)"
-        if not eugen.density_layers and not eugen.view_layers
-        else f"EUGen density layers {list(eugen.density_layers)}, view layers {list(eugen.view_layers)}"
-    )
+    layers = layer_summary({"density MLP": tuple(eugen.density_layers), "view MLP": tuple(eugen.view_layers)})
     return MethodSpecification(
         config=config,
-        description=f"{method_name}: Zip-NeRF (multisampled anti-aliased hash grid, trained on rays at "
-        f"{', '.join(f'1/{s}' for s in TRAIN_SCALES)} resolution made from the images), {layers}",
+        description="Zip-NeRF (multisampled anti-aliased hash grid, trained on rays at "
+        f"{', '.join(f'1/{s}' for s in TRAIN_SCALES)} resolution made from the images); {layers}",
     )
 
 

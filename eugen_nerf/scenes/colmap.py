@@ -243,8 +243,8 @@ def run_colmap(config: ColmapConfig) -> dict[str, Any]:
         "a dataset of this command",
         ("registration.json", "process_data.log"),
     )
+    photographs = list_photographs(config.images)  # a missing folder is named before a missing tool
     require_tools()
-    photographs = list_photographs(config.images)
     if (config.output / "images").resolve() == config.images.resolve():
         raise InputError(
             f"--output {config.output}: its images/ would be rewritten from the photographs in it; "

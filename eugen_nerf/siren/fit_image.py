@@ -78,8 +78,8 @@ class FitImageConfig:
     log_every: int = 50
     """Print (and record) the PSNR every this many steps."""
     sine_basis: bool = False
-    """Experimental, not recommended: on colour images (skimage's astronaut and chelsea at 256²) it fitted
-    0.6-1.8 dB below the dense SIREN. Trains every EUGen layer whose output a frozen G reads in the sine
+    """Experimental, not recommended: on colour images it fits below the dense SIREN.
+    Trains every EUGen layer whose output a frozen G reads in the sine
     units' basis: A and c held as V = G A / ω while training, so Adam steps on one entry per pair of sine
     units, as on a dense SIREN's W; A is what is stored and merged. Needs --layers eugen with frozen
     projections; V is m × m a layer while training."""
