@@ -19,6 +19,7 @@ from eugen_nerf.fields.siren import (
     siren_param_groups,
     siren_parameters,
 )
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.layers.baselines import LowRankLinear
 from eugen_nerf.siren.fit_image import FitImageConfig, build_siren, fit, main
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
@@ -210,6 +211,12 @@ def test_fit_image_command_writes_outputs(tmp_path: Path) -> None:
     history = json.loads((tmp_path / "fit" / "history.json").read_text())
     assert [step for step, _ in history["history"]] == [1, 2, 4, 5]
     assert history["final_psnr"] == pytest.approx(result.final_psnr)
+    # an earlier fit stays unless --overwrite is given
+    with pytest.raises(InputError, match="--overwrite"):
+        main(config)
+    assert json.loads((tmp_path / "fit" / "history.json").read_text()) == history
+    main(replace(config, overwrite=True, steps=2))
+    assert json.loads((tmp_path / "fit" / "history.json").read_text())["history"][-1][0] == 2
 
 
 def test_siren_fused_form_equals_the_training_form():

@@ -36,7 +36,7 @@ class EUGenSpec:
     layer_type: LayerType = "eugen"
     """What the selected layers become: EUGen, or a reviewers' baseline at EUGen's parameter count
     (lowrank: learned U V of rank l*k*m/(d+l), as many weights as EUGen's A; snnk: ReLU random features of
-    width k*m, degree 1, no norm; dense: the twin; eugen-distill takes eugen, lowrank or snnk)."""
+    width k*m, degree 1, no norm; dense: the dense layer itself, as the method's dense twin has)."""
     num_features: int = 64
     """m, random features per polynomial order (feature width m * degree)."""
     degree: int = 2
@@ -59,8 +59,7 @@ class EUGenSpec:
     shared_projections: bool = True
     """Orders share their projections (cost m*d*k instead of m*d*k^2/2)."""
     seed: int = 0
-    """Seed of the seeded projections (layer i of an MLP uses seed + i; eugen-distill's seed + a hash of the
-    layer's path, where it also seeds the ray sampling)."""
+    """Seed of the seeded projections (layer i of an MLP uses seed + i)."""
     projection_scale: float = 1.0
     """Multiplies the projections: a frequency for feature-map sin (SIREN), 1 otherwise."""
     lowrank_rank: int | None = None
@@ -131,8 +130,8 @@ class MergedTrainingSpec(EUGenSpec):
     ``train_merged`` knob. A head subclasses it to set its width and to say which of its layers are EUGen."""
 
     feature_map: FeatureMap = "identity"
-    """Phi of the head's EUGen layers. Identity: each layer is a polynomial of its input (degree k); it trained
-    to a higher PSNR than the ReLU map on both heads, and skips a pass over every feature."""
+    """Phi of the EUGen layers of this method (the trunk's of eugen-nerf, the view MLP's of eugen-zipnerf).
+    Identity: each layer is a polynomial of its input (degree k), and no pass over every feature is needed."""
     use_norm: bool = False
     """Append the input's norm to x+ before projecting. Off: the projected scaling already carries the input's
     scale."""

@@ -34,7 +34,7 @@ from eugen_nerf.fields.siren import SirenEUGenSpec, SirenLayerType, siren_mlp, s
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
 from eugen_nerf.inputs.numerics import check_finite
 from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive, resolve_device
-from eugen_nerf.inputs.outputs import atomic_write_bytes
+from eugen_nerf.inputs.outputs import atomic_write_bytes, refuse_existing
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import check_choice
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
@@ -52,6 +52,8 @@ class FitImageConfig:
 
     output: Path = Path("outputs/fit_image")
     """Folder for reconstruction.png and history.json."""
+    overwrite: bool = False
+    """Replace an earlier fit in --output (its reconstruction.png and history.json)."""
     image: str = "camera"
     """A skimage.data image name (camera, astronaut, ...) or an image file."""
     size: int = 128
@@ -216,8 +218,7 @@ OPTION_RULES = {
 
 def main(config: FitImageConfig) -> FitResult:
     check_options(config, OPTION_RULES)
-    if config.output.exists() and not config.output.is_dir():
-        raise InputError(f"--output {config.output} exists and is not a directory")
+    refuse_existing(config.output, config.overwrite, "--output", "an image fit", marker="history.json")
     device = resolve_device(config.device)
     target = torch.from_numpy(load_image(config.image, config.size)).to(device)
     model = build_siren(config, out_dim=target.shape[-1]).to(device)
