@@ -31,6 +31,7 @@ from eugen_nerf.bench.index import load, update_index, write_command
 from eugen_nerf.bench.protocol import PROTOCOLS, Places, Suite, load_protocol
 from eugen_nerf.bench.tables import Tables, documents
 from eugen_nerf.inputs.errors import InputError, one_line_errors, report
+from eugen_nerf.inputs.options import parse_command_line
 
 TABLE_SPEC = PROTOCOLS / "tables.yaml"
 
@@ -169,7 +170,7 @@ def run(args: BenchArgs) -> int:
 
 def entrypoint() -> None:
     with one_line_errors("eugen-bench"):
-        args = tyro.cli(BenchArgs, prog="eugen-bench", description=__doc__)
+        args = parse_command_line(BenchArgs, "eugen-bench", description=__doc__)
         try:
             code = run(args)
         except InputError as err:

@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import tyro
 from rich.console import Console
 from rich.table import Table
 
@@ -29,6 +28,7 @@ from eugen_nerf.distill.options import (
     width_fraction_conflict,
 )
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors, report
+from eugen_nerf.inputs.options import parse_command_line
 
 
 @dataclass
@@ -64,7 +64,7 @@ def list_teacher_layers(teacher: Path, console: Console) -> None:
 def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
-        command = tyro.cli(DistillCommand, args=argv, description=__doc__, prog="eugen-distill")
+        command = parse_command_line(DistillCommand, "eugen-distill", argv, __doc__)
     except SystemExit as done:  # --help, or a bad flag (tyro printed one message naming it)
         return int(done.code or 0)
     try:

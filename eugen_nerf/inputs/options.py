@@ -99,8 +99,6 @@ def run_command(
     ``eugen-export RUN`` means ``eugen-export export RUN``."""
     import sys
 
-    import tyro
-
     from eugen_nerf.inputs.errors import one_line_errors, usage_error
 
     args = sys.argv[1:] if args is None else list(args)
@@ -110,10 +108,42 @@ def run_command(
         if not (first.startswith("-") or "/" in first or "." in first or Path(first).exists()):
             usage_error(prog, f"unknown subcommand {first!r}: one of {', '.join(subcommands)}")
         args = [default, *args]
-    tyro.extras.set_accent_color("bright_yellow")
-    command = tyro.cli(commands, args=args, description=description, prog=prog)
+    command = parse_command_line(commands, prog, args, description)
     with one_line_errors(prog, code=code, also=also):
         command.main()
+
+
+def parse_command_line(
+    commands: Any, prog: str, args: list[str] | None = None, description: str | None = None
+):
+    """``tyro.cli`` as every eugen-* command calls it: the command's name in its usage line, and option help
+    that reads as the docstrings' paragraphs (see :func:`_join_docstring_lines`)."""
+    import tyro
+
+    _join_docstring_lines()
+    tyro.extras.set_accent_color("bright_yellow")
+    return tyro.cli(commands, args=args, description=description, prog=prog)
+
+
+def _join_docstring_lines() -> None:
+    """Make tyro join a docstring's wrapped lines. tyro keeps a line break before every line that does not
+    start with a letter, which is meant for lists, but the continuation lines of an attribute's docstring
+    start with its indentation, so every option's help kept the source's ragged line breaks. The lines are
+    dedented first (``inspect.cleandoc``); a list item or a blank line still breaks. Only for our commands:
+    stock ``ns-*`` help stays as nerfstudio prints it. Idempotent; without the private hook, a no-op."""
+    import inspect
+
+    from tyro import _strings
+
+    join = getattr(_strings, "remove_single_line_breaks", None)
+    if join is None or getattr(join, "_dedents", False):
+        return
+
+    def dedented(helptext: str) -> str:
+        return join(inspect.cleandoc(helptext))
+
+    dedented._dedents = True  # type: ignore[attr-defined]
+    _strings.remove_single_line_breaks = dedented
 
 
 def resolve_device(name: str | None, option: str = "--device"):

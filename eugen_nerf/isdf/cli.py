@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-import tyro
 from rich.console import Console
 
 from eugen_nerf.eval.timing import benchmark
@@ -26,6 +25,7 @@ from eugen_nerf.inputs.options import (
     fraction,
     integer_at_least,
     non_negative,
+    parse_command_line,
     positive,
     resolve_device,
 )
@@ -163,7 +163,7 @@ def write_results(command, config, scene, frames, field, log, device, staging: P
 
 
 def entrypoint() -> None:
-    command = tyro.cli(ISDFCommand, prog="eugen-isdf")
+    command = parse_command_line(ISDFCommand, "eugen-isdf")
     with one_line_errors("eugen-isdf"):
         metrics = run(command)
     for name, value in metrics.items():

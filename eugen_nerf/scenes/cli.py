@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eugen_nerf.inputs.errors import InputError, one_line_errors
+from eugen_nerf.inputs.options import parse_command_line
 from eugen_nerf.scenes.appearance import PHOTOS
 from eugen_nerf.scenes.blender.check import check_blender_scene
 from eugen_nerf.scenes.blender.generate import BlenderSceneConfig, generate_blender_scene
@@ -153,7 +154,7 @@ Commands = (
 
 def entrypoint() -> None:
     """Console script: bad scenes and refused overwrites end with a one-line message and exit status 2."""
-    command = tyro.cli(Commands, description=__doc__, prog="eugen-scenes")
+    command = parse_command_line(Commands, "eugen-scenes", description=__doc__)
     # SIGINT/SIGTERM unwind too: the render's staging folder is removed, an earlier scene stays as it was
     with one_line_errors("eugen-scenes", also=(FileExistsError, FileNotFoundError, ValueError)):
         command.main()

@@ -23,7 +23,6 @@ from typing import Literal
 import imageio.v3 as iio
 import numpy as np
 import torch
-import tyro
 from rich.console import Console
 from rich.progress import Progress
 from torch import Tensor
@@ -33,7 +32,13 @@ from eugen_nerf.eval.timing import synchronize
 from eugen_nerf.fields.siren import SirenEUGenSpec, SirenLayerType, siren_mlp, siren_param_groups
 from eugen_nerf.inputs.errors import InputError, NumericalError, one_line_errors
 from eugen_nerf.inputs.numerics import check_finite
-from eugen_nerf.inputs.options import POSITIVE_INT, check_options, positive, resolve_device
+from eugen_nerf.inputs.options import (
+    POSITIVE_INT,
+    check_options,
+    parse_command_line,
+    positive,
+    resolve_device,
+)
 from eugen_nerf.inputs.outputs import atomic_write_bytes, refuse_existing
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import check_choice
@@ -251,6 +256,6 @@ def main(config: FitImageConfig) -> FitResult:
 
 
 def entrypoint() -> None:
-    config = tyro.cli(FitImageConfig, prog="eugen-fit-image")
+    config = parse_command_line(FitImageConfig, "eugen-fit-image")
     with one_line_errors("eugen-fit-image"):
         main(config)

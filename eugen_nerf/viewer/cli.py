@@ -12,7 +12,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import tyro
 import viser
 from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -20,7 +19,7 @@ from eugen_nerf.eval.panels import compose
 from eugen_nerf.eval.panels import difference as difference_image
 from eugen_nerf.eval.runs import mismatched_test_views
 from eugen_nerf.inputs.errors import one_line_errors
-from eugen_nerf.inputs.options import POSITIVE_INT, check_options, integer_at_least
+from eugen_nerf.inputs.options import POSITIVE_INT, check_options, integer_at_least, parse_command_line
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
     Run,
@@ -211,7 +210,7 @@ class EUGenViewer:
 
 def entrypoint() -> None:
     """Console script: tyro parses the options (``--help`` explains each), errors end in one line."""
-    options = tyro.cli(EUGenViewer, prog="eugen-viewer")
+    options = parse_command_line(EUGenViewer, "eugen-viewer")
     # Ctrl-C while the runs load, before the viewer's own handler is installed: one line, exit 130
     with one_line_errors("eugen-viewer", code=2, also=(FileNotFoundError,)):
         options.main()
