@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import builtins
 import shlex
+import shutil
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -148,10 +150,12 @@ def run(args: BenchArgs) -> int:
     where = places(args)
     if args.list:
         width = max(len(name) for name in protocol.suites) + 2
+        columns = max(shutil.get_terminal_size().columns, width + 40)
         for suite in protocol.suites.values():
             needs = ", ".join(suite.fill(where, n) for n in suite.needs)
-            print(f"{suite.name:{width}s}{suite.description}")
-            print(f"{'':{width}s}{suite.setting}{f'; reads {needs}' if needs else ''}")
+            setting = f"setting: {suite.setting}{f'; reads {needs}' if needs else ''}"
+            for text, first in ((suite.description, f"{suite.name:{width}s}"), (setting, " " * width)):
+                print(textwrap.fill(text, columns, initial_indent=first, subsequent_indent=" " * width))
         return 0
     problems = [line for line in (suite.missing(where, args.quick) for suite in suites) if line]
     if problems:
