@@ -463,7 +463,7 @@ CASES = [
         "eval-mistyped-subcommand",
         lambda i, s: ["rnus", "--load-config", str(TEACHER / "config.yml")],
         "eugen-eval",
-        lambda i, s: "unknown subcommand 'rnus': one of runs, lpips, setup-lpips",
+        lambda i, s: "'rnus' is neither a subcommand (runs, lpips, setup-lpips) nor an existing path",
     ),
     # ---------------------------------------------------------------- eugen-distill
     Case(

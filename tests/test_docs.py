@@ -104,6 +104,31 @@ def test_every_command_help_is_free_of_history(name, monkeypatch):
     assert f"usage: {name}" in text, "the usage line names the command, not the script's path"
 
 
+def test_docstring_lines_join_into_paragraphs_lists_and_examples():
+    from eugen_nerf.inputs.options import join_wrapped_lines
+
+    text = """What it does, wrapped
+    (here) across ``three``
+    lines.
+
+    - one item,
+      wrapped;
+    - another.
+
+        eugen-eval lpips A.png B.png
+        eugen-eval setup-lpips
+    Then text again."""
+    assert join_wrapped_lines(text).split("\n") == [
+        "What it does, wrapped (here) across ``three`` lines.",
+        "- one item, wrapped;",
+        "- another.",
+        "",
+        "    eugen-eval lpips A.png B.png",
+        "    eugen-eval setup-lpips",
+        "Then text again.",
+    ]
+
+
 def test_option_help_joins_a_docstring_s_wrapped_lines(monkeypatch):
     from eugen_nerf.distill.cli import entrypoint
 

@@ -110,7 +110,7 @@ def test_cli_rejects_images_of_different_size(tmp_path, capsys):
     iio.imwrite(small, np.zeros((40, 50, 3), np.uint8))
     with pytest.raises(SystemExit):
         entrypoint(["lpips", str(PAIRS / "coffee.png"), str(small)])
-    assert "small.png" in capsys.readouterr().out
+    assert "small.png" in capsys.readouterr().err
 
 
 def test_drop_in_replaces_torchmetrics_lpips():

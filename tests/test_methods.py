@@ -227,4 +227,5 @@ def test_ctrl_c_once_training_has_completed_ends_the_command_without_a_stop(tmp_
     trainer = SceneTrainer.__new__(SceneTrainer)
     trainer.device, trainer.callbacks, trainer.checkpoint_dir = "cpu", [], tmp_path
     trainer.train()  # returns
-    assert "interrupted" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "interrupted" not in captured.out + captured.err

@@ -106,7 +106,11 @@ def run_suite(suite: Suite, args: BenchArgs, where: Places) -> int:
     load_at_start = load()
     code = subprocess.call([sys.executable, *command])
     if code:
-        print(f"eugen-bench: suite {suite.name!r} failed (exit {code}); no table was touched", flush=True)
+        print(
+            f"eugen-bench: suite {suite.name!r} failed (exit {code}); no table was touched",
+            file=sys.stderr,
+            flush=True,
+        )
         return code
     rerun = " ".join(
         ["eugen-bench", suite.name]

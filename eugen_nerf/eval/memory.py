@@ -245,7 +245,7 @@ def render_memory(
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         said = [line for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
-        reason = (said or ["no output"])[-1].strip()  # one-line errors go to stdout, tracebacks to stderr
+        reason = (said or ["no output"])[-1].strip()  # the one-line error or a traceback's last line
         raise RuntimeError(f"render memory of {config_path}: the measuring process failed: {reason}")
     return json.loads(lines[-1])
 
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
         help="print the tensors alive at the render's peak (exact tensor bytes) instead of the JSON line",
     )
     args = parser.parse_args(argv)
-    with one_line_errors("eugen_nerf.eval.memory", code=1):
+    with one_line_errors("eugen_nerf.eval.memory"):
         result = measure_in_this_process(
             args.config,
             args.view,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,9 @@ def run_command(
         first = args[0]
         # an option or a path runs the default subcommand; a bare word is a mistyped subcommand's name
         if not (first.startswith("-") or "/" in first or "." in first or Path(first).exists()):
-            usage_error(prog, f"unknown subcommand {first!r}: one of {', '.join(subcommands)}")
+            usage_error(
+                prog, f"{first!r} is neither a subcommand ({', '.join(subcommands)}) nor an existing path"
+            )
         args = [default, *args]
     command = parse_command_line(commands, prog, args, description)
     with one_line_errors(prog, code=code, also=also):
@@ -125,31 +128,61 @@ def parse_command_line(
     return tyro.cli(commands, args=args, description=description, prog=prog)
 
 
-def _join_docstring_lines() -> None:
-    """Make tyro join a docstring's wrapped lines. tyro keeps a line break before every line that does not
-    start with a letter, which is meant for lists, but the continuation lines of an attribute's docstring
-    start with its indentation, so every option's help kept the source's ragged line breaks. The lines are
-    dedented first (``inspect.cleandoc``); a list item or a blank line still breaks. Only for our commands:
-    stock ``ns-*`` help stays as nerfstudio prints it. Idempotent; without the private hook, a no-op."""
+_LIST_ITEM = re.compile(r"^([-*•]|\d+[.)])\s")
+
+
+def join_wrapped_lines(text: str) -> str:
+    """``text`` (a docstring) with its wrapped lines joined into paragraphs, after its own indentation is
+    removed (``inspect.cleandoc``). A list item (``-``, ``*``, ``•``, ``1.``) starts a line and takes its
+    indented wrapped lines; a line indented past the text (an example command) stays as it is; a blank line
+    ends a paragraph."""
     import inspect
 
+    lines: list[str] = []
+    previous = "blank"  # what the last line kept is: blank, text, item (a list item) or code (indented)
+    for line in inspect.cleandoc(text).split("\n"):
+        indented = line[:1].isspace()
+        if not line.strip():
+            kind = "blank"
+        elif _LIST_ITEM.match(line):
+            kind = "item"
+        elif indented and previous == "item":  # an item's wrapped line
+            kind = "item-continued"
+        else:
+            kind = "code" if indented else "text"
+        if kind == "item-continued" or (kind == "text" and previous == "text"):
+            lines[-1] = f"{lines[-1]} {line.strip()}"
+        else:
+            if kind == "item" and lines and not lines[-1]:
+                lines.pop()  # tyro puts a list on its own lines already: a blank line too would show as two
+            lines.append(line.rstrip())
+            previous = kind
+    return "\n".join(lines)
+
+
+def _join_docstring_lines() -> None:
+    """Make tyro show option help as paragraphs. tyro keeps a line break before every line that does not
+    start with a letter (meant for lists), and the continuation lines of an attribute's docstring start with
+    its indentation, so help broke wherever the source wraps. :func:`join_wrapped_lines` runs first. Only for
+    our commands: stock ``ns-*`` help stays as nerfstudio prints it. Idempotent; without tyro's private hook,
+    a no-op."""
     from tyro import _strings
 
     join = getattr(_strings, "remove_single_line_breaks", None)
-    if join is None or getattr(join, "_dedents", False):
+    if join is None or getattr(join, "_joins_paragraphs", False):
         return
 
-    def dedented(helptext: str) -> str:
-        return join(inspect.cleandoc(helptext))
+    def paragraphs(helptext: str) -> str:
+        return join(join_wrapped_lines(helptext))
 
-    dedented._dedents = True  # type: ignore[attr-defined]
-    _strings.remove_single_line_breaks = dedented
+    paragraphs._joins_paragraphs = True  # type: ignore[attr-defined]
+    _strings.remove_single_line_breaks = paragraphs
 
 
 def resolve_device(name: str | None, option: str = "--device"):
     """The torch device a ``--device`` value names: ``None`` or ``"auto"`` is CUDA where available, else the CPU.
-    A name torch does not know, or a CUDA device this machine does not have, is an :class:`InputError` (one
-    line, where torch would raise from deep inside the first tensor moved there)."""
+    Anything but the CPU and a CUDA device this machine has is an :class:`InputError` (one line, where torch
+    would raise from deep inside the first tensor moved there): the commands run on those two kinds only."""
     import torch
 
     if name is None or name == "auto":
@@ -158,6 +191,8 @@ def resolve_device(name: str | None, option: str = "--device"):
         device = torch.device(name)
     except (RuntimeError, ValueError):
         raise InputError(f"{option} {name!r} is not a torch device (cpu, cuda, cuda:1, ...)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise InputError(f"{option} {name}: the commands run on the CPU or CUDA (cpu, cuda, cuda:1, ...)")
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:

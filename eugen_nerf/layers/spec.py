@@ -59,7 +59,8 @@ class EUGenSpec:
     shared_projections: bool = True
     """Orders share their projections (cost m*d*k instead of m*d*k^2/2)."""
     seed: int = 0
-    """Seed of the seeded projections (layer i of an MLP uses seed + i)."""
+    """Seed of the seeded projections; each layer's own seed derives from it (in a method's MLP, layer i
+    uses seed + i)."""
     projection_scale: float = 1.0
     """Multiplies the projections: a frequency for feature-map sin (SIREN), 1 otherwise."""
     lowrank_rank: int | None = None

@@ -93,11 +93,13 @@ class SceneConfig:
     """Cameras all around the object, on its upper half only, or an ordered smooth RGB-D path (for iSDF).
     object and captured kinds only."""
     kind: SceneKind = "object"
-    """object: on white in the declared object frame (depth, masks, mesh). The capture-style kinds write
-    JPEG images and a transforms.json as ns-process-data does (no depth, masks or declared frame):
-    captured: the object scene's cameras in another frame (--frame-*) with OPENCV --distortion;
-    unbounded: the object inside --environment on a far sphere, cameras at varied distances (upper half);
-    forward-facing: a handheld path in front of the object and a --environment backdrop behind it."""
+    """What to render. The capture-style kinds (the last three) write JPEG images and a transforms.json as
+    ns-process-data does (no depth, masks or declared frame).
+
+    - object: on white in the declared object frame (depth, masks, mesh);
+    - captured: the object scene's cameras in another frame (--frame-*) with OPENCV --distortion;
+    - unbounded: the object inside --environment on a far sphere, cameras at varied distances (upper half);
+    - forward-facing: a handheld path in front of the object and a --environment backdrop behind it."""
     frame_rotation_seed: int = 7
     """captured: seed of the random rotation of the written frame."""
     frame_scale: float = 3.7

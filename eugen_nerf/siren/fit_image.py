@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 import typing
 from dataclasses import asdict, dataclass, field
@@ -39,7 +38,7 @@ from eugen_nerf.inputs.options import (
     positive,
     resolve_device,
 )
-from eugen_nerf.inputs.outputs import atomic_write_bytes, refuse_existing
+from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
 from eugen_nerf.layers import EUGenMLP
 from eugen_nerf.layers.eugen import check_choice
 from eugen_nerf.siren.image import from_signed, load_image, pixel_grid, to_signed
@@ -241,13 +240,12 @@ def main(config: FitImageConfig) -> FitResult:
         sine_basis=config.sine_basis,
     )
     check_finite(torch.from_numpy(result.reconstruction), "the fitted image (eval-mode network)")
-    config.output.mkdir(parents=True, exist_ok=True)
-    partial = config.output / f".reconstruction.{os.getpid()}.partial.png"
-    save_png(partial, result.reconstruction)
-    partial.replace(config.output / "reconstruction.png")
     summary = {key: value for key, value in asdict(result).items() if key != "reconstruction"}
     summary["config"] = json.loads(json.dumps(asdict(config), default=str))
-    atomic_write_bytes(config.output / "history.json", json.dumps(summary, indent=2).encode())
+    # both files appear together (an interruption leaves the earlier fit, or nothing, in --output)
+    with staged_directory(config.output) as staging:
+        save_png(staging / "reconstruction.png", result.reconstruction)
+        (staging / "history.json").write_text(json.dumps(summary, indent=2))
     CONSOLE.print(
         f"final PSNR {result.final_psnr:.2f} dB, {result.pixels_per_second:,.0f} pixels/s "
         f"({result.train_seconds:.1f} s for {config.steps} steps); wrote {config.output / 'reconstruction.png'}"

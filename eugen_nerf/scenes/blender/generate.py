@@ -51,16 +51,20 @@ class BlenderSceneConfig:
     nerfstudio-data's format. Needs the `blender` program (Debian package `blender`)."""
 
     name: tyro.conf.Positional[SceneName]
-    """Objects: shiny (gloss, reflection), branches (thin), patterns (texture), sculpture (smooth, shadowed).
-    Unbounded: garden."""
+    """The scene.
+
+    - objects: shiny (gloss, reflection), branches (thin), patterns (texture), sculpture (smooth, shadowed);
+    - unbounded: garden."""
     output: Path
     """Dataset folder to create. A folder rendered with the same settings is reused as it is.
     An interrupted render resumes from its staging folder beside it."""
     resolution: int = 800
     """Image width and height in pixels (16 to 2048)."""
     views: tuple[int, ...] = ()
-    """Objects: train val test counts (default 100 100 200, NeRF-Synthetic's).
-    garden: the number of frames (default 160; every eighth is a test view)."""
+    """How many views.
+
+    - objects: train, val and test counts (default 100 100 200, NeRF-Synthetic's);
+    - garden: the number of frames (default 160; every eighth is a test view)."""
     seed: int = 0
     """Seeds the procedural geometry, the cameras and Cycles' sampling."""
     samples: int | None = None

@@ -182,12 +182,20 @@ class Measure:
         except (OSError, ValueError):
             report = {}
         report = report if isinstance(report, dict) else {}
-        # a scene measured again replaces its entry in place; the other scenes' entries stay
-        measured = {result["scene"]: result for result in results}
+        # a scene measured again (the same folder, however it was named) replaces its entry in place; the
+        # other scenes' entries stay
+        measured = {Path(result["scene"]).resolve(): result for result in results}
+
+        def same_scene(entry: object) -> Path | None:
+            scene = entry.get("scene") if isinstance(entry, dict) else None
+            return (
+                Path(scene).resolve()
+                if isinstance(scene, str) and Path(scene).resolve() in measured
+                else None
+            )
+
         entries = [
-            measured.pop(entry["scene"])
-            if isinstance(entry, dict) and entry.get("scene") in measured
-            else entry
+            measured.pop(key) if (key := same_scene(entry)) is not None else entry
             for entry in report.get("scenes", [])
         ]
         report = {**report, "scenes": entries + list(measured.values())}
