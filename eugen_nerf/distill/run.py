@@ -223,6 +223,9 @@ class Distillation:
                 "--refine-steps runs in one process (its rows are not shared across processes): "
                 "run without torchrun, or with --refine-steps 0"
             )
+        if options.fps_clock == "cpu" and (options.device or "cpu").split(":")[0] not in ("cpu", "auto"):
+            # refused as asked, whether or not this machine has the device
+            raise DistillError(f"--fps-clock cpu times CPU work only: the student runs on {options.device}")
         self.rank, self.world_size, self.device = setup_distributed(options.device)
         if options.fps_clock == "cpu" and self.device.type != "cpu":
             raise DistillError(f"--fps-clock cpu times CPU work only: the student runs on {self.device}")
