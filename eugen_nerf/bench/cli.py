@@ -50,11 +50,11 @@ class BenchArgs:
     """Which protocol: the CPU one or the CUDA one."""
     protocol: Path | None = None
     """A protocol file instead of the device's."""
-    output_dir: Path | None = None
+    output_dir: Annotated[Path | None, tyro.conf.arg(help_behavior_hint="")] = None
     """Where each suite writes its results (a folder per suite) and the index page README.md (default: benchmarks,
     which the tables read; with --device cuda, benchmarks/cuda-protocol, so that GPU figures never replace the CPU
     ones under the CPU's labels)."""
-    work_dir: Path | None = None
+    work_dir: Annotated[Path | None, tyro.conf.arg(help_behavior_hint="")] = None
     """Where suites keep their training runs (a folder per suite, or shared with the suite a protocol entry's
     ``work`` names); a rerun reuses the finished ones (default: outputs/bench; with --device cuda,
     outputs/bench-cuda)."""

@@ -203,7 +203,9 @@ class DistillOptions:
     EUGen layers only (the baselines, eugen.layer-type snnk or lowrank, keep the teacher's activation after
     them); nothing folds where no replaced layer is such a last layer, or where the field does not merge it
     (stock nerfstudio fields: dropping the activation would save nothing)."""
-    projections: Literal["seeded", "teacher", "teacher-pairs"] | None = None
+    projections: Annotated[
+        Literal["seeded", "teacher", "teacher-pairs"] | None, tyro.conf.arg(help_behavior_hint="")
+    ] = None
     """``G`` of the EUGen layers (default: ``teacher`` for EUGen layers, ``seeded`` for the baselines, which
     keep their own): ``seeded`` (the Gaussian draw of each layer's seed: the unbiased estimate's), or
     ``teacher``: every order's rows are the teacher layer's own weight rows of the ``m`` units a pivoted
@@ -297,7 +299,7 @@ class DistillOptions:
     """What those timings count: wall-clock seconds, or this process's CPU seconds (CPU only). With
     OMP_NUM_THREADS=1, ``cpu`` leaves out the time a render waits for the core while other jobs run (they
     still slow it through shared caches and memory)."""
-    device: str | None = None
+    device: Annotated[str | None, tyro.conf.arg(help_behavior_hint="")] = None
     """Torch device (default: cuda if available, else cpu)."""
     overwrite: bool = False
     """Replace an existing run in output-dir (the old one stays until the new one is complete)."""

@@ -60,7 +60,7 @@ class Runs:
     """Where to write the JSON report."""
     plots: Path | None = None
     """Directory for PSNR-vs-FPS and per-view PSNR plots and per-view error images."""
-    names: list[str] | None = None
+    names: Annotated[list[str] | None, tyro.conf.arg(help_behavior_hint="")] = None
     """A short name per run for the table and the picture (default: experiment/method/timestamp)."""
     side_by_side: Path | None = None
     """Write one picture of a test view: every run's render, the ground truth, and the difference of the

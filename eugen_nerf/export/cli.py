@@ -38,7 +38,7 @@ class Export:
     """Storage of the weights (the page widens float16 when it loads them)."""
     grid_resolution: int = 64
     """Cells per axis of the occupancy grid baked from the density."""
-    alpha_threshold: float | None = None
+    alpha_threshold: Annotated[float | None, tyro.conf.arg(help_behavior_hint="")] = None
     """A cell is occupied where a cell-long step through it is at least this opaque (default: 0.001 for NeRF,
     0.01 for Zip-NeRF, whose untrained space keeps a faint haze)."""
     overwrite: bool = False

@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import imageio.v3 as iio
 import numpy as np
@@ -67,7 +67,7 @@ class BlenderSceneConfig:
     - garden: the number of frames (default 160; every eighth is a test view)."""
     seed: int = 0
     """Seeds the procedural geometry, the cameras and Cycles' sampling."""
-    samples: int | None = None
+    samples: Annotated[int | None, tyro.conf.arg(help_behavior_hint="")] = None
     """Cycles samples per pixel (default: the scene's own, chosen for a noise floor above 35 dB)."""
     noise_floor_views: int = 0
     """Render this many test views again with another sampling seed.
