@@ -10,9 +10,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
+import tyro
 from rich.console import Console
 
 from eugen_nerf.eval.timing import benchmark
@@ -40,9 +41,12 @@ CONSOLE = Console()
 
 @dataclass
 class ISDFCommand:
-    """Train iSDF online from the ordered depth frames of --data, then evaluate against its mesh.ply."""
+    """Train iSDF online from the ordered depth frames of --data, then evaluate against its mesh.ply.
+    (ns-train eugen-isdf trains the same field as a nerfstudio method, from random batches of depth rays.)"""
 
-    data: Path = SHIPPED_SCENES_DIR / "bunny_rgbd"
+    data: Annotated[Path, tyro.conf.arg(help_behavior_hint="(default: the shipped scenes/bunny_rgbd)")] = (
+        SHIPPED_SCENES_DIR / "bunny_rgbd"
+    )
     """RGB-D scene folder (transforms.json with depth_file_path per frame, and a ground-truth mesh)."""
     output: Path = Path("outputs/isdf")
     """Folder for field.pt, mesh.ply and metrics.json (written in a staging folder, swapped in when complete)."""
