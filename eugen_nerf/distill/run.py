@@ -770,7 +770,8 @@ def distill(options: DistillOptions, console: Console | None = None) -> DistillR
         "teacher_checkpoint_bytes": run.teacher_state_bytes,
         "options": options.recorded(),
         "world_size": run.world_size,
-        # the float sums' order, and so the student's last digits, follow torch's thread count
+        # the float sums' order follows torch's thread count, and the fits carry its rounding on: a student is
+        # reproduced bit for bit on as many threads
         "torch_threads": torch.get_num_threads(),
         "capture": {
             "rays": len(run.rays.rays),
