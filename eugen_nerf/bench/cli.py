@@ -33,7 +33,7 @@ from eugen_nerf.bench.index import load, update_index, write_command
 from eugen_nerf.bench.protocol import PROTOCOLS, Places, Suite, load_protocol
 from eugen_nerf.bench.tables import Tables, documents
 from eugen_nerf.inputs.errors import InputError, one_line_errors, report
-from eugen_nerf.inputs.options import parse_command_line
+from eugen_nerf.inputs.options import parse_command_line, resolve_device
 
 TABLE_SPEC = PROTOCOLS / "tables.yaml"
 
@@ -135,11 +135,7 @@ def run(args: BenchArgs) -> int:
     ]
     if args.quick and placed:  # --quick writes under --quick-dir only
         raise InputError(f"--quick writes under --quick-dir; {placed[0]} is for full runs")
-    if args.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device is available here (use --device cpu)")
+    resolve_device(args.device)  # --device cuda without CUDA: one line, before any suite runs
     protocol = load_protocol(args.protocol or PROTOCOLS / f"{args.device}.yaml")
     if args.tables:
         stale = regenerate(args.root, protocol, args.check)

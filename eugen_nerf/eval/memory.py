@@ -42,6 +42,7 @@ from torch.utils._pytree import tree_flatten
 
 from eugen_nerf.eval.size import PeakMemory
 from eugen_nerf.eval.timing import synchronize
+from eugen_nerf.inputs.options import resolve_device
 
 KINDS = ("cuda_allocated_delta", "rss_delta_fresh_process")
 """What ``render_memory_kind`` can say: the CUDA allocator's delta, or the resident set's delta on the CPU."""
@@ -185,7 +186,7 @@ def measure_in_this_process(
     else:
         if not Path(scene).is_dir():
             raise EvalInputError(f"{scene}: the scene folder does not exist")
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = resolve_device(device)
         model, cameras = build_untrained(read_config(Path(config_path), check_scene=False), scene, device)
     if not 0 <= view < len(cameras):
         raise EvalInputError(f"{config_path}: test view {view} does not exist ({len(cameras)} test views)")

@@ -25,6 +25,7 @@ from eugen_nerf.eval.checkpoints import (
 )
 from eugen_nerf.eval.lpips import install_offline_lpips
 from eugen_nerf.inputs.errors import InputError, one_line
+from eugen_nerf.inputs.options import resolve_device
 
 if TYPE_CHECKING:  # nerfstudio is imported where used: importing it is slow
     from nerfstudio.engine.trainer import TrainerConfig
@@ -153,7 +154,7 @@ def load_run(
     loaded = load_checkpoint(checkpoint)
     if eval_num_rays_per_chunk:
         config.pipeline.model.eval_num_rays_per_chunk = eval_num_rays_per_chunk
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(device)
     config.machine.device_type = device.type
     pipeline = config.pipeline.setup(device=device, test_mode=test_mode)
     pipeline.eval()

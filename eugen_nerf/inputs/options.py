@@ -179,12 +179,13 @@ def _join_docstring_lines() -> None:
     _strings.remove_single_line_breaks = paragraphs
 
 
-def resolve_device(name: str | None, option: str = "--device"):
+def resolve_device(name: object = None, option: str = "--device"):
     """The torch device a ``--device`` value names: ``None`` or ``"auto"`` is CUDA where available, else the CPU.
     Anything but the CPU and a CUDA device this machine has is an :class:`InputError` (one line, where torch
     would raise from deep inside the first tensor moved there): the commands run on those two kinds only."""
     import torch
 
+    name = None if name is None else str(name)  # a torch.device too
     if name is None or name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
