@@ -333,3 +333,21 @@ def test_page_keeps_a_cameras_aspect_and_lens(exports, tmp_path):
             assert abs((bottom - top) / (right - left) - 0.75) < 0.02, "the canvas is shown stretched"
         finally:
             server.shutdown()
+
+
+@pytest.mark.usefixtures("chromium")
+def test_page_shows_names_as_text_never_as_markup(exports, tmp_path):
+    """An export's folder name (and its header's fields) reach the page as text: markup in them is shown,
+    not run."""
+    folder = tmp_path / "<i>tagged"
+    folder.mkdir()
+    shutil.copy(Path(exports["eugen-nerf"]) / fmt.FILE_NAME, folder / fmt.FILE_NAME)
+    with page_on([folder]) as browser:
+        shown = browser.evaluate(
+            "JSON.stringify({markup: document.querySelectorAll('#info i, #show i').length,"
+            " option: document.getElementById('show').options[0].textContent,"
+            " info: document.getElementById('info').textContent})"
+        )
+    shown = json.loads(shown)
+    assert shown["markup"] == 0, shown
+    assert shown["option"].startswith("A: <i>tagged (") and "<i>tagged" in shown["info"], shown

@@ -12,6 +12,23 @@ const BAND_MS = 30; // aim of one band's render time
 // two significant figures below 10 fps, so a software renderer's slow frame never reads as "0.00 fps"
 const framesPerSecond = (ms) => (ms > 100 ? (1000 / ms).toPrecision(2) : (1000 / ms).toFixed(1));
 
+// Names and header fields come from files and URLs: they go into the page as text, never as markup.
+function option(value, text) {
+  const element = document.createElement("option");
+  element.value = String(value);
+  element.textContent = text;
+  return element;
+}
+
+function appendTerm(list, term, description, bold = false) {
+  const dt = document.createElement("dt");
+  if (bold) dt.appendChild(document.createElement("b")).textContent = term;
+  else dt.textContent = term;
+  const dd = document.createElement("dd");
+  dd.textContent = description;
+  list.append(dt, dd);
+}
+
 function showMessage(text) {
   const box = $("message");
   box.textContent = text;
@@ -251,14 +268,14 @@ function loop() {
 
 function setupControls(header) {
   const cameras = header.cameras;
-  $("camera").innerHTML = cameras.map((c, i) => `<option value="${i}">${c.name || i}</option>`).join("");
+  $("camera").replaceChildren(...cameras.map((c, i) => option(i, c.name || String(i))));
   $("camera").onchange = () => {
     state.view = cameraView(cameras[Number($("camera").value)]);
     restart();
   };
-  const options = state.names.map((n, i) => `<option value="${i}">${"AB"[i]}: ${n}</option>`);
-  if (state.renderers.length === 2) options.push(`<option value="2">A | B side by side</option>`);
-  $("show").innerHTML = options.join("");
+  const options = state.names.map((n, i) => option(i, `${"AB"[i]}: ${n}`));
+  if (state.renderers.length === 2) options.push(option(2, "A | B side by side"));
+  $("show").replaceChildren(...options);
   $("show").value = String(state.show);
   $("show").onchange = () => {
     state.show = Number($("show").value);
@@ -322,7 +339,8 @@ function showInfo(parsed, renderer, index) {
     ...(renderer.tableSize ? [["hash-table texture", renderer.tableSize.join("x")]] : []),
     ["source", `${h.source?.method} step ${h.source?.step}`],
   ];
-  $("info").innerHTML += `<dt><b>${"AB"[index]}</b></dt><dd>${state.names[index]}</dd>` + rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("");
+  appendTerm($("info"), "AB"[index], state.names[index], true);
+  for (const [term, description] of rows) appendTerm($("info"), term, String(description));
 }
 
 async function sources() {
@@ -340,7 +358,7 @@ async function sources() {
 async function start(loaded) {
   state.renderers = [];
   state.names = loaded.map((l) => l.name);
-  $("info").innerHTML = "";
+  $("info").replaceChildren();
   loaded.forEach((l, i) => {
     const renderer = new FieldRenderer($(`view-${i}`).querySelector("canvas"), l.parsed);
     state.renderers.push(renderer);
