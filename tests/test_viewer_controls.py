@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from eugen_nerf.eval.panels import compose, fit_label
 from eugen_nerf.eval.panels import difference as difference_image
+from eugen_nerf.inputs.errors import InputError
 from eugen_nerf.layers import EUGenMLP, EUGenSpec
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
@@ -33,7 +34,7 @@ from eugen_nerf.viewer.compare import (
     viser_to_c2w,
 )
 from eugen_nerf.viewer.controls import FUSED_LABEL, add_eugen_viewer_controls
-from eugen_nerf.viewer.server import start_viser_server
+from eugen_nerf.viewer.server import check_listen_address, start_viser_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -220,6 +221,22 @@ def test_runs_of_different_scenes_are_refused(tmp_path: Path):
     assert result.returncode == 2
     message = " ".join((result.stdout + result.stderr).split())
     assert "runs are of different scenes" in message and str(other) in message and "Traceback" not in message
+
+
+def test_an_address_the_viewer_cannot_listen_on_is_refused_before_the_runs_load(tmp_path: Path):
+    check_listen_address("127.0.0.1", 0)
+    with pytest.raises(InputError, match="--port must be in 0..65535"):
+        check_listen_address("127.0.0.1", 99999)
+    with pytest.raises(InputError, match="--host no-such-host.invalid: cannot listen there"):
+        check_listen_address("no-such-host.invalid", 7008)
+    # = eugen-viewer, with runs that would take a while to load: one line at once (viser would wait for ever)
+    left = write_run_config(tmp_path / "a" / "config.yml", REPO / "scenes" / "bunny32")
+    right = write_run_config(tmp_path / "b" / "config.yml", REPO / "scenes" / "bunny32")
+    result = run_main("eugen_nerf.viewer.cli", "--left", left, "--right", right, "--port", "99999")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.strip().splitlines()[-1] == "eugen-viewer: error: --port must be in 0..65535, got 99999"
+    )
 
 
 def test_a_stock_vanilla_nerf_run_renders_its_fine_colour():

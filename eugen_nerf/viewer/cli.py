@@ -32,7 +32,7 @@ from eugen_nerf.viewer.compare import (
     viser_to_c2w,
 )
 from eugen_nerf.viewer.controls import FUSED_LABEL, eugen_mlps, set_fused
-from eugen_nerf.viewer.server import start_viser_server
+from eugen_nerf.viewer.server import check_listen_address, start_viser_server
 
 PRESET_LABEL = "Camera preset"
 PANEL_LABELS = ["left", "right", "|left - right|"]
@@ -188,6 +188,7 @@ class EUGenViewer:
 
     def main(self) -> None:
         check_options(self, {"port": integer_at_least(0), "render_height": POSITIVE_INT})
+        check_listen_address(self.host, self.port)  # before the runs load, which takes a while
         check_same_scene(self.left, self.right)
         runs = [Run.load(self.left), Run.load(self.right)]
         mismatch = mismatched_test_views([run.pipeline for run in runs], ["--left", "--right"])

@@ -8,8 +8,25 @@ simply run again: the race is over as soon as the vanished process is gone.
 
 from __future__ import annotations
 
+import socket
+
 import psutil
 import viser
+
+from eugen_nerf.inputs.errors import InputError
+
+
+def check_listen_address(host: str, port: int) -> None:
+    """:class:`InputError` unless a server can listen on ``host`` (checked by binding a free port there) and
+    ``port`` is a TCP port: viser reports a failed bind from its server thread and then waits for ever."""
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port must be in 0..65535, got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as error:
+        raise InputError(f"--host {host}: cannot listen there ({error.strerror or error})") from None
 
 
 def start_viser_server(host: str, port: int, attempts: int = 5, **kwargs) -> viser.ViserServer:
