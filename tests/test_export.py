@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -463,3 +464,63 @@ def test_a_float16_export_refuses_weights_out_of_its_range():
     with pytest.raises(ExportError, match="exceeds float16's range.*--dtype float32"):
         _Writer("float16").add("trunk.0.weight", torch.tensor([1.0, 7e4]))
     assert _Writer("float32").add("w", torch.tensor([1.0, 7e4])) == "w"
+
+
+def test_reference_renderer_refuses_an_unknown_sampling_and_camera(exports):
+    exported = load_export(exports["dense-nerf"], device="cpu")
+    with pytest.raises(ValueError, match="'march' or 'nerfstudio'"):
+        Sampling(kind="marching")
+    count = len(exported.cameras)
+    for camera in (count, -1):
+        with pytest.raises(IndexError, match=f"export with {count}"):
+            render_view(exported, camera, Sampling(samples=8))
+
+
+def test_serve_names_each_export_by_its_folder(exports, tmp_path):
+    from eugen_nerf.export.serve import describe
+
+    folder = Path(exports["eugen-nerf"])
+    name = describe(folder / fmt.FILE_NAME)["name"]  # a field.eugen given as a file: named by its folder
+    assert name == describe(folder)["name"] == f"{folder.name} (eugen-nerf, EUGen, 6 layers)", name
+    copy = tmp_path / "another"
+    copy.mkdir()
+    shutil.copy(folder / fmt.FILE_NAME, copy / fmt.FILE_NAME)
+    assert describe(copy / fmt.FILE_NAME)["name"] != name  # two exports of one run read apart
+
+
+def test_serve_stops_on_ctrl_c_without_an_error(exports, monkeypatch, capsys):
+    from eugen_nerf.export import cli, serve
+
+    class Interrupted:
+        server_address = ("127.0.0.1", 1234)
+        closed = False
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+        def server_close(self):
+            Interrupted.closed = True
+
+    monkeypatch.setattr(serve, "make_server", lambda exports, port: Interrupted())
+    cli.entrypoint(["serve", str(exports["eugen-nerf"])])  # returns: no SystemExit, no "interrupted"
+    assert Interrupted.closed and "stopped" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:  # the export to serve is required
+        cli.entrypoint(["serve"])
+    assert exit_info.value.code == 2
+
+
+def test_export_that_cannot_be_written_is_one_line(runs, tmp_path, monkeypatch, capsys):
+    from eugen_nerf.export import cli
+
+    def disk_full(path, header, buffers):
+        Path(path).write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fmt, "write", disk_full)
+    output = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.entrypoint([str(runs["dense-nerf"]), "--output", str(output), "--grid-resolution", "8"])
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == f"eugen-export: error: --output {output}: cannot write it (No space left on device)", line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no export, no staging folder left

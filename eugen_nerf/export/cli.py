@@ -11,7 +11,7 @@ Exit status: 0 done, 2 bad input (nothing written), 130 Ctrl-C.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -64,8 +64,11 @@ class Export:
             run = load_run(self.config, device="cpu")
         with Progress(console=CONSOLE, transient=True) as progress:
             header, buffers = build_export(run, options, progress)
-        with staged_directory(self.output) as staging:
-            size = fmt.write(staging / fmt.FILE_NAME, header, buffers)
+        try:
+            with staged_directory(self.output) as staging:
+                size = fmt.write(staging / fmt.FILE_NAME, header, buffers)
+        except OSError as error:  # a full disk, a read-only mount: one line, nothing left behind
+            raise InputError(f"--output {self.output}: cannot write it ({error.strerror or error})") from None
         occupied = float(buffers["occupancy"].mean())
         macs = ", ".join(f"{name} {value:,}" for name, value in header["macs_per_sample"].items())
         CONSOLE.print(
@@ -79,7 +82,9 @@ class Export:
 class Serve:
     """Open the web viewer on 127.0.0.1 with one export, or two (toggled or side by side)."""
 
-    exports: tyro.conf.Positional[list[Path]] = field(default_factory=list)
+    exports: Annotated[
+        tyro.conf.Positional[list[Path]], tyro.conf.arg(metavar="EXPORT [EXPORT]", help_behavior_hint="")
+    ]
     """One or two export directories (or field.eugen files)."""
     port: int = 8765
     """Port on 127.0.0.1 (0: any free port)."""
@@ -101,6 +106,8 @@ class Serve:
         CONSOLE.print(f"web viewer: {url}  (Ctrl-C stops it)", soft_wrap=True)
         try:
             server.serve_forever()
+        except KeyboardInterrupt:  # Ctrl-C is how the server is meant to stop: not an error
+            CONSOLE.print("web viewer: stopped")
         finally:
             server.server_close()
 

@@ -65,6 +65,10 @@ class Sampling:
     importance_samples: int | None = None
     """nerfstudio: samples drawn from the coarse weights (None: the run's)."""
 
+    def __post_init__(self) -> None:
+        if self.kind not in ("march", "nerfstudio"):  # a typo must not render with the other sampling
+            raise ValueError(f"Sampling kind must be 'march' or 'nerfstudio', got {self.kind!r}")
+
 
 def _directions(camera: Camera, shift_x: float = 0.0, shift_y: float = 0.0) -> Tensor:
     """Unit directions ``(H*W, 3)`` through the pixels' centres (shifted by whole pixels), row by row."""
@@ -384,6 +388,11 @@ def render_view(
 ) -> Tensor:
     """An ``(H, W, 3)`` image of ``camera`` (or test camera ``camera`` of the export), optionally resized."""
     if isinstance(camera, int):
+        if not 0 <= camera < len(exported.cameras):
+            raise IndexError(
+                f"test camera {camera} of an export with {len(exported.cameras)} (0 to "
+                f"{len(exported.cameras) - 1})"
+            )
         camera = exported.cameras[camera]
     if width or height:
         camera = camera.resized(width or camera.width, height or camera.height)

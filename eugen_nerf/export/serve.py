@@ -56,7 +56,8 @@ def describe(path: Path) -> dict:
     eugen = source.get("eugen_layers", 0)
     kind = f"EUGen, {eugen} layers" if eugen else "dense"
     return {
-        "name": f"{Path(path).resolve().name} ({source.get('method', '?')}, {kind})",
+        # the export's folder names it, a field.eugen given as a file too (not "field.eugen" for each)
+        "name": f"{parsed.path.resolve().parent.name} ({source.get('method', '?')}, {kind})",
         "path": parsed.path,
         "bytes": parsed.path.stat().st_size,
         "header": parsed.header,
