@@ -1,11 +1,10 @@
 """``eugen-eval``: evaluate trained runs side by side, score image pairs with LPIPS, set up LPIPS weights.
 
-    eugen-eval --load-config A/config.yml [B/config.yml ...] --output report.json [--plots DIR] \
-        [--side-by-side picture.png]
+    eugen-eval --load-config A/config.yml [B ...] --output report.json [--plots DIR] [--side-by-side P.png]
     eugen-eval lpips A.png B.png
     eugen-eval setup-lpips [--force]
 
-The first form is shorthand for ``eugen-eval runs ...``.
+The first form is shorthand for 'eugen-eval runs ...'.
 """
 
 from __future__ import annotations
@@ -26,7 +25,15 @@ from eugen_nerf.eval.report import build_report, plot, print_table, write_json
 from eugen_nerf.eval.runs import EvalInputError
 from eugen_nerf.eval.timing import NonFiniteOutput
 from eugen_nerf.inputs.images import read_image_float
-from eugen_nerf.inputs.options import NON_NEGATIVE_INT, POSITIVE_INT, check_options, positive, run_command
+from eugen_nerf.inputs.options import (
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    check_options,
+    flag,
+    positive,
+    run_command,
+)
+from eugen_nerf.inputs.outputs import refuse_unwritable
 
 CONSOLE = Console() if sys.stdout.isatty() else Console(width=160)  # logs and pipes: keep the table whole
 
@@ -55,7 +62,7 @@ class Runs:
     Runs of one scene are also timed side by side (the render speed-up over the first run)."""
 
     load_config: list[Path]
-    """``config.yml`` of each run (``outputs/<experiment>/<method>/<timestamp>/config.yml``)."""
+    """The config.yml of each run (outputs/<experiment>/<method>/<timestamp>/config.yml), or its folder."""
     output: Path = Path("report.json")
     """Where to write the JSON report."""
     plots: Path | None = None
@@ -76,8 +83,17 @@ class Runs:
         check_options(self.settings, SETTINGS_RULES)
         if not self.load_config:
             raise EvalInputError("--load-config needs at least one run's config.yml")
-        if self.output.is_dir():
-            raise EvalInputError(f"--output {self.output} is a folder; name the report's file")
+        # every path written at the end is checked before the runs load: one line now, not a traceback then
+        refuse_unwritable(self.output, "--output")
+        if self.plots is not None:
+            refuse_unwritable(self.plots, "--plots", folder=True)
+        if self.side_by_side is not None:
+            refuse_unwritable(self.side_by_side, "--side-by-side")
+        defaults = Runs(load_config=[])
+        if self.side_by_side is None:
+            for name in ("side_by_side_view", "difference_gain"):
+                if getattr(self, name) != getattr(defaults, name):
+                    raise EvalInputError(f"{flag(name)} sets up --side-by-side's picture; add --side-by-side")
         if self.side_by_side is not None and self.side_by_side.suffix.lower() not in PICTURE_SUFFIXES:
             raise EvalInputError(
                 f"--side-by-side {self.side_by_side}: name a {' or '.join(PICTURE_SUFFIXES)} file"

@@ -45,10 +45,20 @@ def refuse_existing(
             )
         if not overwrite:
             raise InputError(f"{option} {target} already holds {what}; pass --overwrite to replace it")
+    refuse_unwritable(target, option, folder=True)
+
+
+def refuse_unwritable(target: Path, option: str = "--output", folder: bool = False) -> None:
+    """:class:`InputError` when ``target`` (a file, or a ``folder``) cannot be written: it exists as the other
+    kind, or its nearest existing parent is not a folder this process can write into. Checked before the work
+    whose result it holds, so a bad path is one line at once, not a traceback at the end."""
+    target = Path(target)
+    if target.exists() and target.is_dir() != folder:
+        raise InputError(f"{option} {target} is {'not a folder' if folder else 'a folder; name a file'}")
     parent = target.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"{option} {target}: cannot write into {parent}")
 
 
