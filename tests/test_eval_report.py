@@ -109,3 +109,17 @@ def test_table_and_plots(sample_report, tmp_path):
     written = report.plot(sample_report, tmp_path / "plots")
     assert [p.name for p in written] == ["psnr_vs_fps.png", "per_view_psnr.png"]
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+def test_table_shows_fps_and_rays_from_one_timing(sample_report):
+    """Timed side by side, a run's FPS, rays/s and speed-up all come from that timing (rays = FPS x pixels);
+    timed alone, from its own."""
+    speed = sample_report["runs"][0]["speed"]
+    speed.update(render_fps=0.04, rays_per_second=41.0, render_fps_side_by_side=0.2)
+    assert report.shown_speed(speed) == (0.2, 0.2 * 32 * 32)
+    console = Console(record=True, width=200)
+    report.print_table(sample_report, console)
+    row = next(line for line in console.export_text().splitlines() if "bunny32/nerfacto/a" in line)
+    assert " 0.2 " in row and " 205 " in row and " 41 " not in row, row
+    speed["render_fps_side_by_side"] = None
+    assert report.shown_speed(speed) == (0.04, 41.0)

@@ -201,9 +201,19 @@ def _si(value: float) -> str:
     return f"{value / 1000**exponent:.3g}{' kMGT'[exponent].strip()}"
 
 
+def shown_speed(speed: dict[str, Any]) -> tuple[float, float]:
+    """The FPS and rays per second that the table and the plot show, both from one timing: the side-by-side
+    one where the runs were timed side by side (so they agree with the speed-up), else the run's own."""
+    fps = speed.get("render_fps_side_by_side")
+    if fps is None:
+        return speed["render_fps"], speed["rays_per_second"]
+    width, height = speed["resolution"]
+    return fps, fps * width * height
+
+
 def table(report: dict[str, Any]) -> Table:
-    """Runs side by side: quality, speed and size. With several runs of one scene, FPS and speed-up both
-    come from the side-by-side timing, so the two columns agree."""
+    """Runs side by side: quality, speed and size. With several runs of one scene, FPS, rays/s and speed-up
+    all come from the side-by-side timing, so the columns agree."""
     out = Table(title=f"eugen-eval ({report['device']['name']})")
     out.add_column("run", overflow="fold", min_width=12)
     out.add_column("method", overflow="fold")
@@ -229,9 +239,9 @@ def table(report: dict[str, Any]) -> Table:
             _stat_cell(metrics.get("psnr"), 2),
             _stat_cell(metrics.get("ssim"), 3),
             _stat_cell(metrics.get("lpips"), 3),
-            f"{speed.get('render_fps_side_by_side') or speed['render_fps']:.3g}",
+            f"{shown_speed(speed)[0]:.3g}",
             "n/a" if speed.get("render_speedup") is None else f"{speed['render_speedup']:.2f}x",
-            _si(speed["rays_per_second"]),
+            _si(shown_speed(speed)[1]),
             "n/a" if speed["field_points_per_second"] is None else _si(speed["field_points_per_second"]),
             _si(size["parameters"]),
             f"{size['checkpoint_bytes'] / 2**20:.1f}",
@@ -256,7 +266,7 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[Path]:
     runs = [run for run in report["runs"] if run["metrics"].get("psnr") is not None]
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    fps = [run["speed"]["render_fps"] for run in runs]
+    fps = [shown_speed(run["speed"])[0] for run in runs]  # the table's FPS
     for run, x in zip(runs, fps):
         ax.scatter(x, run["metrics"]["psnr"]["mean"], label=run["name"])
     wide = bool(fps) and max(fps) >= 10 * min(fps)  # log axis only when speeds span a decade
