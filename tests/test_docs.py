@@ -104,7 +104,7 @@ def test_every_command_help_is_free_of_history(name, monkeypatch):
     assert f"usage: {name}" in text, "the usage line names the command, not the script's path"
 
 
-def test_docstring_lines_join_into_paragraphs_lists_and_examples():
+def test_docstring_lines_join_into_paragraphs_lists_and_examples_without_rest_literals():
     from eugen_nerf.inputs.options import join_wrapped_lines
 
     text = """What it does, wrapped
@@ -119,7 +119,7 @@ def test_docstring_lines_join_into_paragraphs_lists_and_examples():
         eugen-eval setup-lpips
     Then text again."""
     assert join_wrapped_lines(text).split("\n") == [
-        "What it does, wrapped (here) across ``three`` lines.",
+        "What it does, wrapped (here) across three lines.",  # reST literals lose their backquotes
         "- one item, wrapped;",
         "- another.",
         "",

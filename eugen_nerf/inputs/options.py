@@ -131,13 +131,17 @@ def parse_command_line(
 _LIST_ITEM = re.compile(r"^([-*•]|\d+[.)])\s")
 
 
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
 def join_wrapped_lines(text: str) -> str:
     """``text`` (a docstring) with its wrapped lines joined into paragraphs, after its own indentation is
     removed (``inspect.cleandoc``). A list item (``-``, ``*``, ``•``, ``1.``) starts a line and takes its
     indented wrapped lines; a line indented past the text (an example command) stays as it is; a blank line
-    ends a paragraph."""
+    ends a paragraph. reST literals (````x````) lose their backquotes: a terminal shows them as typed."""
     import inspect
 
+    text = _LITERAL.sub(r"\1", text)
     lines: list[str] = []
     previous = "blank"  # what the last line kept is: blank, text, item (a list item) or code (indented)
     for line in inspect.cleandoc(text).split("\n"):
