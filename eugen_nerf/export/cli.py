@@ -6,7 +6,7 @@
 The first form is shorthand for 'eugen-export export ...': the run (NeRF or Zip-NeRF: EUGen, its dense twin or
 an eugen-distill student) becomes DIR/field.eugen (the format: docs/export.md). 'serve' opens the web viewer on 127.0.0.1 with
 one export, or two (an EUGen field and its dense twin, toggled or side by side).
-Exit status: 0 done, 2 bad input (nothing written), 130 Ctrl-C.
+Exit status: 0 done, 2 bad input (nothing written), 130 Ctrl-C during an export (0 for serve, which Ctrl-C stops).
 """
 
 from __future__ import annotations
