@@ -549,6 +549,17 @@ CASES = [
         lambda i, s: f"--output-dir {i / 'run_truncated'} holds the teacher's run",
     ),
     Case(
+        "distill-output-inside-the-teacher",
+        lambda i, s: [
+            "--teacher",
+            str(run_dir(i, "run_truncated")),
+            "--output-dir",
+            str(run_dir(i, "run_truncated") / "student"),
+        ],
+        "eugen-distill",
+        lambda i, s: f"--output-dir {run_dir(i, 'run_truncated') / 'student'} is inside the teacher's run",
+    ),
+    Case(
         "distill-output-holds-other-files",
         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--overwrite"],
         "eugen-distill",

@@ -1695,3 +1695,15 @@ def test_an_optional_fraction_reads_none_and_names_a_bad_value(flag, capsys):
         tyro.cli(DistillCommand, args=[*base, flag, "3/0"])
     text = capsys.readouterr().err
     assert "not a number: '3/0'" in text and "PrimitiveConstructorSpec" not in text
+
+
+def test_report_json_writes_a_non_finite_score_as_null(tmp_path):
+    import json
+
+    from eugen_nerf.distill.report import write_json_atomic
+
+    path = tmp_path / "distill_report.json"
+    data = {"teacher": {"lpips": float("nan"), "psnr": 24.9}, "views": [float("inf"), 1.0], "step": 3}
+    write_json_atomic(path, data)
+    strict = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    assert strict == {"teacher": {"lpips": None, "psnr": 24.9}, "views": [None, 1.0], "step": 3}

@@ -1,6 +1,6 @@
 """``eugen-distill``: turn a trained nerfstudio field into an EUGen field in closed form.
 
-    eugen-distill --teacher outputs/bunny64/dense-nerf/<timestamp>/config.yml --output-dir outputs/student
+    eugen-distill --teacher teachers/shiny128/dense-nerf/paper --output-dir outputs/student  # the shipped teacher
     eugen-distill --teacher RUN --list-layers
     eugen-distill --teacher RUN --output-dir DIR --layers auto --psnr-budget 0.1
     eugen-distill --teacher RUN --output-dir DIR --width-fraction 1/4 --finetune-steps 300

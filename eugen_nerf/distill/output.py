@@ -34,8 +34,8 @@ def holds_run(run_dir: Path) -> bool:
 def check_output_dir(run_dir: Path, overwrite: bool, teacher: Path | None = None) -> None:
     """Refuse to write over a complete run unless ``overwrite``; into a folder holding anything but an earlier
     run of this command (a student, or one stopped with its resumable state), which ``--overwrite`` would
-    delete; and into or above the ``teacher``'s run folder, whatever ``overwrite`` says (nothing is written
-    here)."""
+    delete; and into, above or inside the ``teacher``'s run folder, whatever ``overwrite`` says (nothing is
+    written here)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise DistillError(f"--output-dir {run_dir} exists and is not a directory")
     if teacher is not None:
@@ -43,6 +43,10 @@ def check_output_dir(run_dir: Path, overwrite: bool, teacher: Path | None = None
         if teacher_dir == run_dir.resolve() or run_dir.resolve() in teacher_dir.parents:
             raise DistillError(
                 f"--output-dir {run_dir} holds the teacher's run {teacher_dir}; choose another folder"
+            )
+        if teacher_dir in run_dir.resolve().parents:  # the teacher's run folder stays as it was trained
+            raise DistillError(
+                f"--output-dir {run_dir} is inside the teacher's run {teacher_dir}; choose a folder beside it"
             )
     ours = holds_run(run_dir) or (run_dir / STATE_DIR).is_dir() or (run_dir / "distill_report.json").is_file()
     if run_dir.is_dir() and any(run_dir.iterdir()) and not ours:

@@ -90,15 +90,25 @@ def render_share(teacher, pipeline, paths: list[str], view: int = 0) -> dict[str
 
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
-    text = json.dumps(data, indent=2, default=_json_default) + "\n"  # before anything is written: may raise
+    # NaN (a score not measured) is written as null, as is an infinity: strict JSON has neither, and
+    # json.dumps never passes a float to ``default``, so they are replaced first
+    text = json.dumps(_nan_to_none(data), indent=2, default=_json_default, allow_nan=False) + "\n"
     atomic_write(path, lambda partial: partial.write_text(text))
+
+
+def _nan_to_none(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nan_to_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_to_none(item) for item in value]
+    return value
 
 
 def _json_default(value):
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, float) and math.isnan(value):
-        return None
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
