@@ -44,7 +44,8 @@ def check_output_dir(run_dir: Path, overwrite: bool, teacher: Path | None = None
             raise DistillError(
                 f"--output-dir {run_dir} holds the teacher's run {teacher_dir}; choose another folder"
             )
-        if teacher_dir in run_dir.resolve().parents:  # the teacher's run folder stays as it was trained
+        # the teacher's run folder stays as it was trained (a folder that is no run is reported as such later)
+        if (teacher_dir / "config.yml").is_file() and teacher_dir in run_dir.resolve().parents:
             raise DistillError(
                 f"--output-dir {run_dir} is inside the teacher's run {teacher_dir}; choose a folder beside it"
             )
