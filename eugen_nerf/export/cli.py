@@ -20,7 +20,7 @@ from rich.console import Console
 
 from eugen_nerf.export import format as fmt
 from eugen_nerf.inputs.errors import InputError
-from eugen_nerf.inputs.options import run_command
+from eugen_nerf.inputs.options import run_command, tcp_port
 from eugen_nerf.inputs.outputs import refuse_existing, staged_directory
 
 CONSOLE = Console()
@@ -94,8 +94,7 @@ class Serve:
 
         if not 1 <= len(self.exports) <= 2:
             raise InputError(f"serve takes one or two exports, got {len(self.exports)}")
-        if not 0 <= self.port <= 65535:
-            raise InputError(f"--port must be in 0..65535, got {self.port}")
+        tcp_port("port", self.port)
         try:
             server = make_server(self.exports, self.port)
         except OSError as error:

@@ -65,6 +65,12 @@ def finite(name: str, value: Any) -> None:
         _number(name, item)
 
 
+def tcp_port(name: str, value: Any) -> None:
+    """A TCP port, 0 (any free one) to 65535."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise InputError(f"{flag(name)} must be in 0..65535, got {value!r}")
+
+
 POSITIVE_INT = integer_at_least(1)
 NON_NEGATIVE_INT = integer_at_least(0)
 

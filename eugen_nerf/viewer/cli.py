@@ -19,7 +19,7 @@ from eugen_nerf.eval.panels import compose
 from eugen_nerf.eval.panels import difference as difference_image
 from eugen_nerf.eval.runs import mismatched_test_views
 from eugen_nerf.inputs.errors import one_line_errors
-from eugen_nerf.inputs.options import POSITIVE_INT, check_options, integer_at_least, parse_command_line
+from eugen_nerf.inputs.options import POSITIVE_INT, check_options, parse_command_line, tcp_port
 from eugen_nerf.viewer.compare import (
     HeldOutViews,
     Run,
@@ -187,7 +187,7 @@ class EUGenViewer:
     """Height in pixels of each rendered panel (the width follows the browser window); keep it small on CPU."""
 
     def main(self) -> None:
-        check_options(self, {"port": integer_at_least(0), "render_height": POSITIVE_INT})
+        check_options(self, {"port": tcp_port, "render_height": POSITIVE_INT})
         check_listen_address(self.host, self.port)  # before the runs load, which takes a while
         check_same_scene(self.left, self.right)
         runs = [Run.load(self.left), Run.load(self.right)]

@@ -14,13 +14,13 @@ import psutil
 import viser
 
 from eugen_nerf.inputs.errors import InputError
+from eugen_nerf.inputs.options import tcp_port
 
 
 def check_listen_address(host: str, port: int) -> None:
     """:class:`InputError` unless a server can listen on ``host`` (checked by binding a free port there) and
     ``port`` is a TCP port: viser reports a failed bind from its server thread and then waits for ever."""
-    if not 0 <= port <= 65535:
-        raise InputError(f"--port must be in 0..65535, got {port}")
+    tcp_port("port", port)
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
         with socket.socket(family, kind, proto) as probe:
