@@ -571,14 +571,12 @@ CASES = [
         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--eval-views", "0"],
         "eugen-distill",
         lambda i, s: "eval-views must be >= 1",
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-negative-finetune-lr",
         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--finetune-lr", "-1"],
         "eugen-distill",
         lambda i, s: "finetune-lr must be a number > 0, got -1.0",
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-output-holds-a-run",
@@ -599,7 +597,6 @@ CASES = [
         lambda i, s: ["--teacher", str(TEACHER), "--output-dir", str(s / "out"), "--width-fraction", "3/2"],
         "eugen-distill",
         lambda i, s: "width-fraction must be in (0, 1] or None, got 1.5",
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-width-fraction-of-without-a-fraction",
@@ -613,7 +610,6 @@ CASES = [
         ],
         "eugen-distill",
         lambda i, s: "width-fraction-of: expected PATTERN=FRACTION, got 'field_*.trunk.layers.7'",
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-width-fraction-of-matching-no-layer",
@@ -646,7 +642,6 @@ CASES = [
         lambda i, s: (
             "narrow-fraction keeps the first of the teacher's pivoted units; projections 'seeded' are not those"
         ),
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-narrow-fraction-for-a-baseline",
@@ -662,7 +657,6 @@ CASES = [
         ],
         "eugen-distill",
         lambda i, s: "narrow-fraction narrows EUGen layers; eugen.layer-type lowrank has none",
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-num-features-with-width-fraction",
@@ -679,7 +673,6 @@ CASES = [
             "eugen.num-features 32 sets one m for every layer, width-fraction 5/8 one per layer: "
             "add --width-fraction None"
         ),
-        parsed_by_tyro=True,
     ),
     Case(
         "distill-default-num-features-with-width-fraction",  # the default m, typed: not ignored silently

@@ -384,6 +384,18 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(dense_teacher, tmp_path, 
     assert not output_dir.exists()
 
 
+def test_an_option_out_of_range_is_one_line_not_the_parsers_box(tmp_path, capsys):
+    output_dir = tmp_path / "out"
+    assert (
+        cli_main(["--teacher", str(tmp_path), "--output-dir", str(output_dir), "--image-fraction", "0"]) == 2
+    )
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "eugen-distill: error: image-fraction must be in (0, 1], got 0.0"
+    ]
+    assert not output_dir.exists()
+
+
 def test_not_a_run_directory(tmp_path, capsys):
     assert cli_main(["--teacher", str(tmp_path), "--output-dir", str(tmp_path / "out")]) == 2
     assert "not a nerfstudio run directory (no config.yml)" in " ".join(capsys.readouterr().err.split())

@@ -38,6 +38,9 @@ class DistillCommand(DistillOptions):
     list_layers: bool = False
     """List the teacher's replaceable layers and exit."""
 
+    def __post_init__(self) -> None:
+        """Checked in :func:`main` instead, after parsing: tyro would show a bad value in its error box."""
+
 
 def list_teacher_layers(teacher: Path, console: Console) -> None:
     from eugen_nerf.distill.student import list_layers
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help, or a bad flag (tyro printed one message naming it)
         return int(done.code or 0)
     try:
+        command.check()
         typed = [flag.split("=", 1)[0].replace("_", "-") for flag in (sys.argv[1:] if argv is None else argv)]
         if command.width_fraction is not None and "--eugen.num-features" in typed:
             # the options see only the value: the default m typed out (64) would otherwise be ignored silently

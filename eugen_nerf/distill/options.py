@@ -309,6 +309,11 @@ class DistillOptions:
     """Score teacher and student on the test split (the report's quality, speed and size)."""
 
     def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Normalise the options' types and refuse bad values (:class:`DistillError`): on construction, and
+        again by the command line after parsing, where the error is one line instead of the parser's box."""
         self.teacher = Path(self.teacher)
         self.layers = tuple(self.layers)
         for name in ("image_fraction", "resolution_scale", "pair_fraction"):
