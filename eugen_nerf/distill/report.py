@@ -92,17 +92,17 @@ def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
     # NaN (a score not measured) is written as null, as is an infinity: strict JSON has neither, and
     # json.dumps never passes a float to ``default``, so they are replaced first
-    text = json.dumps(_nan_to_none(data), indent=2, default=_json_default, allow_nan=False) + "\n"
+    text = json.dumps(_non_finite_to_none(data), indent=2, default=_json_default, allow_nan=False) + "\n"
     atomic_write(path, lambda partial: partial.write_text(text))
 
 
-def _nan_to_none(value):
+def _non_finite_to_none(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {key: _nan_to_none(item) for key, item in value.items()}
+        return {key: _non_finite_to_none(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_nan_to_none(item) for item in value]
+        return [_non_finite_to_none(item) for item in value]
     return value
 
 
